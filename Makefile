@@ -1,0 +1,70 @@
+# fakedebugfs: `make run` mounts with a default workload, `make test` runs the suite.
+# Both install what they need first (Debian packages, .venv, patched pyfuse3).
+
+PYTHON      ?= python3
+VENV        := .venv
+PY          := $(VENV)/bin/python
+PIP         := $(VENV)/bin/pip
+PYFUSE3_VER := 3.5.0
+PATCH       := patches/pyfuse3-$(PYFUSE3_VER)-ioctl.patch
+BUILD       := build
+STAMPS      := $(BUILD)/stamps
+DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd
+MNT         ?= /tmp/fakedebugfs
+NATIVE      := $(BUILD)/native
+
+.PHONY: install run stop test bench clean debs venv pyfuse3 native
+
+install: $(STAMPS)/package native
+
+debs: $(STAMPS)/debs
+$(STAMPS)/debs:
+	@mkdir -p $(STAMPS)
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@touch $@
+
+$(STAMPS)/venv: $(STAMPS)/debs
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	@touch $@
+
+# pyfuse3 from its source distribution, with our ioctl/interrupt patch, Cython re-run.
+$(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCH)
+	rm -rf $(BUILD)/pyfuse3 && mkdir -p $(BUILD)/pyfuse3
+	$(PIP) download -q --no-deps --no-binary :all: -d $(BUILD)/pyfuse3 pyfuse3==$(PYFUSE3_VER)
+	tar xzf $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER).tar.gz -C $(BUILD)/pyfuse3
+	cd $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER) && patch -p1 -s < $(CURDIR)/$(PATCH) \
+	  && rm -f src/pyfuse3/__init__.c
+	$(PIP) install -q $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)
+	@touch $@
+
+$(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml
+	$(PIP) install -q -e '.[test]'
+	@touch $@
+
+# C helpers (the splice preload library and the test/bench readers) are built
+# by the package itself on first use; this target builds them ahead of time.
+native: $(STAMPS)/package
+	$(VENV)/bin/fakedebugfs build-native --quiet
+
+run: install
+	@mkdir -p $(MNT)
+	$(VENV)/bin/fakedebugfs umount $(MNT) 2>/dev/null || true
+	$(VENV)/bin/fakedebugfs mount $(MNT) --workload default --rate 2000 --enable-all
+	@echo "mounted at $(MNT): try 'cat $(MNT)/ktrace/info'; 'make stop' unmounts"
+
+stop:
+	$(VENV)/bin/fakedebugfs umount $(MNT)
+
+test: install
+	$(VENV)/bin/pytest -q tests
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(BUILD) $(VENV) *.egg-info .pytest_cache

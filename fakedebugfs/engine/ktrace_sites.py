@@ -1,0 +1,97 @@
+"""ktrace's default event catalogue: the ``DO_TRACE`` sites of the simulated
+kernel.
+
+The kmemtrace markers of seed 003 (``kmemtrace_alloc``/``kmemtrace_free``
+with their original format strings) sit on the kmem tracepoints, with the
+``type_id`` of seed 003's ``enum kmemtrace_type_id`` (0 kmalloc, 1 cache,
+2 pages).  Syscall entry/exit, sched_switch and process fork/exit/exec are the
+set the RFC's author benchmarked; ``process_exec`` has a ``%s`` argument.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from .ktrace import KtraceSite
+from .ktrace_format import parse_format
+
+KMEMTRACE_ALLOC_FORMAT = ("type_id %d call_site %lu ptr %lu "
+                          "bytes_req %lu bytes_alloc %lu gfp_flags %lu node %d")
+KMEMTRACE_FREE_FORMAT = "type_id %d call_site %lu ptr %lu"
+
+KMEMTRACE_TYPE_KMALLOC, KMEMTRACE_TYPE_CACHE, KMEMTRACE_TYPE_PAGES = 0, 1, 2
+
+
+def _alloc(type_id):
+    return lambda v: (type_id, v[0], v[1], v[2], v[3], v[4], v[5])
+
+
+def _page_alloc(v):
+    pfn, order, gfp, _migratetype, call_site, ptr = v
+    size = 4096 << order
+    return (KMEMTRACE_TYPE_PAGES, call_site, ptr, size, size, gfp, -1)
+
+
+DEFAULT_SITES = (
+    KtraceSite("kmemtrace_alloc", KMEMTRACE_ALLOC_FORMAT, "kmem:kmalloc",
+               _alloc(KMEMTRACE_TYPE_KMALLOC)),
+    KtraceSite("kmemtrace_alloc", KMEMTRACE_ALLOC_FORMAT, "kmem:kmem_cache_alloc",
+               _alloc(KMEMTRACE_TYPE_CACHE)),
+    KtraceSite("kmemtrace_alloc", KMEMTRACE_ALLOC_FORMAT, "kmem:mm_page_alloc", _page_alloc),
+    KtraceSite("kmemtrace_free", KMEMTRACE_FREE_FORMAT, "kmem:kfree",
+               lambda v: (KMEMTRACE_TYPE_KMALLOC, v[0], v[1])),
+    KtraceSite("kmemtrace_free", KMEMTRACE_FREE_FORMAT, "kmem:kmem_cache_free",
+               lambda v: (KMEMTRACE_TYPE_CACHE, v[0], v[1])),
+    KtraceSite("kmemtrace_free", KMEMTRACE_FREE_FORMAT, "kmem:mm_page_free",
+               lambda v: (KMEMTRACE_TYPE_PAGES, v[2], v[3])),
+    KtraceSite("syscall_entry", "nr %d arg0 %lx arg1 %lx arg2 %lx", "raw_syscalls:sys_enter",
+               lambda v: (v[0], v[1][0], v[1][1], v[1][2])),
+    KtraceSite("syscall_exit", "nr %d ret %ld", "raw_syscalls:sys_exit", lambda v: v),
+    KtraceSite("sched_switch", "prev_pid %d next_pid %d prev_state %ld", "sched:sched_switch",
+               lambda v: (v[1], v[5], v[3])),
+    KtraceSite("process_fork", "parent_pid %d child_pid %d", "sched:sched_process_fork",
+               lambda v: (v[1], v[3])),
+    KtraceSite("process_exit", "pid %d", "sched:sched_process_exit", lambda v: (v[1],)),
+    KtraceSite("process_exec", "filename %s pid %d", "sched:sched_process_exec",
+               lambda v: (v[0], v[1])),
+)
+
+USER_SYSTEM = "ktrace"  # tracepoints of user-declared events: ktrace:<name>
+
+
+def parse_event_file(text: str) -> list[tuple[str, str]]:
+    """``(name, format)`` pairs from an events file.
+
+    One event a line: a C identifier, then its format string (quoted or
+    not); blank lines and ``#`` comments are skipped.  Raises ValueError
+    with the line number for a malformed line.
+    """
+    events = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if not name.isidentifier() or not rest:
+            raise ValueError(f"line {lineno}: expected 'NAME FORMAT', got {line!r}")
+        if rest[0] in "'\"":
+            try:
+                parts = shlex.split(rest)
+            except ValueError as err:
+                raise ValueError(f"line {lineno}: {err}") from None
+            if len(parts) != 1:
+                raise ValueError(f"line {lineno}: text after the quoted format")
+            rest = parts[0]
+        if not parse_format(rest):
+            raise ValueError(f"line {lineno}: format {rest!r} has no argument")
+        events.append((name, rest))
+    return events
+
+
+def user_site(engine, name: str, fmt: str) -> KtraceSite:
+    """Define tracepoint ``ktrace:<name>`` for a user event and its site."""
+    nargs = len(parse_format(fmt))
+    tp = engine.define(USER_SYSTEM, name, tuple(f"arg{i}" for i in range(nargs)))
+    tp.format = fmt
+    return KtraceSite(name, fmt, tp.key)

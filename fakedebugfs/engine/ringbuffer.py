@@ -1,0 +1,397 @@
+"""Per-CPU ring buffers in the kernel's page format (kernel/trace/ring_buffer.c).
+
+A :class:`CpuBuffer` is one ``struct ring_buffer_per_cpu``: a circular array
+of 4096-byte data pages (``struct buffer_data_page``) holding events encoded
+exactly as the kernel encodes them (``struct ring_buffer_event``), so the
+bytes can be served as they are through ``trace_pipe_raw`` or an mmap.
+
+Positions are byte offsets in the stream of pages, always multiples of 4096:
+``produced`` counts pages the writer has finished, ``consumed`` pages the
+reader has taken.  Pages in ``[consumed, produced)`` are complete; the writer
+fills the *tail page* at ``produced``.  A reader may also take events one by
+one (``trace_pipe``) or take the unfinished part of the tail page
+(``trace_pipe_raw`` at the end of a recording); ``read`` is its offset in the
+page at ``consumed``.
+
+Overwrite mode (``RB_FL_OVERWRITE``) drops the oldest page when the writer
+needs it and counts its unread events as *overrun*; otherwise new events are
+dropped and counted as *dropped*.  Every written event ends up read, still
+in the buffer, overrun or dropped: nothing disappears uncounted.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from .layouts import (
+    BUF_PAGE_HDR_SIZE,
+    BUF_PAGE_SIZE,
+    PAGE_SIZE,
+    RB_COMMIT_MASK,
+    RB_EVNT_MIN_SIZE,
+    RB_MAX_SMALL_DATA,
+    RB_MISSED_EVENTS,
+    RB_MISSED_STORED,
+    RINGBUF_TYPE_PADDING,
+    RINGBUF_TYPE_TIME_EXTEND,
+    RINGBUF_TYPE_TIME_STAMP,
+    TS_MASK,
+    TS_SHIFT,
+    buffer_data_page_header,
+    packer,
+)
+
+_PAGE_HDR = packer(buffer_data_page_header)
+_U32 = struct.Struct("<I")
+_U32x2 = struct.Struct("<II")
+_U64 = struct.Struct("<Q")
+
+
+def event_length(payload_len: int) -> int:
+    """Bytes an event with *payload_len* bytes of data takes in a page
+    (``rb_calculate_event_length``)."""
+    length = payload_len or 1
+    if length > RB_MAX_SMALL_DATA:
+        length += 4
+    return (length + 4 + 3) & ~3
+
+
+@dataclass(frozen=True)
+class Event:
+    """One decoded data event: its absolute timestamp and payload bytes."""
+
+    ts: int
+    payload: bytes
+
+
+def decode_page_events(data, commit: int, ts: int, start: int = 0) -> Iterator[tuple]:
+    """Yield ``(kind, ts, offset, next_offset, payload)`` for the events in
+    ``data[start:commit]``, *ts* being the timestamp before the first one.
+
+    *kind* is ``"data"``, ``"pad"`` or ``"time"`` (extend / absolute stamp).
+    This is the decoder libtraceevent applies to ``header_event``.
+    """
+    off = start
+    while off + 4 <= commit:
+        word = _U32.unpack_from(data, off)[0]
+        type_len = word & 0x1F
+        delta = word >> 5
+        if type_len == RINGBUF_TYPE_PADDING:
+            if delta == 0:  # padding up to the end of the page
+                return
+            nxt = off + 4 + _U32.unpack_from(data, off + 4)[0]
+            yield "pad", ts, off, nxt, b""
+        elif type_len == RINGBUF_TYPE_TIME_EXTEND:
+            ts += (_U32.unpack_from(data, off + 4)[0] << TS_SHIFT) + delta
+            nxt = off + 8
+            yield "time", ts, off, nxt, b""
+        elif type_len == RINGBUF_TYPE_TIME_STAMP:
+            ts = (_U32.unpack_from(data, off + 4)[0] << TS_SHIFT) + delta
+            nxt = off + 8
+            yield "time", ts, off, nxt, b""
+        elif type_len == 0:
+            length = _U32.unpack_from(data, off + 4)[0] - 4
+            ts += delta
+            nxt = off + 8 + ((length + 3) & ~3)
+            yield "data", ts, off, nxt, bytes(data[off + 8:off + 8 + length])
+        else:
+            ts += delta
+            nxt = off + 4 + type_len * 4
+            yield "data", ts, off, nxt, bytes(data[off + 4:nxt])
+        off = nxt
+
+
+class CpuBuffer:
+    """One CPU's ring buffer (``struct ring_buffer_per_cpu``)."""
+
+    def __init__(self, cpu: int, size: int, overwrite: bool = True):
+        self.cpu = cpu
+        self.overwrite = overwrite
+        # called with the slot index of each page the writer finishes
+        self.on_page_done: Optional[Callable[[int], None]] = None
+        self.resize(size)
+
+    # --- geometry ---------------------------------------------------------
+
+    def resize(self, size: int) -> None:
+        """Reallocate for *size* bytes (at least two pages) and reset."""
+        self.nr_pages = max(2, size // PAGE_SIZE)
+        self.mem = bytearray(self.nr_pages * PAGE_SIZE)
+        self.reset()
+
+    @property
+    def size(self) -> int:
+        return self.nr_pages * PAGE_SIZE
+
+    def slot(self, pos: int) -> int:
+        """The page slot holding stream position *pos*."""
+        return (pos // PAGE_SIZE) % self.nr_pages
+
+    def reset(self) -> None:
+        """``ring_buffer_reset_cpu``: drop all content and counters."""
+        self.mem[:] = bytes(len(self.mem))
+        self.page_entries = [0] * self.nr_pages
+        self.produced = 0
+        self.consumed = 0
+        self.tail = 0
+        self.tail_entries = 0
+        self.last_ts = 0
+        self.read = 0
+        self.read_entries = 0
+        self.read_ts = 0
+        self.entries = 0  # events written since reset
+        self.overrun = 0  # events lost to overwrite (or to a pinned reader)
+        self.dropped = 0  # events refused: buffer full without overwrite, or too big
+        self.consumed_events = 0  # events taken by readers
+        self.missed = 0  # lost since a reader last took a page
+        self.pinned_until = 0.0  # a ktrace reader is copying [consumed, produced)
+
+    # --- writer -----------------------------------------------------------
+
+    def write(self, ts: int, payload: bytes) -> bool:
+        """Reserve and commit one event (``ring_buffer_write``).
+
+        Returns False when the event was lost (and counted)."""
+        length = len(payload)
+        size = event_length(length)
+        if size > BUF_PAGE_SIZE:
+            self.dropped += 1
+            return False
+        delta = ts - self.last_ts if self.tail else 0
+        if delta < 0:
+            delta = 0
+        need = size + (8 if delta > TS_MASK else 0)
+        if self.tail + need > BUF_PAGE_SIZE:
+            self._finish_page()
+            delta = 0
+        if self.tail == 0 and not self._claim_tail():
+            return False
+        base = self.slot(self.produced) * PAGE_SIZE
+        mem = self.mem
+        if self.tail == 0:
+            _U64.pack_into(mem, base, ts)
+        off = base + BUF_PAGE_HDR_SIZE + self.tail
+        if delta > TS_MASK:
+            _U32x2.pack_into(mem, off, RINGBUF_TYPE_TIME_EXTEND | ((delta & TS_MASK) << 5),
+                             delta >> TS_SHIFT)
+            off += 8
+            self.tail += 8
+            delta = 0
+        if length > RB_MAX_SMALL_DATA:
+            _U32x2.pack_into(mem, off, delta << 5, size - 4)
+            mem[off + 8:off + 8 + length] = payload
+        else:
+            _U32.pack_into(mem, off, ((size - 4) >> 2) | (delta << 5))
+            mem[off + 4:off + 4 + length] = payload
+        self.tail += size
+        self.tail_entries += 1
+        self.entries += 1
+        self.last_ts = ts
+        _U64.pack_into(mem, base + 8, self.tail)
+        return True
+
+    def _finish_page(self) -> None:
+        """Close the tail page: pad it and make it readable (``rb_move_tail``)."""
+        self._pad_tail()
+        done = self.slot(self.produced)
+        self.page_entries[done] = self.tail_entries
+        self.produced += PAGE_SIZE
+        self.tail = 0
+        self.tail_entries = 0
+        if self.on_page_done is not None:
+            self.on_page_done(done)
+
+    def _claim_tail(self) -> bool:
+        """Take the slot at ``produced`` for writing, dropping the oldest
+        unread page if it is there (overwrite mode) or refusing the event."""
+        if self.produced - self.consumed >= self.nr_pages * PAGE_SIZE:
+            if self.overwrite and not self.pinned():
+                self._drop_oldest()
+            else:
+                if self.overwrite:
+                    self.overrun += 1
+                    self.missed += 1
+                else:
+                    self.dropped += 1
+                return False
+        base = self.slot(self.produced) * PAGE_SIZE
+        self.mem[base:base + PAGE_SIZE] = bytes(PAGE_SIZE)
+        return True
+
+    def _pad_tail(self) -> None:
+        """Fill the unused end of the tail page (``rb_reset_tail``)."""
+        base = self.slot(self.produced) * PAGE_SIZE
+        room = BUF_PAGE_SIZE - self.tail
+        off = base + BUF_PAGE_HDR_SIZE + self.tail
+        if room >= RB_EVNT_MIN_SIZE:
+            _U32x2.pack_into(self.mem, off, RINGBUF_TYPE_PADDING | (1 << 5), room - 4)
+            commit = BUF_PAGE_SIZE
+        else:
+            if room >= 4:
+                _U32.pack_into(self.mem, off, RINGBUF_TYPE_PADDING)
+            commit = self.tail
+        _U64.pack_into(self.mem, base + 8, commit)
+
+    def _drop_oldest(self) -> None:
+        """Overwrite mode: the oldest unread page is lost to the writer."""
+        lost = self.page_entries[self.slot(self.consumed)] - self.read_entries
+        self.overrun += lost
+        self.missed += lost
+        self.consumed += PAGE_SIZE
+        self.read = 0
+        self.read_entries = 0
+
+    def pin(self, seconds: float) -> None:
+        """Keep the complete pages from being recycled for *seconds*
+        (a reader is copying them); new events are lost meanwhile."""
+        self.pinned_until = time.monotonic() + seconds
+
+    def unpin(self) -> None:
+        self.pinned_until = 0.0
+
+    def pinned(self) -> bool:
+        return self.pinned_until != 0.0 and time.monotonic() < self.pinned_until
+
+    def flush(self) -> None:
+        """Finish a non-empty tail page so readers can take it."""
+        if self.tail:
+            self._finish_page()
+
+    # --- state for readers -------------------------------------------------
+
+    def page_view(self, pos: int) -> tuple[int, int]:
+        """``(time_stamp, commit)`` of the page at stream position *pos*."""
+        return _PAGE_HDR.unpack_from(self.mem, self.slot(pos) * PAGE_SIZE)
+
+    def empty(self) -> bool:
+        """No unread event anywhere, tail page included
+        (``ring_buffer_per_cpu_empty``)."""
+        return self.consumed == self.produced and self.read >= self.tail
+
+    def has_pages(self) -> bool:
+        """A complete page is waiting (``produced != consumed``)."""
+        return self.produced != self.consumed
+
+    # --- page reader (trace_pipe_raw, ktrace) -------------------------------
+
+    def read_page(self, full_only: bool = False) -> Optional[bytes]:
+        """Take the next page for a reader (``ring_buffer_read_page``).
+
+        A complete page is handed over whole; otherwise, unless *full_only*,
+        the unread part of the tail page is copied out.  The commit word
+        carries ``RB_MISSED_EVENTS`` (and the count, ``RB_MISSED_STORED``) when
+        events were lost since the previous page.  Returns None when empty.
+        """
+        if self.consumed != self.produced:
+            ts, commit = self.page_view(self.consumed)
+            commit &= RB_COMMIT_MASK
+            if self.read:
+                ts = self.read_ts
+            start = self.slot(self.consumed) * PAGE_SIZE + BUF_PAGE_HDR_SIZE
+            data = self.mem[start + self.read:start + commit]
+            taken = self.page_entries[self.slot(self.consumed)] - self.read_entries
+            self.consumed += PAGE_SIZE
+            self.read = 0
+            self.read_entries = 0
+        elif self.read < self.tail and not full_only:
+            base = self.slot(self.produced) * PAGE_SIZE
+            ts = self.read_ts if self.read else _U64.unpack_from(self.mem, base)[0]
+            start = base + BUF_PAGE_HDR_SIZE
+            data = self.mem[start + self.read:start + self.tail]
+            taken = self.tail_entries - self.read_entries
+            self.read = self.tail
+            self.read_entries = self.tail_entries
+            self.read_ts = self.last_ts
+        else:
+            return None
+        self.consumed_events += taken
+        return self._reader_page(ts, bytes(data))
+
+    def _reader_page(self, ts: int, data: bytes) -> bytes:
+        commit = len(data)
+        flags = 0
+        if self.missed:
+            if BUF_PAGE_SIZE - commit >= 8:
+                data += _U64.pack(self.missed)
+                flags |= RB_MISSED_STORED
+            flags |= RB_MISSED_EVENTS
+            self.missed = 0
+        page = _PAGE_HDR.pack(ts, commit | flags) + data
+        return page + bytes(PAGE_SIZE - len(page))
+
+    # --- event reader (trace_pipe) ----------------------------------------
+
+    def _cursor(self) -> tuple[int, int, bool]:
+        """``(page base, data limit, complete)`` of the page being read."""
+        if self.consumed != self.produced:
+            commit = self.page_view(self.consumed)[1] & RB_COMMIT_MASK
+            return self.slot(self.consumed) * PAGE_SIZE, commit, True
+        return self.slot(self.produced) * PAGE_SIZE, self.tail, False
+
+    def peek(self) -> Optional[Event]:
+        """The next unread event without consuming it (``ring_buffer_peek``)."""
+        return self._next(consume=False)
+
+    def consume(self) -> Optional[Event]:
+        """Take the next unread event (``ring_buffer_consume``)."""
+        return self._next(consume=True)
+
+    def _next(self, consume: bool) -> Optional[Event]:
+        while True:
+            base, limit, complete = self._cursor()
+            if self.read >= limit:
+                if not complete:
+                    return None
+                self._advance_page()
+                continue
+            ts0 = self.read_ts if self.read else _U64.unpack_from(self.mem, base)[0]
+            data = memoryview(self.mem)[base + BUF_PAGE_HDR_SIZE:base + PAGE_SIZE]
+            for kind, ts, _, nxt, payload in decode_page_events(data, limit, ts0, self.read):
+                if kind != "data":  # skipping padding/time stamps changes nothing
+                    self.read, self.read_ts = nxt, ts
+                    continue
+                if consume:
+                    self.read, self.read_ts = nxt, ts
+                    self.read_entries += 1
+                    self.consumed_events += 1
+                return Event(ts, payload)
+            if not complete:
+                return None
+            self._advance_page()
+
+    def _advance_page(self) -> None:
+        self.consumed += PAGE_SIZE
+        self.read = 0
+        self.read_entries = 0
+
+    def iter_unread(self) -> Iterator[Event]:
+        """Every unread event, oldest first, without consuming (``trace``)."""
+        pos, read, read_ts = self.consumed, self.read, self.read_ts
+        while True:
+            last = pos == self.produced
+            base = self.slot(pos) * PAGE_SIZE
+            limit = self.tail if last else self.page_view(pos)[1] & RB_COMMIT_MASK
+            ts0 = read_ts if read else _U64.unpack_from(self.mem, base)[0]
+            data = self.mem[base + BUF_PAGE_HDR_SIZE:base + PAGE_SIZE]
+            for kind, ts, _, _, payload in decode_page_events(data, limit, ts0, read):
+                if kind == "data":
+                    yield Event(ts, payload)
+            if last:
+                return
+            pos += PAGE_SIZE
+            read = 0
+
+    # --- ktrace reader protocol (DESIGN section 2) ---------------------------
+
+    def advance_reader(self, nbytes: int) -> None:
+        """``ring_buffer_advance_reader``: the reader is done with *nbytes* of
+        pages; never past ``produced``."""
+        pages = min(nbytes // PAGE_SIZE, (self.produced - self.consumed) // PAGE_SIZE)
+        for _ in range(max(0, pages)):
+            self.consumed_events += self.page_entries[self.slot(self.consumed)] - self.read_entries
+            self._advance_page()
+        self.missed = 0

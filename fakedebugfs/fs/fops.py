@@ -1,0 +1,163 @@
+"""File operations, as ``struct file_operations`` gives them in the kernel.
+
+A tree file is a name, a mode and one :class:`FileOperations`.  The base
+class answers like a debugfs file lacking that operation: ``read`` and
+``write`` fail with EINVAL, ``ioctl`` with ENOTTY, ``poll`` reports the
+default mask.  The helpers below are the kernel's usual building blocks:
+:class:`SeqFile` (``seq_file``: text made at open), :class:`ValueFile`
+(``simple_read_from_buffer`` + a parsed write), :func:`strict_strtoul`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+from typing import Callable, Optional
+
+DEFAULT_POLLMASK = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
+POLLIN_RDNORM = select.POLLIN | select.POLLRDNORM
+
+
+def fail(code: int, why: str = "") -> OSError:
+    """An errno for the caller, as the kernel returns ``-code``."""
+    return OSError(code, why or errno.errorcode.get(code, str(code)))
+
+
+class OpenFile:
+    """``struct file``: one open of a tree file."""
+
+    __slots__ = ("node", "flags", "fh", "private", "pid", "uid")
+
+    def __init__(self, node, flags: int, fh: int, pid: int = 0, uid: int = 0):
+        self.node = node
+        self.flags = flags
+        self.fh = fh
+        self.private = None  # the file operations' per-open state
+        self.pid = pid
+        self.uid = uid
+
+    @property
+    def nonblock(self) -> bool:
+        return bool(self.flags & os.O_NONBLOCK)
+
+    @property
+    def readable(self) -> bool:
+        return (self.flags & os.O_ACCMODE) in (os.O_RDONLY, os.O_RDWR)
+
+    @property
+    def writable(self) -> bool:
+        return (self.flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+
+
+class PollTable:
+    """``poll_table``: where a poll operation registers its wait queues."""
+
+    def __init__(self, handle, fh: int):
+        self.handle = handle
+        self.fh = fh
+
+    def wait(self, queue) -> None:
+        """``poll_wait``: wake this poller when *queue* is woken."""
+        if self.handle is not None:
+            queue.add_poller(self.fh, self.handle)
+
+
+class FileOperations:
+    """A file without operations: what debugfs does for a missing one."""
+
+    #: served through the page cache with ``st_size`` = :meth:`size`
+    #: (needed for mmap); otherwise ``direct_io`` with ``st_size`` 0.
+    mappable = False
+    nonseekable = False
+
+    def open(self, f: OpenFile) -> None:
+        """Called at open; may raise OSError."""
+
+    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+        raise fail(errno.EINVAL)
+
+    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+        raise fail(errno.EINVAL)
+
+    def poll(self, f: OpenFile, pt: PollTable) -> int:
+        return DEFAULT_POLLMASK
+
+    def ioctl(self, f: OpenFile, cmd: int, in_buf: bytes, out_size: int) -> tuple[int, bytes]:
+        raise fail(errno.ENOTTY)
+
+    def truncate(self, f: Optional[OpenFile]) -> None:
+        """O_TRUNC at open, or truncate(2): most tracing files ignore it."""
+
+    def release(self, f: OpenFile) -> None:
+        """The last close of *f*."""
+
+    def size(self) -> int:
+        return 0
+
+
+def read_from_buffer(text, off: int, size: int) -> bytes:
+    """``simple_read_from_buffer``: the slice of *text* at *off*."""
+    data = text.encode() if isinstance(text, str) else text
+    return data[off:off + size]
+
+
+class SeqFile(FileOperations):
+    """``seq_file``: the whole text is made at open and read by offset."""
+
+    def __init__(self, show: Callable[[], str]):
+        self.show = show
+
+    def open(self, f: OpenFile) -> None:
+        f.private = self.show().encode() if f.readable else b""
+
+    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+        return f.private[off:off + size]
+
+
+class ValueFile(FileOperations):
+    """A text value made on every read; a write goes to *store* (raising
+    OSError to refuse), and is accepted whole."""
+
+    def __init__(self, show: Callable[[], str], store: Optional[Callable[[bytes], None]] = None):
+        self.show = show
+        self.store = store
+
+    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+        return read_from_buffer(self.show(), off, size)
+
+    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+        if self.store is None:
+            raise fail(errno.EINVAL)
+        self.store(data)
+        return len(data)
+
+
+def strict_strtoul(data: bytes, base: int = 10) -> int:
+    """The kernel's ``strict_strtoul`` (lib/vsprintf.c, 2.6.29) on a write
+    buffer: digits, optionally one trailing newline; the string ends at the
+    first NUL; the value wraps at 64 bits.  Raises EINVAL otherwise."""
+    text = data.split(b"\0", 1)[0]
+    if not text:
+        raise fail(errno.EINVAL)
+    value, i = 0, 0
+    while i < len(text):
+        ch = text[i:i + 1]
+        if not ch.isdigit() and not (base == 16 and ch.lower() in b"abcdef"):
+            break
+        digit = int(ch, 16)
+        if digit >= base:
+            break
+        value = (value * base + digit) & 0xFFFFFFFFFFFFFFFF
+        i += 1
+    if i == len(text) or (i == len(text) - 1 and text[i:] == b"\n"):
+        return value
+    raise fail(errno.EINVAL)
+
+
+def kernel_bool_write(data: bytes, limit: int = 64) -> bool:
+    """``trace_debugfs_write`` of seed 001: at most ``limit - 1`` bytes,
+    ``strict_strtoul`` base 10, any nonzero value means 1."""
+    if len(data) >= limit:
+        raise fail(errno.EINVAL)
+    return strict_strtoul(data, 10) != 0

@@ -1,0 +1,202 @@
+"""pyfuse3 ``Operations`` serving a :class:`~fakedebugfs.fs.tree.Dir` tree.
+
+A thin adapter in the manner of pyfuse3's ``examples/tmpfs.py``: it maps
+FUSE requests to the nodes' file operations and OSErrors to errnos.  A
+client's bytes can never stop the server: an unexpected exception in a file
+operation is logged and answered with EIO.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import stat
+import time
+
+import pyfuse3
+
+from .fops import OpenFile, PollTable
+from .tree import Dir, File, InodeTable
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = 1.0  # entry and attribute cache lifetime, seconds
+
+
+def has_ioctl_support() -> bool:
+    """True when the installed pyfuse3 carries our ioctl patch."""
+    return "ioctl" in pyfuse3.Operations.__dict__
+
+
+class _Guard:
+    """Turns exceptions from file operations into FUSE errors."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if err is None or isinstance(err, pyfuse3.FUSEError):
+            return False
+        if isinstance(err, OSError) and err.errno:
+            raise pyfuse3.FUSEError(err.errno) from None
+        if isinstance(err, (KeyError, LookupError)):
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+        if isinstance(err, Exception):
+            log.exception("%s failed", self.what)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+        return False
+
+
+class TreeOperations(pyfuse3.Operations):
+    """Serves a tree whose files carry kernel-style file operations."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, root: Dir, uid: int = 0, gid: int = 0):
+        super().__init__()
+        self.table = InodeTable(root)
+        self.table.on_remove = self._removed
+        self.uid, self.gid = uid, gid
+        self.mtime_ns = time.time_ns()
+        self.open_files: dict[int, OpenFile] = {}
+        self._fh = itertools.count(1)
+
+    # --- attributes -----------------------------------------------------
+
+    def attrs(self, node) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = node.inode
+        entry.generation = 0
+        entry.entry_timeout = TIMEOUT
+        entry.attr_timeout = TIMEOUT
+        entry.st_mode = node.mode
+        entry.st_nlink = 2 + sum(isinstance(c, Dir) for c in node.children.values()) \
+            if isinstance(node, Dir) else 1
+        entry.st_uid, entry.st_gid = self.uid, self.gid
+        entry.st_rdev = 0
+        entry.st_size = node.fops.size() if isinstance(node, File) else 0
+        entry.st_blksize = 4096
+        entry.st_blocks = 0
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = self.mtime_ns
+        return entry
+
+    def _node(self, inode):
+        node = self.table.get(inode)
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return node
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        parent = self._node(parent_inode)
+        if not isinstance(parent, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        name = os.fsdecode(name)
+        if name == ".":
+            return self.attrs(parent)
+        if name == "..":
+            return self.attrs(parent.parent or parent)
+        node = parent.children.get(name)
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self.attrs(node)
+
+    async def getattr(self, inode, ctx=None):
+        return self.attrs(self._node(inode))
+
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        node = self._node(inode)
+        if fields.update_size and isinstance(node, File):
+            with _Guard("truncate"):
+                node.fops.truncate(self.open_files.get(fh))
+        return self.attrs(node)
+
+    async def statfs(self, ctx):
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = data.f_frsize = 4096
+        data.f_namemax = 255
+        return data
+
+    # --- directories ----------------------------------------------------
+
+    async def opendir(self, inode, ctx):
+        if not isinstance(self._node(inode), Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return inode
+
+    async def readdir(self, fh, start_id, token):
+        node = self._node(fh)
+        for i, child in enumerate(list(node.children.values())):
+            if i < start_id:
+                continue
+            if not pyfuse3.readdir_reply(token, child.name.encode(), self.attrs(child), i + 1):
+                return
+
+    async def releasedir(self, fh):
+        pass
+
+    # --- files ----------------------------------------------------------
+
+    async def open(self, inode, flags, ctx):
+        node = self._node(inode)
+        if isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        f = OpenFile(node, flags, next(self._fh), pid=ctx.pid, uid=ctx.uid)
+        with _Guard(f"open {node.path()}"):
+            node.fops.open(f)
+            if flags & os.O_TRUNC:
+                node.fops.truncate(f)
+        self.open_files[f.fh] = f
+        return pyfuse3.FileInfo(fh=f.fh, direct_io=not node.fops.mappable,
+                                keep_cache=True, nonseekable=node.fops.nonseekable)
+
+    def _file(self, fh) -> OpenFile:
+        f = self.open_files.get(fh)
+        if f is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return f
+
+    async def read(self, fh, off, size):
+        f = self._file(fh)
+        with _Guard(f"read {f.node.path()}"):
+            return bytes(await f.node.fops.read(f, off, size))
+
+    async def write(self, fh, off, buf):
+        f = self._file(fh)
+        with _Guard(f"write {f.node.path()}"):
+            return await f.node.fops.write(f, off, bytes(buf))
+
+    async def flush(self, fh):
+        raise pyfuse3.FUSEError(errno.ENOSYS)  # no round trip on every close
+
+    async def release(self, fh):
+        f = self.open_files.pop(fh, None)
+        if f is not None:
+            with _Guard(f"release {f.node.path()}"):
+                f.node.fops.release(f)
+
+    async def poll(self, inode, fh, poll_handle, ctx):
+        f = self._file(fh)
+        with _Guard(f"poll {f.node.path()}"):
+            return f.node.fops.poll(f, PollTable(poll_handle, fh))
+
+    async def ioctl(self, inode, fh, cmd, arg, in_buf, out_size, flags, ctx):
+        f = self._file(fh)
+        with _Guard(f"ioctl {f.node.path()}"):
+            result, out = f.node.fops.ioctl(f, cmd, in_buf, out_size)
+            return result, out[:out_size]
+
+    # --- tree changes while mounted ---------------------------------------
+
+    def _removed(self, parent: Dir, node) -> None:
+        """A node left the tree: drop the kernel's cached dentry."""
+        try:
+            pyfuse3.invalidate_entry_async(parent.inode, node.name.encode(),
+                                           deleted=node.inode, ignore_enoent=True)
+        except Exception as err:  # not mounted yet, or already gone
+            log.debug("invalidate %s: %s", node.name, err)

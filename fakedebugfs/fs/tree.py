@@ -1,0 +1,111 @@
+"""The tree of directories and files a mount serves.
+
+Like debugfs, a file is a name, a mode and its file operations
+(``debugfs_create_file(name, mode, parent, data, fops)``); a directory is
+``debugfs_create_dir``.  Nodes get inode numbers when they join the tree and
+may come and go while mounted (the adapter is told through ``on_remove``).
+"""
+
+from __future__ import annotations
+
+import stat
+from typing import Callable, Iterator, Optional
+
+from .fops import FileOperations
+
+ROOT_INODE = 1
+
+
+class Node:
+    def __init__(self, name: str, mode: int):
+        self.name = name
+        self.mode = mode
+        self.inode = 0
+        self.parent: Optional["Dir"] = None
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    def path(self) -> str:
+        parts, node = [], self
+        while node.parent is not None:
+            parts.append(node.name)
+            node = node.parent
+        return "/" + "/".join(reversed(parts))
+
+
+class File(Node):
+    """``debugfs_create_file``: a regular file with *fops*."""
+
+    def __init__(self, name: str, mode: int, fops: FileOperations):
+        super().__init__(name, stat.S_IFREG | (mode & 0o7777))
+        self.fops = fops
+
+
+class Dir(Node):
+    """``debugfs_create_dir`` (mode 0755 unless told otherwise)."""
+
+    def __init__(self, name: str, mode: int = 0o755):
+        super().__init__(name, stat.S_IFDIR | (mode & 0o7777))
+        self.children: dict[str, Node] = {}
+        self.table: Optional["InodeTable"] = None
+
+    def add(self, node: Node) -> Node:
+        if node.name in self.children:
+            raise FileExistsError(f"{self.path()}/{node.name}")
+        node.parent = self
+        self.children[node.name] = node
+        if self.table is not None:
+            self.table.attach(node)
+        return node
+
+    def mkdir(self, name: str, mode: int = 0o755) -> "Dir":
+        return self.add(Dir(name, mode))
+
+    def file(self, name: str, mode: int, fops: FileOperations) -> File:
+        return self.add(File(name, mode, fops))
+
+    def remove(self, name: str) -> None:
+        node = self.children.pop(name, None)
+        if node is not None and self.table is not None:
+            self.table.detach(self, node)
+
+    def walk(self) -> Iterator[Node]:
+        yield self
+        for child in self.children.values():
+            if isinstance(child, Dir):
+                yield from child.walk()
+            else:
+                yield child
+
+
+class InodeTable:
+    """Inode numbers for every node under a root; tells a listener when a
+    node leaves so the kernel's dentry cache can be invalidated."""
+
+    def __init__(self, root: Dir):
+        self.nodes: dict[int, Node] = {}
+        self.next_inode = ROOT_INODE
+        self.on_remove: Optional[Callable[[Dir, Node], None]] = None
+        self.attach(root)
+
+    def attach(self, node: Node) -> None:
+        for sub in (node.walk() if isinstance(node, Dir) else (node,)):
+            sub.inode = self.next_inode
+            self.next_inode += 1
+            self.nodes[sub.inode] = sub
+            if isinstance(sub, Dir):
+                sub.table = self
+
+    def detach(self, parent: Dir, node: Node) -> None:
+        for sub in (node.walk() if isinstance(node, Dir) else (node,)):
+            self.nodes.pop(sub.inode, None)
+        if self.on_remove is not None:
+            self.on_remove(parent, node)
+
+    def __getitem__(self, inode: int) -> Node:
+        return self.nodes[inode]
+
+    def get(self, inode: int) -> Optional[Node]:
+        return self.nodes.get(inode)

@@ -1,0 +1,59 @@
+"""The simulated kernel: one engine and the tracers the three trees show.
+
+``Kernel`` is what a mount serves.  It owns the :class:`Engine` (CPUs, clock,
+tracepoints, symbols) and the tracers attached to it: ktrace (seed 001) and,
+as they are built, ftrace (seed 000 + tracefs) and kmemtrace (seeds 003/004).
+Modules (``insmod``/``rmmod``) bring ktrace events and go, as the RFC's module
+notifier has them.
+"""
+
+from __future__ import annotations
+
+from .engine.clock import make_clock
+from .engine.engine import Engine
+from .engine.ktrace import DEFAULT_BUF_SIZE, Ktrace
+from .engine.ktrace_sites import DEFAULT_SITES, parse_event_file, user_site
+
+
+class Kernel:
+    def __init__(self, cpus: int = 2, buffer_size: int = DEFAULT_BUF_SIZE,
+                 clock: str = "monotonic", seed: int = 0, enable_all: bool = False,
+                 events_file: str | None = None, **options):
+        self.options = options
+        self.engine = Engine(cpus, make_clock(clock), seed)
+        self.ktrace = Ktrace(self.engine, buffer_size)
+        for site in DEFAULT_SITES:
+            self.ktrace.add_site(site)
+        self.modules: dict[str, list[str]] = {}
+        if events_file:
+            with open(events_file) as fp:
+                self.insmod("events", parse_event_file(fp.read()))
+        if enable_all:
+            self.enable_all()
+
+    def enable_all(self) -> None:
+        """Boot with tracing on: every tracer and event enabled."""
+        for entry in list(self.ktrace.order):
+            self.ktrace.set_event_enabled(entry.name, True)
+        self.ktrace.set_enabled(True)
+
+    def insmod(self, module: str, events) -> list[str]:
+        """Load a module declaring ktrace events ``[(name, format)]``."""
+        if module in self.modules:
+            raise ValueError(f"module {module!r} is already loaded")
+        keys = []
+        for name, fmt in events:
+            site = user_site(self.engine, name, fmt)
+            self.ktrace.add_site(site)
+            keys.append(site.tracepoint)
+        self.modules[module] = keys
+        return [key.split(":", 1)[1] for key in keys]
+
+    def rmmod(self, module: str) -> None:
+        """Unload a module: its events stop and their files go."""
+        keys = self.modules.pop(module, None)
+        if keys is None:
+            raise KeyError(f"module {module!r} is not loaded")
+        self.ktrace.remove_sites(keys)
+        for key in keys:
+            self.engine.remove(key)

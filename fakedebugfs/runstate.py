@@ -1,0 +1,68 @@
+"""Where a mount's server says who it is: ``<rundir>/<key>.json`` (pid,
+mount point, control socket) beside ``<key>.sock`` and ``<key>.log``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def rundir() -> Path:
+    """/run/fakedebugfs for root, else $XDG_RUNTIME_DIR or /tmp."""
+    if os.geteuid() == 0:
+        base = Path("/run/fakedebugfs")
+    else:
+        base = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/fakedebugfs-{os.getuid()}") / "fakedebugfs"
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return base
+
+
+def canonical(mountpoint: str) -> str:
+    """The mount point's real path, resolved without touching the mount
+    itself (a server must never send itself a request; a dead mount fails)."""
+    path = os.path.abspath(mountpoint)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def key(mountpoint: str) -> str:
+    return hashlib.sha1(canonical(mountpoint).encode()).hexdigest()[:16]
+
+
+def paths(mountpoint: str) -> dict[str, Path]:
+    k, d = key(mountpoint), rundir()
+    return {"state": d / f"{k}.json", "sock": d / f"{k}.sock", "log": d / f"{k}.log"}
+
+
+def write_state(mountpoint: str, **fields) -> None:
+    p = paths(mountpoint)
+    fields.update(mountpoint=canonical(mountpoint), sock=str(p["sock"]))
+    tmp = p["state"].with_suffix(".tmp")
+    tmp.write_text(json.dumps(fields))
+    tmp.replace(p["state"])
+
+
+def read_state(mountpoint: str) -> dict | None:
+    try:
+        return json.loads(paths(mountpoint)["state"].read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def clear_state(mountpoint: str) -> None:
+    for name in ("state", "sock"):
+        try:
+            paths(mountpoint)[name].unlink()
+        except FileNotFoundError:
+            pass
+
+
+def is_mounted(mountpoint: str) -> bool:
+    real = canonical(mountpoint)
+    with open("/proc/self/mounts") as fp:
+        for line in fp:
+            fields = line.split()
+            if len(fields) > 2 and fields[1].replace("\\040", " ") == real:
+                return True
+    return False

@@ -1,0 +1,177 @@
+"""The mount's server: one trio nursery owning every task.
+
+Tasks: pyfuse3's request loop, the workload driver, the control socket and
+the signal watcher.  SIGINT/SIGTERM (or an external unmount) end the FUSE
+loop; the nursery then cancels the rest and the file system is unmounted on
+the way out, whatever happened.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import signal
+from typing import Callable, Optional
+
+import pyfuse3
+import trio
+
+from . import runstate
+from .fs.operations import TreeOperations, has_ioctl_support
+from .kernel import Kernel
+from .trees import build_root
+
+log = logging.getLogger(__name__)
+
+MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
+TICK = 0.002  # seconds between workload batches
+
+
+class MountError(Exception):
+    """The mount cannot be made; the message says why and how to fix it."""
+
+
+def check_can_mount(mountpoint: str) -> None:
+    """Refuse early, with a clear message, what would fail later."""
+    if not has_ioctl_support():
+        raise MountError(
+            "the installed pyfuse3 has no ioctl handler; ktrace buffers need it. "
+            "Run `make install` (it builds pyfuse3 3.5.0 with patches/pyfuse3-3.5.0-ioctl.patch)")
+    if not os.path.isdir(mountpoint):
+        raise MountError(f"{mountpoint}: not a directory")
+    if runstate.is_mounted(mountpoint):
+        raise MountError(f"{mountpoint}: something is already mounted there "
+                         f"(`fakedebugfs umount {mountpoint}`)")
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        raise MountError("/dev/fuse is missing or not accessible (install fuse3, load the fuse module)")
+
+
+class Server:
+    def __init__(self, kernel: Kernel, mountpoint: str, workload=None, rate: float = 0):
+        self.kernel = kernel
+        self.mountpoint = runstate.canonical(mountpoint)
+        self.workload = workload
+        self.rate = rate
+        self.done = workload is None
+
+    def status(self) -> dict:
+        kt = self.kernel.ktrace
+        return {
+            "pid": os.getpid(),
+            "mountpoint": self.mountpoint,
+            "workload": getattr(self.workload, "name", "none"),
+            "emitted": self.kernel.engine.emitted,
+            "done": self.done,
+            "ktrace": {"enabled": kt.enabled, "overflow": kt.overflow(),
+                       "entries": sum(b.entries for b in kt.buffers)},
+        }
+
+    # --- tasks ------------------------------------------------------------
+
+    async def drive_workload(self) -> None:
+        """Fire the workload in batches, paced to ``rate`` events/s (0: as
+        fast as the readers allow), waking readers after each batch."""
+        wl, engine = self.workload, self.kernel.engine
+        if wl is None:
+            return
+        start, fired = trio.current_time(), 0
+        while not wl.done:
+            if self.rate:
+                budget = min(int((trio.current_time() - start) * self.rate) - fired, 20000)
+            else:
+                budget = 2000
+            if budget > 0:
+                fired += wl.run(budget)
+                engine.batch_done()
+            await trio.sleep(TICK if self.rate else 0)
+        engine.batch_done()
+        self.done = True
+        log.info("workload %s done: %d events", wl.name, wl.emitted)
+
+    async def watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
+            async for signum in sigs:
+                log.info("signal %d: unmounting", signum)
+                pyfuse3.terminate()
+                return
+
+    async def serve_control(self, sock_path: str, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """JSON-line commands on a unix socket: status, insmod, rmmod."""
+        try:
+            os.unlink(sock_path)
+        except FileNotFoundError:
+            pass
+        listener_sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await listener_sock.bind(sock_path)
+        os.chmod(sock_path, 0o600)
+        listener_sock.listen(16)
+        listener = trio.SocketListener(listener_sock)
+        task_status.started()
+        await trio.serve_listeners(self._control_client, [listener])
+
+    async def _control_client(self, stream) -> None:
+        buf = b""
+        async with stream:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    reply = self.control(line)
+                    await stream.send_all(json.dumps(reply).encode() + b"\n")
+
+    def control(self, line: bytes) -> dict:
+        """Answer one control command; never raises."""
+        try:
+            req = json.loads(line)
+            cmd = req.get("cmd")
+            if cmd == "status":
+                return {"ok": True, **self.status()}
+            if cmd == "insmod":
+                names = self.kernel.insmod(req["module"], [tuple(e) for e in req["events"]])
+                self.kernel.engine.batch_done()
+                return {"ok": True, "events": names}
+            if cmd == "rmmod":
+                self.kernel.rmmod(req["module"])
+                return {"ok": True}
+            return {"ok": False, "error": f"unknown command {cmd!r}"}
+        except (ValueError, KeyError, TypeError) as err:
+            return {"ok": False, "error": str(err)}
+
+    # --- the whole life of a mount ---------------------------------------------
+
+    async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
+        root = build_root(self.kernel)
+        ops = TreeOperations(root)
+        options = set(pyfuse3.default_options)
+        options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
+        paths = runstate.paths(self.mountpoint)
+        try:
+            pyfuse3.init(ops, self.mountpoint, options)
+        except RuntimeError as err:
+            raise MountError(f"cannot mount {self.mountpoint}: {err}") from None
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.serve_control, str(paths["sock"]))
+                nursery.start_soon(self.watch_signals)
+                nursery.start_soon(self.drive_workload)
+                runstate.write_state(self.mountpoint, pid=os.getpid())
+                if ready is not None:
+                    ready()
+                await pyfuse3.main(min_tasks=4, max_tasks=MAX_TASKS)
+                nursery.cancel_scope.cancel()
+        finally:
+            _close()
+            runstate.clear_state(self.mountpoint)
+
+
+def _close() -> None:
+    try:
+        pyfuse3.close(unmount=True)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOENT):
+            log.warning("unmount: %s", err)

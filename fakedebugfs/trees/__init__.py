@@ -1,0 +1,30 @@
+"""The debugfs trees, one module each, read like the kernel's
+``create_debugfs()``: a table of files with their modes and operations."""
+
+from __future__ import annotations
+
+from ..fs.tree import Dir
+from . import ktrace
+
+
+def build_root(kernel) -> Dir:
+    """The mount's root: debugfs as a 2009 kernel with these tracers shows it."""
+    root = Dir("", 0o755)
+    root.add(ktrace.create_tree(kernel))
+    for name in ("tracing", "kmemtrace"):
+        module = _optional(name)
+        if module is not None:
+            root.add(module.create_tree(kernel))
+    return root
+
+
+def _optional(name):
+    """Trees still being built are served once their module exists."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{name}":
+            raise
+        return None
