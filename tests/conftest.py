@@ -1,0 +1,84 @@
+"""Shared fixtures: real FUSE mounts made with the real CLI, always unmounted.
+
+``fake(*options)`` mounts fakedebugfs at a fresh directory with
+``fakedebugfs mount DIR *options`` and returns the directory; teardown runs
+``fakedebugfs umount`` and checks nothing is left mounted, even when the test
+failed.  ``cc(source, name)`` compiles a C program with gcc into the test's
+temporary directory and returns its path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+VENV_BIN = Path(sys.executable).parent
+FAKEDEBUGFS = str(VENV_BIN / "fakedebugfs")
+C_DIR = Path(__file__).parent / "c"
+
+
+def run_cli(*args, check=True, timeout=60, **kw) -> subprocess.CompletedProcess:
+    """Run the ``fakedebugfs`` command; output captured as text."""
+    return subprocess.run([FAKEDEBUGFS, *map(str, args)], capture_output=True, text=True,
+                          check=check, timeout=timeout, **kw)
+
+
+def is_mounted(path) -> bool:
+    real = os.path.realpath(path)
+    with open("/proc/self/mounts") as fp:
+        return any(line.split()[1] == real for line in fp)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    mounts = []
+
+    def mount(*options, name="mnt"):
+        mnt = tmp_path / f"{name}{len(mounts)}"
+        mnt.mkdir()
+        mnt.chmod(0o755)
+        mounts.append(mnt)
+        run_cli("mount", mnt, *options)
+        return mnt
+
+    yield mount
+    for mnt in mounts:
+        run_cli("umount", mnt, check=False)
+        if is_mounted(mnt):  # last resort, so nothing outlives the test
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        assert not is_mounted(mnt), f"{mnt} left mounted"
+
+
+@pytest.fixture
+def cc(tmp_path):
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc is required (make install installs it)")
+
+    def compile_c(source, name=None, flags=()):
+        """Compile tests/c/<source> (or a Path) to an executable."""
+        src = Path(source) if os.path.isabs(str(source)) else C_DIR / source
+        out = tmp_path / (name or src.stem)
+        subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-o", str(out), str(src), *flags],
+                       check=True, capture_output=True, text=True)
+        return out
+
+    return compile_c
+
+
+def status(mnt) -> dict:
+    import json
+
+    return json.loads(run_cli("status", mnt).stdout)
+
+
+def wait_done(mnt, timeout=120) -> dict:
+    """Wait for the mount's workload to reach its --count."""
+    import json
+
+    return json.loads(run_cli("status", mnt, "--wait-done", "--timeout", timeout,
+                              timeout=timeout + 10).stdout)
