@@ -74,7 +74,12 @@ class KtraceFormat:
     def pack(self, event_id: int, values) -> bytes:
         """The ring-buffer payload: ``u16`` id, then the packed arguments."""
         if self._fixed is not None:
-            return self._fixed.pack(event_id & 0xFFFF, *(self._wrap(f, v) for f, v in zip(self.fields, values)))
+            try:  # values a C struct member holds pack as they are
+                return self._fixed.pack(event_id & 0xFFFF, *values)
+            except struct.error:  # out of range, or too few: convert as C does
+                padded = tuple(values) + (0,) * (len(self.fields) - len(values))
+                return self._fixed.pack(event_id & 0xFFFF,
+                                        *(self._wrap(f, v) for f, v in zip(self.fields, padded)))
         out = [struct.pack("<H", event_id & 0xFFFF)]
         for field, value in zip(self.fields, values):
             if field.is_string:

@@ -10,6 +10,8 @@ clock, the same timestamps.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 
 from ..engine.ktrace_format import parse_format
@@ -48,7 +50,9 @@ class SyntheticWorkload:
         tps = self.engine.tracepoints
         self.tp = {key.split(":")[1]: tp for key, tp in tps.items()}
         ncpu = self.engine.nr_cpus
+        self.cum_weights = list(itertools.accumulate(self.weights))
         self.next_pid = 1000
+        self.pids: list[int] = []
         self.current = [self._spawn(self.rng.choice(COMMS)) for _ in range(ncpu)]
         self.in_syscall: dict[int, int] = {}
         self.live: list[list[tuple]] = [[] for _ in range(ncpu)]
@@ -63,6 +67,7 @@ class SyntheticWorkload:
         pid = self.next_pid
         self.next_pid += 1
         self.engine.set_comm(pid, comm)
+        self.pids.append(pid)
         return pid
 
     def run(self, budget: int) -> int:
@@ -70,11 +75,13 @@ class SyntheticWorkload:
         if self.remaining is not None:
             budget = min(budget, self.remaining)
         rng, nr = self.rng, self.engine.nr_cpus
+        steps = [getattr(self, "_" + kind) for kind in self.kinds]
+        cum, total = self.cum_weights, self.cum_weights[-1]
+        advance = self.engine.clock.advance
         for _ in range(budget):
             cpu = rng.randrange(nr)
-            kind = rng.choices(self.kinds, self.weights)[0]
-            getattr(self, "_" + kind)(cpu)
-            self.engine.clock.advance(rng.randint(200, 4000))
+            steps[bisect.bisect(cum, rng.random() * total)](cpu)
+            advance(rng.randint(200, 4000))
         self.emitted += budget
         if self.remaining is not None:
             self.remaining -= budget
@@ -146,7 +153,7 @@ class SyntheticWorkload:
     def _switch(self, cpu):
         prev = self.current[cpu]
         nxt = self._spawn(self.rng.choice(COMMS)) if self.rng.random() < 0.05 else \
-            self.rng.choice([p for p in self.engine.comms if p >= 1000] or [prev])
+            self.rng.choice(self.pids)
         comms = self.engine.comms
         state = self.rng.choice((0, 1, 2))
         self._fire("sched_switch", cpu, (comms[prev], prev, 120, state, comms[nxt], nxt, 120))
