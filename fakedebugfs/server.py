@@ -19,6 +19,7 @@ import pyfuse3
 import trio
 
 from . import runstate
+from .fs import waitqueue
 from .fs.operations import TreeOperations, has_ioctl_support
 from .kernel import Kernel
 from .trees import build_root
@@ -94,6 +95,7 @@ class Server:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
             async for signum in sigs:
                 log.info("signal %d: unmounting", signum)
+                waitqueue.shutdown()
                 pyfuse3.terminate()
                 return
 
