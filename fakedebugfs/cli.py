@@ -6,6 +6,10 @@
     fakedebugfs insmod MOUNTPOINT MODULE FILE  load ktrace events declared in FILE
     fakedebugfs rmmod MOUNTPOINT MODULE
     fakedebugfs ktrace-read MOUNTPOINT         the reference ktrace reader (poll + mmap + ioctl)
+    fakedebugfs kmemtraced MOUNTPOINT [-o DIR] log kmemtrace/cpuN to DIR/cpuN.out until Ctrl-C
+    fakedebugfs kmemtrace-report [DIR]         allocations, fragmentation, errors from cpuN.out
+    fakedebugfs kmemtrace-check FILE...        is each cpuN.out well formed?
+    fakedebugfs run [options] -- COMMAND ...   COMMAND sees a fake at /sys/kernel/{debug,tracing}
 
 Every error is one line on stderr and a nonzero exit status.
 """
@@ -61,7 +65,7 @@ def add_mount_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cpus", type=positive, default=2, help="number of CPUs (default 2)")
     g.add_argument("--buffer-size", type=size_arg, default=65536, metavar="BYTES",
                    help="ktrace per-CPU buffer size (default 65536, the RFC's)")
-    g.add_argument("--workload", default="default", help="default, kmem or none")
+    g.add_argument("--workload", default="default", help="default, kmem, kmem-faults or none")
     g.add_argument("--rate", type=float, default=10000.0, metavar="EVENTS_PER_S",
                    help="workload pace; 0 means as fast as possible (default 10000)")
     g.add_argument("--count", type=positive, default=None, metavar="N",
@@ -260,6 +264,30 @@ def cmd_ktrace_read(args) -> int:
     return reader_main(args)
 
 
+def cmd_run(args) -> int:
+    from .run import run
+
+    return run(args)
+
+
+def cmd_kmemtraced(args) -> int:
+    from .clients.kmemtraced import main as kmemtraced_main
+
+    return kmemtraced_main(args)
+
+
+def cmd_kmemtrace_report(args) -> int:
+    from .clients.kmemtrace_report import main as report_main
+
+    return report_main(args)
+
+
+def cmd_kmemtrace_check(args) -> int:
+    from .clients.kmemtrace_check import main as check_main
+
+    return check_main(args)
+
+
 def cmd_build_native(args) -> int:
     from .native import build_all
 
@@ -317,6 +345,47 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--timeout", type=float, default=0.2,
                    help="without --follow: stop after this many idle seconds (default 0.2)")
     k.set_defaults(func=cmd_ktrace_read)
+
+    rn = sub.add_parser("run", help="run COMMAND with a fake of its own at /sys/kernel/{debug,tracing}",
+                        description="Start a fake (same options as mount) and run COMMAND in a "
+                                    "private mount namespace where it is /sys/kernel/debug and "
+                                    "/sys/kernel/tracing (listed as debugfs and tracefs), with "
+                                    "splice() made to work; exits with COMMAND's status.")
+    add_mount_options(rn)
+    rn.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    rn.set_defaults(func=cmd_run)
+
+    kd = sub.add_parser("kmemtraced", help="log kmemtrace's relay files to cpuN.out files",
+                        description="One poll+read reader per CPU of MOUNTPOINT/kmemtrace/cpuN; "
+                                    "stops on Ctrl-C/SIGTERM (or --duration), drains, then "
+                                    "warns if total_overruns is nonzero.")
+    kd.add_argument("mountpoint", help="where fakedebugfs (or debugfs) is mounted")
+    kd.add_argument("-o", "--output", default=".", metavar="DIR",
+                    help="directory for cpuN.out (default: current)")
+    kd.add_argument("--duration", type=float, default=0, metavar="SECONDS",
+                    help="stop by itself after this long (default: run until interrupted)")
+    kd.set_defaults(func=cmd_kmemtraced)
+
+    kr = sub.add_parser("kmemtrace-report", help="summarise kmemtraced's cpuN.out files",
+                        description="Per call site and per size: allocations, bytes requested "
+                                    "and allocated, fragmentation; totals; cross-CPU "
+                                    "allocations and frees; inconsistent frees and sizes.")
+    kr.add_argument("directory", nargs="?", default=".", help="where the cpuN.out files are")
+    kr.add_argument("--abi", choices=("2008-08", "2008-07"), help="record layout (default: detect)")
+    kr.add_argument("--top", type=positive, default=0, metavar="N", help="only the N largest call sites")
+    kr.add_argument("--kallsyms", metavar="FILE", help="symbols in /proc/kallsyms format "
+                                                       "(default: the simulated kernel's)")
+    kr.add_argument("--raw", action="store_true", help="print call sites as addresses")
+    kr.add_argument("--json", action="store_true", help="the figures as JSON")
+    kr.add_argument("--chart", metavar="FILE", help="fragmentation per call site, .svg or .png")
+    kr.set_defaults(func=cmd_kmemtrace_report)
+
+    kc = sub.add_parser("kmemtrace-check", help="check cpuN.out files for malformed data",
+                        description="Record sizes, ids, ordering (sequence numbers or "
+                                    "timestamps) and stray padding; exit 1 on any error.")
+    kc.add_argument("files", nargs="+", metavar="FILE")
+    kc.add_argument("--abi", choices=("2008-08", "2008-07"), help="record layout (default: detect)")
+    kc.set_defaults(func=cmd_kmemtrace_check)
 
     b = sub.add_parser("build-native", help="compile the C helpers (preload library, readers)")
     b.add_argument("--quiet", action="store_true")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from .engine.clock import make_clock
 from .engine.engine import Engine
+from .engine.ftrace import Ftrace
+from .engine.kmemtrace import Kmemtrace
 from .engine.ktrace import DEFAULT_BUF_SIZE, Ktrace
 from .engine.ktrace_sites import DEFAULT_SITES, parse_event_file, user_site
 
@@ -24,6 +26,10 @@ class Kernel:
         self.ktrace = Ktrace(self.engine, buffer_size)
         for site in DEFAULT_SITES:
             self.ktrace.add_site(site)
+        self.kmemtrace = Kmemtrace(self.engine, options.get("kmemtrace_abi", "2008-08"),
+                                   options.get("kmemtrace_subbufs", 20),
+                                   options.get("kmemtrace_subbuf_events", 8192))
+        self.ftrace = Ftrace(self.engine)  # tracing/ (seed 000 + tracefs)
         self.modules: dict[str, list[str]] = {}
         if events_file:
             with open(events_file) as fp:
@@ -36,11 +42,24 @@ class Kernel:
         for entry in list(self.ktrace.order):
             self.ktrace.set_event_enabled(entry.name, True)
         self.ktrace.set_enabled(True)
+        for key in self.ftrace.event_keys():
+            self.ftrace.set_event(key, True)
+        self.ftrace.tracing_on = True
+        self.kmemtrace.set_enabled(True)
 
     def insmod(self, module: str, events) -> list[str]:
         """Load a module declaring ktrace events ``[(name, format)]``."""
         if module in self.modules:
             raise ValueError(f"module {module!r} is already loaded")
+        # refuse the whole module before anything changes (nothing half loaded)
+        names = [name for name, _ in events]
+        if len(set(names)) != len(names):
+            raise ValueError(f"module {module!r} declares an event twice")
+        for name, fmt in events:
+            entry = self.ktrace.entries.get(name)
+            if entry is not None and entry.format != fmt:
+                raise ValueError(f"the format of tracepoint '{name}' changes from "
+                                 f"'{entry.format}' to '{fmt}'")
         keys = []
         for name, fmt in events:
             site = user_site(self.engine, name, fmt)

@@ -130,17 +130,22 @@ class Ktrace:
             self.next_id = (self.next_id + 1) & 0xFFFF  # a u16 counter
             self.entries[site.name] = entry
             self.order.append(entry)
+        # an entry whose module went away keeps its id; its file comes back
+        revived = not created and not entry.sites
         probe = self._make_probe(entry, site)
         entry.sites.append((site, probe))
         if entry.enabled:
             self.engine.tracepoint(site.tracepoint).register(probe)
-        if created:
+        if created or revived:
             self._changed("add", entry.name)
         return entry
 
     def remove_sites(self, tracepoint_keys) -> None:
         """Unregister the sites on *tracepoint_keys* (a module going away);
-        an entry left without sites loses its file (``remove_ktrace``)."""
+        an entry left without sites loses its file and is disabled, but stays
+        registered: ``info`` still lists it (so events of the module left in
+        the buffers can be decoded) and a reload reuses its id, as
+        ``remove_ktrace(iter, 0)`` of the module notifier does."""
         keys = set(tracepoint_keys)
         for entry in list(self.order):
             keep = []
@@ -151,11 +156,11 @@ class Ktrace:
                         tp.unregister(probe)
                 else:
                     keep.append((site, probe))
+            if len(keep) == len(entry.sites):
+                continue
             entry.sites = keep
             if not keep:
                 entry.enabled = False
-                del self.entries[entry.name]
-                self.order.remove(entry)
                 self._changed("remove", entry.name)
 
     def _changed(self, what: str, name: str) -> None:

@@ -16,6 +16,9 @@ HERE = Path(__file__).parent
 # name -> (output file, gcc flags)
 TARGETS: dict[str, tuple[str, list[str]]] = {}
 
+# LD_PRELOAD library of `fakedebugfs run`: splice() from fakedebugfs files
+TARGETS["splice_preload"] = ("splice_preload.so", ["-shared", "-fPIC", "-ldl"])
+
 
 def cache_dir() -> Path:
     d = Path(os.environ.get("FAKEDEBUGFS_BUILD") or Path.home() / ".cache" / "fakedebugfs")

@@ -7,18 +7,11 @@ The server's driver paces it (``--rate``) and wakes readers between batches.
 
 from __future__ import annotations
 
+from .slab import SlabFaultsWorkload, SlabWorkload
 from .synthetic import SyntheticWorkload
 
-
-class KmemWorkload(SyntheticWorkload):
-    """Allocations and frees only: kmalloc, named caches and pages."""
-
-    name = "kmem"
-    kinds = ("kmalloc", "kfree", "cache", "page")
-    weights = (40, 40, 16, 4)
-
-
-WORKLOADS = {"default": SyntheticWorkload, "kmem": KmemWorkload, "none": None}
+WORKLOADS = {"default": SyntheticWorkload, "kmem": SlabWorkload,
+             "kmem-faults": SlabFaultsWorkload, "none": None}
 
 
 def register(name: str, factory) -> None:

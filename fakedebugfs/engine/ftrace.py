@@ -1,0 +1,387 @@
+"""The ftrace tracer behind ``tracing/`` (kernel/trace/trace.c, trace_events.c).
+
+One overwrite-mode :class:`CpuBuffer` per CPU (``buffer_size_kb`` 1408 KiB
+as on the real kernel once expanded), ``tracing_on``, the tracefs events with
+per-event enable and filters, the current tracer (``nop`` or seed 000's
+``kmemtrace``), trace options, ``trace_marker``, and the text of ``trace``
+and ``trace_pipe`` merged across CPUs by timestamp.  Plain synchronous
+Python: the ``tracing/`` tree wraps it in file operations.
+
+Errors are raised as ``OSError`` with the errno the kernel returns; the
+tree passes them on.
+"""
+
+from __future__ import annotations
+
+import errno
+import heapq
+from typing import Iterator, Optional
+
+from .ftrace_events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
+from .ftrace_events_sched import SCHED_EVENTS
+from .ftrace_filter import compile_filter
+from .ftrace_kmem import KmemTracer, NopTracer
+from .ftrace_output import OutputContext, context, timestamp, trace_header
+from .ringbuffer import CpuBuffer, Event, event_length
+
+DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64)
+TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
+                "boot", "tai", "x86-tsc")
+TRACE_MARKER_MAX_SIZE = 4096
+MARKER_IP_NAME = "tracing_mark_write"
+
+# trace_options (TRACE_ITER_*), in the order 6.18 prints them, with defaults
+TRACE_OPTIONS = (
+    ("print-parent", True), ("sym-offset", False), ("sym-addr", False), ("verbose", False),
+    ("raw", False), ("hex", False), ("bin", False), ("block", False), ("fields", False),
+    ("trace_printk", True), ("annotate", True), ("userstacktrace", False),
+    ("sym-userobj", False), ("printk-msg-only", False), ("context-info", True),
+    ("latency-format", False), ("record-cmd", True), ("record-tgid", False),
+    ("overwrite", True), ("disable_on_free", False), ("irq-info", True), ("markers", True),
+    ("event-fork", False), ("trace_printk_dest", True), ("copy_trace_marker", True),
+    ("pause-on-trace", False), ("hash-ptr", True), ("function-trace", True),
+    ("function-fork", False), ("stacktrace", False),
+)
+
+
+def einval(why: str = "") -> OSError:
+    return OSError(errno.EINVAL, why or "Invalid argument")
+
+
+class Ftrace:
+    """``struct trace_array`` of the top-level tracing directory."""
+
+    def __init__(self, engine, buffer_kb: int = DEFAULT_BUFFER_KB):
+        self.engine = engine
+        n = engine.nr_cpus
+        self.buffers = [CpuBuffer(cpu, buffer_kb * 1024, overwrite=True) for cpu in range(n)]
+        self.buffer_kb = [buffer_kb] * n
+        self.tracing_on = True
+        self.events: dict[str, EventType] = {}
+        self.by_id: dict[int, EventType] = {}
+        for ev in KMEM_EVENTS + SCHED_EVENTS + FTRACE_EVENTS:
+            self.events[ev.key] = ev
+            self.by_id[ev.id] = ev
+        self.enabled: set[str] = set()
+        self.filters: dict[str, str] = {}
+        self.filter_preds: dict = {}
+        self.probes = {key: self._make_probe(self.events[key]) for key in self.event_keys()}
+        self.options = dict(TRACE_OPTIONS)
+        self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()}
+        self.tracer = self.tracers["nop"]
+        self.clock = "local"
+        self.event_pids: set[int] = set()
+        self.cpumask = (1 << n) - 1
+        self.written = 0  # events committed (wake-ups compare this)
+        self.on_tracer_change: list = []
+        self.out = OutputContext(engine.kallsyms, self.options, engine.seed)
+
+    # --- events --------------------------------------------------------------
+
+    def event_keys(self) -> list[str]:
+        """``system:name`` of the events with tracepoints (``available_events``)."""
+        return [key for key, ev in self.events.items()
+                if ev.system != "ftrace" and key in self.engine.tracepoints]
+
+    def systems(self) -> list[str]:
+        return sorted({key.split(":")[0] for key in self.event_keys()})
+
+    def _make_probe(self, ev: EventType):
+        """``trace_event_raw_event_<name>``: reserve, fill, filter, commit."""
+        key = ev.key
+
+        def probe(cpu, pid, ts, values):
+            if self.event_pids and pid not in self.event_pids:
+                return
+            match = self.filter_preds.get(key)
+            if match is None:
+                self.commit(cpu, ts, ev.encode(pid, values))
+                return
+            vals = ev.encode_values(values) if ev.encode_values else dict(values)
+            rec = dict(vals, common_pid=pid, CPU=cpu, cpu=cpu,
+                       COMM=self.engine.comms.get(pid, ""), comm=self.engine.comms.get(pid, ""))
+            if match(rec):
+                self.commit(cpu, ts, ev.pack(pid, vals))
+        return probe
+
+    def commit(self, cpu: int, ts: int, payload: bytes) -> bool:
+        """Write one entry into *cpu*'s buffer if tracing is on there."""
+        if not self.tracing_on or not (self.cpumask >> cpu) & 1:
+            return False
+        if self.buffers[cpu].write(ts, payload):
+            self.written += 1
+            return True
+        return False
+
+    def set_event(self, key: str, on: bool) -> None:
+        """``ftrace_event_enable_disable``."""
+        tp = self.engine.tracepoints[key]
+        if on:
+            tp.register(self.probes[key])
+            self.enabled.add(key)
+        else:
+            tp.unregister(self.probes[key])
+            self.enabled.discard(key)
+
+    def keys_matching(self, system: Optional[str], name: Optional[str]) -> list[str]:
+        """``__ftrace_set_clr_event`` matching: None or ``*`` matches all."""
+        out = []
+        for key in self.event_keys():
+            sys_, ev = key.split(":")
+            if system not in (None, "*", "") and system != sys_:
+                continue
+            if name not in (None, "*", "") and name != ev:
+                continue
+            out.append(key)
+        return out
+
+    def enable_state(self, keys) -> str:
+        """``0``, ``1`` or ``X`` (mixed), as ``events/enable`` prints it."""
+        states = {key in self.enabled for key in keys}
+        return "X" if len(states) > 1 else "1" if states == {True} else "0"
+
+    def set_event_line(self, line: str) -> None:
+        """One ``set_event`` word: ``[!][system:]event``, ``system:*``, ``*:*``."""
+        on = not line.startswith("!")
+        word = line.lstrip("!")
+        if ":" in word:
+            system, name = word.split(":", 1)
+        else:
+            system, name = None, word
+            if word in self.systems():
+                system, name = word, None
+        keys = self.keys_matching(system, name)
+        if not keys:
+            raise einval(word)
+        for key in keys:
+            self.set_event(key, on)
+
+    def set_filter(self, keys, text: str, system: bool = False) -> None:
+        """``apply_event_filter``/``apply_subsystem_event_filter``: ``0``
+        clears; a system filter applies to the events that have its fields
+        (EINVAL if none), an event filter must compile (EINVAL)."""
+        text = text.strip()
+        if text in ("", "0"):
+            for key in keys:
+                self.filters.pop(key, None)
+                self.filter_preds.pop(key, None)
+            return
+        compiled = {}
+        for key in keys:
+            try:
+                compiled[key] = compile_filter(self.events[key], text)
+            except OSError:
+                if not system:
+                    raise
+        if not compiled:
+            raise einval("filter")
+        for key, pred in compiled.items():
+            self.filters[key] = text
+            self.filter_preds[key] = pred
+
+    # --- the tracer and options -------------------------------------------------
+
+    def set_tracer(self, name: str) -> None:
+        """``tracing_set_tracer``: reset the old one, init the new one."""
+        new = self.tracers.get(name)
+        if new is None:
+            raise einval(name)
+        if new is self.tracer:
+            return
+        self.tracer.reset(self)
+        self.tracer = new
+        new.init(self)
+        for callback in self.on_tracer_change:
+            callback()
+
+    def option_names(self) -> list[str]:
+        return list(self.options) + list(self.tracer.flags)
+
+    def trace_options(self) -> str:
+        """``tracing_trace_options_show``: global flags, then the tracer's."""
+        lines = [("" if on else "no") + name for name, on in self.options.items()]
+        lines += [("" if on else "no") + name for name, on in self.tracer.flags.items()]
+        return "".join(line + "\n" for line in lines)
+
+    def set_option(self, name: str, on: bool) -> None:
+        """``trace_set_options``/``set_tracer_option``: EINVAL if unknown or
+        refused by the tracer."""
+        if name in self.options:
+            self.options[name] = on
+            if name == "overwrite":
+                for buf in self.buffers:
+                    buf.overwrite = on
+        elif name in self.tracer.flags:
+            self.tracer.set_flag(name, on)
+        else:
+            raise einval(name)
+
+    def write_trace_options(self, text: str) -> None:
+        """``trace_set_options``: ``name`` sets, ``noname`` clears; an empty
+        word is EINVAL like any unknown one."""
+        word = text.strip()
+        if not word:
+            raise einval("empty option")
+        if word.startswith("no"):
+            self.set_option(word[2:], False)
+        else:
+            self.set_option(word, True)
+
+    def set_clock(self, name: str) -> None:
+        """``tracing_set_clock``: the buffers are reset; the engine's clock
+        keeps stamping (every clock reads the same here)."""
+        if name not in TRACE_CLOCKS:
+            raise einval(name)
+        if name != self.clock:
+            self.clock = name
+            self.reset()
+
+    def trace_clock(self) -> str:
+        return " ".join(f"[{c}]" if c == self.clock else c for c in TRACE_CLOCKS) + "\n"
+
+    # --- buffers -----------------------------------------------------------------
+
+    def reset(self, cpus=None) -> None:
+        """``tracing_reset_online_cpus`` (or one CPU)."""
+        for cpu in self._cpus(cpus):
+            self.buffers[cpu].reset()
+
+    def resize(self, kb: int, cpu: Optional[int] = None) -> None:
+        """``tracing_resize_ring_buffer``: the content is dropped (the kernel
+        keeps it; a deviation)."""
+        if kb <= 0:
+            raise einval("size")
+        for c in self._cpus(cpu):
+            self.buffer_kb[c] = kb
+            self.buffers[c].resize(kb * 1024)
+
+    def buffer_size_kb(self) -> str:
+        sizes = set(self.buffer_kb)
+        return f"{self.buffer_kb[0]}\n" if len(sizes) == 1 else "X\n"
+
+    def _cpus(self, cpus) -> list[int]:
+        if cpus is None:
+            return list(range(len(self.buffers)))
+        return [cpus] if isinstance(cpus, int) else list(cpus)
+
+    def entries(self, cpu: int) -> int:
+        """Unread events in *cpu*'s buffer (``ring_buffer_entries_cpu``)."""
+        buf = self.buffers[cpu]
+        return max(0, buf.entries - buf.overrun - buf.consumed_events)
+
+    def stats(self, cpu: int) -> str:
+        """``tracing_stats_read``: ``per_cpu/cpuN/stats``."""
+        buf = self.buffers[cpu]
+        oldest = next(iter(buf.iter_unread()), None)
+        nbytes = sum(event_length(len(e.payload)) for e in buf.iter_unread())
+        return (f"entries: {self.entries(cpu)}\noverrun: {buf.overrun}\n"
+                f"commit overrun: 0\nbytes: {nbytes}\n"
+                f"oldest event ts: {timestamp(oldest.ts if oldest else 0)}\n"
+                f"now ts: {timestamp(self.engine.clock.now())}\n"
+                f"dropped events: {buf.dropped}\nread events: {buf.consumed_events}\n")
+
+    # --- trace_marker ----------------------------------------------------------------
+
+    def marker(self, pid: int, data: bytes, raw: bool = False) -> int:
+        """``tracing_mark_write``: an ``ftrace:print`` entry (``print`` with the
+        newline the kernel adds); ``trace_marker_raw``: ``raw_data``. EBADF
+        while tracing is off and EINVAL without the ``markers`` option, as
+        the kernel."""
+        if not self.tracing_on:
+            raise OSError(errno.EBADF, "tracing is off")
+        if not self.options["markers"]:
+            raise einval("markers option is off")
+        cpu = pid % len(self.buffers)
+        if raw:
+            if len(data) < 4:
+                raise einval("raw marker")
+            ev = self.by_id[TRACE_RAW_DATA]
+            payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, 1) + data[4:]
+        else:
+            text = data[:TRACE_MARKER_MAX_SIZE]
+            if not text.endswith(b"\n"):
+                text += b"\n"
+            ev = self.by_id[TRACE_PRINT]
+            payload = ev.pack(pid, {"ip": 0}, 0, 1) + text + b"\0"  # ip 0: see sym()
+        self.commit(cpu, self.engine.clock.now(), payload)
+        return len(data)
+
+    # --- text output ----------------------------------------------------------------
+
+    def iter_events(self, cpus=None) -> Iterator[tuple[int, Event]]:
+        """Every unread event, merged across CPUs by timestamp (``trace``)."""
+        streams = [_stamped(cpu, self.buffers[cpu]) for cpu in self._cpus(cpus)]
+        for ts, cpu, ev in heapq.merge(*streams, key=lambda t: (t[0], t[1])):
+            yield cpu, ev
+
+    def consume(self, cpus=None) -> Optional[tuple[int, Event]]:
+        """The oldest unread event of *cpus*, taken (``trace_pipe``)."""
+        best = None
+        for cpu in self._cpus(cpus):
+            ev = self.buffers[cpu].peek()
+            if ev is not None and (best is None or ev.ts < best[1].ts):
+                best = (cpu, ev)
+        if best is not None:
+            self.buffers[best[0]].consume()
+        return best
+
+    def empty(self, cpus=None) -> bool:
+        return all(self.buffers[cpu].empty() for cpu in self._cpus(cpus))
+
+    def format_line(self, cpu: int, ev: Event) -> str:
+        """``print_trace_line``: the tracer's ``print_line`` first, else the
+        context and the event's own output."""
+        etype = self.by_id.get(int.from_bytes(ev.payload[:2], "little"))
+        if etype is None:
+            return ""
+        rec = etype.decode(ev.payload)
+        line = self.tracer.print_line(self, etype, rec)
+        if line is not None:
+            return line
+        pid = rec["common_pid"]
+        head = ""
+        if self.options["context-info"]:
+            head = context(self.engine.comms, cpu, ev.ts, pid, rec["common_flags"],
+                           rec["common_preempt_count"], self.options["irq-info"])
+        if etype.system == "ftrace":  # internal entries print no event name
+            return head + etype.show(rec, self) + "\n"
+        return f"{head}{etype.name}: {etype.show(rec, self.out)}\n"
+
+    def ptr(self, addr: int) -> str:
+        return self.out.ptr(addr)
+
+    def sym_offset(self, addr: int) -> str:
+        return self.out.sym_offset(addr)
+
+    def sym(self, addr: int) -> str:
+        """``%ps`` for ``ftrace:print``: marker entries carry ip 0 and print
+        as the kernel's ``tracing_mark_write`` (not in the fake kallsyms)."""
+        return MARKER_IP_NAME if addr == 0 else self.out.sym(addr)
+
+    def header(self, cpus=None) -> str:
+        """The header of ``trace``: ``# tracer:`` then the tracer's own
+        ``print_header`` or the default one."""
+        own = self.tracer.print_header(self)
+        if own is not None:
+            return f"# tracer: {self.tracer.name}\n#\n" + own
+        entries = sum(self.entries(c) for c in range(len(self.buffers)))
+        written = entries + sum(b.overrun for b in self.buffers)
+        return trace_header(self.tracer.name, entries, written, len(self.buffers),
+                            self.options["irq-info"])
+
+    def trace_text(self, cpus=None) -> Iterator[str]:
+        """``trace`` / ``per_cpu/cpuN/trace``: header then every event."""
+        yield self.header(cpus)
+        for cpu, ev in self.iter_events(cpus):
+            yield self.format_line(cpu, ev)
+
+    def saved_cmdlines(self) -> str:
+        return "".join(f"{pid} {comm}\n" for pid, comm in self.engine.comms.items() if pid)
+
+
+def _stamped(cpu: int, buf: CpuBuffer):
+    for ev in buf.iter_unread():
+        yield ev.ts, cpu, ev
+
+
+__all__ = ["Ftrace", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]

@@ -1,0 +1,329 @@
+"""tracefs event types: ids, fields, ``format`` files, payload codecs and
+the text each prints (``struct trace_event_call`` + ``TRACE_EVENT()``).
+
+Field offsets, sizes, signedness, ids and print fmt lines are those of this
+machine's 6.18 kernel (``fixtures/tracefs/events/*/*/format``).  A payload
+starts with ``struct trace_entry`` (``layouts.trace_entry``) and is
+``sizeof(struct trace_event_raw_<name>)`` bytes (the fixed part rounded up
+to 8) plus its ``__data_loc`` strings.  ``kmem_alloc``/``kmem_free`` are the
+entries of seed 000's kmemtrace tracer (``struct kmemtrace_alloc_entry``,
+``struct kmemtrace_free_entry``, as 2.6.30's ``trace_entries`` showed them).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
+
+COMMON_FIELDS = (
+    ("unsigned short", "common_type", 0, 2, 0),
+    ("unsigned char", "common_flags", 2, 1, 0),
+    ("unsigned char", "common_preempt_count", 3, 1, 0),
+    ("int", "common_pid", 4, 4, 1),
+)
+ENTRY = struct.Struct("<HBBi")
+VMEMMAP_BASE = 0xFFFFEA0000000000  # struct page array (x86_64, no KASLR)
+STRUCT_PAGE_SIZE = 64
+
+_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+@dataclass
+class EventType:
+    """One tracefs event: ``events/<system>/<name>/``."""
+
+    system: str
+    name: str
+    id: int
+    fields: tuple  # (c type, name, offset, size, signed) after the common ones
+    print_fmt: str
+    show: Callable  # (rec: dict, out: "OutputContext") -> str
+    encode_values: Optional[Callable] = None  # tracepoint values -> field values
+    size: int = 0  # sizeof the fixed part
+    dyn: tuple = ()  # names of __data_loc fields, in payload order
+    packer: struct.Struct = field(init=False)
+
+    def __post_init__(self):
+        end = max((off + size for _, _, off, size, _ in self.fields), default=8)
+        self.size = self.size or (end + 7) & ~7
+        fmt, pos = "<", 8
+        for ctype, _, off, size, signed in self.fields:
+            fmt += "x" * (off - pos)
+            code = _CODES.get(size, f"{size}s" if size else "")
+            fmt += code.lower() if signed else code
+            pos = off + size
+        fmt += "x" * (self.size - pos)
+        self.packer = struct.Struct(fmt)
+        packed = [f for f in self.fields if f[3]]
+        self.names = tuple(field_key(f[1]) for f in packed)
+        self._masks = tuple((field_key(f[1]), (1 << (8 * f[3])) - 1 if f[3] in _CODES else 0,
+                             1 << (8 * f[3] - 1) if f[4] and f[3] in _CODES else 0)
+                            for f in packed)
+
+    @property
+    def key(self) -> str:
+        return f"{self.system}:{self.name}"
+
+    def format(self) -> str:
+        """The ``format`` file (``f_show`` of trace_events.c)."""
+        lines = [f"name: {self.name}\n", f"ID: {self.id}\n", "format:\n"]
+        for ctype, name, off, size, signed in COMMON_FIELDS:
+            lines.append(_field_line(ctype, name, off, size, signed))
+        lines.append("\n")
+        for ctype, name, off, size, signed in self.fields:
+            lines.append(_field_line(ctype, name, off, size, signed))
+        lines.append(f"\nprint fmt: {self.print_fmt}\n")
+        return "".join(lines)
+
+    def encode(self, pid: int, values: tuple, flags: int = 0, preempt: int = 0) -> bytes:
+        """The payload for tracepoint *values* (``trace_event_raw_event_<name>``)."""
+        vals = self.encode_values(values) if self.encode_values else values
+        return self.pack(pid, vals, flags, preempt)
+
+    def pack(self, pid: int, vals: dict, flags: int = 0, preempt: int = 0) -> bytes:
+        """``struct trace_event_raw_<name>`` with *vals*: the fixed part, then
+        the ``__data_loc`` strings (``u32`` of ``len << 16 | offset``)."""
+        tail = b""
+        if self.dyn:
+            vals = dict(vals)
+            for name in self.dyn:
+                data = vals[name].encode() + b"\0" if isinstance(vals[name], str) else vals[name]
+                vals[name] = (len(data) << 16) | (self.size + len(tail))
+                tail += data
+        head = ENTRY.pack(self.id, flags, preempt, pid)
+        try:  # fast path: every value already fits its field
+            body = self.packer.pack(*[vals[n] for n in self.names])
+        except struct.error:  # C assignment: truncate, reinterpret signedness
+            body = self.packer.pack(*[_wrap(vals[n], mask, sign) for n, mask, sign in self._masks])
+        return head + body + tail
+
+    def decode(self, payload: bytes) -> dict:
+        """Field values by name, ``__data_loc`` strings resolved."""
+        rec = dict(zip(("common_type", "common_flags", "common_preempt_count", "common_pid"),
+                       ENTRY.unpack_from(payload)))
+        padded = payload + bytes(max(0, self.size - len(payload)))
+        rec.update(zip(self.names, self.packer.unpack_from(padded, 8)))
+        for name in self.dyn:
+            loc = rec[name]
+            raw = payload[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)]
+            rec[name] = raw.split(b"\0", 1)[0].decode(errors="replace")
+        for ctype, name, off, size, _ in self.fields:
+            if size == 0:  # a trailing array: the bytes after the fixed part
+                rec[field_key(name)] = payload[off:]
+        return rec
+
+
+def field_key(name: str) -> str:
+    """``prev_comm[16]`` -> ``prev_comm``: the key of a field in records."""
+    return name.split("[", 1)[0]
+
+
+def _wrap(value, mask: int, sign: int):
+    """C assignment to a field: truncate, then reinterpret if signed
+    (byte arrays, mask 0, are passed as they are)."""
+    if not mask:
+        return value
+    value &= mask
+    return value - 2 * sign if sign and value & sign else value
+
+
+def _field_line(ctype, name, off, size, signed) -> str:
+    return f"\tfield:{ctype} {name};\toffset:{off};\tsize:{size};\tsigned:{signed};\n"
+
+
+# --- the text each event prints (TP_printk) ------------------------------
+
+def _show_kmalloc(r, out):
+    return (f"call_site={out.sym_offset(r['call_site'])} ptr={out.ptr(r['ptr'])} "
+            f"bytes_req={r['bytes_req']} bytes_alloc={r['bytes_alloc']} "
+            f"gfp_flags={show_gfp_flags(r['gfp_flags'])} node={r['node']} "
+            f"accounted={'true' if r['gfp_flags'] & __GFP_ACCOUNT else 'false'}")
+
+
+def _show_kmem_cache_alloc(r, out):
+    return (f"call_site={out.sym_offset(r['call_site'])} ptr={out.ptr(r['ptr'])} "
+            f"name={r['name']} bytes_req={r['bytes_req']} bytes_alloc={r['bytes_alloc']} "
+            f"gfp_flags={show_gfp_flags(r['gfp_flags'])} node={r['node']} "
+            f"accounted={'true' if r['accounted'] else 'false'}")
+
+
+def _show_kfree(r, out):
+    return f"call_site={out.sym_offset(r['call_site'])} ptr={out.ptr(r['ptr'])}"
+
+
+def _show_kmem_cache_free(r, out):
+    return f"call_site={out.sym_offset(r['call_site'])} ptr={out.ptr(r['ptr'])} name={r['name']}"
+
+
+def _page(pfn: int) -> int:
+    return VMEMMAP_BASE + pfn * STRUCT_PAGE_SIZE
+
+
+def _show_mm_page_alloc(r, out):
+    return (f"page={out.ptr(_page(r['pfn']))} pfn=0x{r['pfn']:x} order={_s32(r['order'])} "
+            f"migratetype={r['migratetype']} gfp_flags={show_gfp_flags(r['gfp_flags'])}")
+
+
+def _show_mm_page_free(r, out):
+    return f"page={out.ptr(_page(r['pfn']))} pfn=0x{r['pfn']:x} order={_s32(r['order'])}"
+
+
+def _s32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def _show_print(r, out):
+    """``trace_print_print``: ``%ps: %s`` (the buffer ends with its newline)."""
+    text = r["buf"].split(b"\0", 1)[0].decode(errors="replace")
+    return f"{out.sym(r['ip'])}: {text.rstrip(chr(10))}"
+
+
+def _show_function(r, out):
+    return f" {out.sym(r['ip'])} <-- {out.sym(r['parent_ip'])}"
+
+
+def _show_raw_data(r, out):
+    """``trace_raw_data``: ``# <id> buf:`` and every byte of the entry
+    (the ring buffer's 4-byte rounding included)."""
+    return f"# {r['id']:x} buf:" + "".join(f" {b:02x}" for b in r["buf"])
+
+
+def _show_kmem_alloc(r, out):
+    return (f"type:{r['type_id']} call_site:{out.sym_offset(r['call_site'])} "
+            f"ptr:{out.ptr(r['ptr'])} req:{r['bytes_req']} alloc:{r['bytes_alloc']} "
+            f"flags:{r['gfp_flags']:x} node:{r['node']}")
+
+
+def _show_kmem_free(r, out):
+    return f"type:{r['type_id']} call_site:{out.sym_offset(r['call_site'])} ptr:{out.ptr(r['ptr'])}"
+
+
+def _show_unknown(r, out):
+    return ""
+
+
+# --- encoders: tracepoint arguments (engine.catalogue) -> fields ----------
+
+KMEM_ALLOC_ARGS = ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")
+
+
+def _enc_kmalloc(v):
+    return dict(zip(KMEM_ALLOC_ARGS, v))
+
+
+def _enc_kmem_cache_alloc(v):
+    rec = dict(zip(KMEM_ALLOC_ARGS + ("name",), v))
+    rec["accounted"] = int(bool(rec["gfp_flags"] & __GFP_ACCOUNT))
+    return rec
+
+
+def _enc_kfree(v):
+    return {"call_site": v[0], "ptr": v[1]}
+
+
+def _enc_kmem_cache_free(v):
+    return {"call_site": v[0], "ptr": v[1], "name": v[2]}
+
+
+def _enc_mm_page_alloc(v):
+    pfn, order, gfp, migratetype = v[:4]
+    return {"pfn": pfn, "order": order, "gfp_flags": gfp, "migratetype": migratetype}
+
+
+def _enc_mm_page_free(v):
+    return {"pfn": v[0], "order": v[1]}
+
+
+
+
+def _f(ctype, name, off, size, signed=0):
+    return (ctype, name, off, size, signed)
+
+
+def _gfp_fmt(head: str, args: str, tail: str) -> str:
+    return f'"{head}", {args}(REC->gfp_flags) ? {SHOW_GFP_FLAGS} : "none"{tail}'
+
+
+KMEM_EVENTS = (
+    EventType("kmem", "kmalloc", 658, (
+        _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8),
+        _f("size_t", "bytes_req", 24, 8), _f("size_t", "bytes_alloc", 32, 8),
+        _f("unsigned long", "gfp_flags", 40, 8), _f("int", "node", 48, 4, 1)),
+        _gfp_fmt("call_site=%pS ptr=%p bytes_req=%zu bytes_alloc=%zu gfp_flags=%s node=%d "
+                 "accounted=%s", "(void *)REC->call_site, REC->ptr, REC->bytes_req, "
+                 "REC->bytes_alloc, ", ", REC->node, (1 && (REC->gfp_flags & ( unsigned long)"
+                 "(( gfp_t)((((1UL))) << (22))))) ? \"true\" : \"false\""),
+        _show_kmalloc, _enc_kmalloc),
+    EventType("kmem", "kfree", 657, (
+        _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8)),
+        '"call_site=%pS ptr=%p", (void *)REC->call_site, REC->ptr', _show_kfree, _enc_kfree),
+    EventType("kmem", "kmem_cache_alloc", 659, (
+        _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8),
+        _f("__data_loc char[]", "name", 24, 4), _f("size_t", "bytes_req", 32, 8),
+        _f("size_t", "bytes_alloc", 40, 8), _f("unsigned long", "gfp_flags", 48, 8),
+        _f("int", "node", 56, 4, 1), _f("bool", "accounted", 60, 1)),
+        _gfp_fmt("call_site=%pS ptr=%p name=%s bytes_req=%zu bytes_alloc=%zu gfp_flags=%s "
+                 "node=%d accounted=%s", "(void *)REC->call_site, REC->ptr, __get_str(name), "
+                 "REC->bytes_req, REC->bytes_alloc, ",
+                 ", REC->node, REC->accounted ? \"true\" : \"false\""),
+        _show_kmem_cache_alloc, _enc_kmem_cache_alloc, dyn=("name",)),
+    EventType("kmem", "kmem_cache_free", 656, (
+        _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8),
+        _f("__data_loc char[]", "name", 24, 4)),
+        '"call_site=%pS ptr=%p name=%s", (void *)REC->call_site, REC->ptr, __get_str(name)',
+        _show_kmem_cache_free, _enc_kmem_cache_free, dyn=("name",)),
+    EventType("kmem", "mm_page_alloc", 653, (
+        _f("unsigned long", "pfn", 8, 8), _f("unsigned int", "order", 16, 4),
+        _f("unsigned long", "gfp_flags", 24, 8), _f("int", "migratetype", 32, 4, 1)),
+        _gfp_fmt("page=%p pfn=0x%lx order=%d migratetype=%d gfp_flags=%s",
+                 "REC->pfn != -1UL ? (((struct page *)vmemmap_base) + (REC->pfn)) : "
+                 "((void *)0), REC->pfn != -1UL ? REC->pfn : 0, REC->order, REC->migratetype, ",
+                 ""),
+        _show_mm_page_alloc, _enc_mm_page_alloc),
+    EventType("kmem", "mm_page_free", 655, (
+        _f("unsigned long", "pfn", 8, 8), _f("unsigned int", "order", 16, 4)),
+        '"page=%p pfn=0x%lx order=%d", (((struct page *)vmemmap_base) + (REC->pfn)), '
+        'REC->pfn, REC->order', _show_mm_page_free, _enc_mm_page_free),
+)
+
+# enum trace_type of kernel/trace/trace.h (6.18) for the ftrace/ entries
+# shown, and seed 000's TRACE_KMEM_ALLOC/FREE (17, 18 in 2.6.29; osnoise and
+# timerlat, which use those numbers today, are not emulated).
+TRACE_FN, TRACE_PRINT, TRACE_BPRINT, TRACE_BPUTS, TRACE_RAW_DATA = 1, 5, 6, 15, 19
+TRACE_KMEM_ALLOC, TRACE_KMEM_FREE = 17, 18
+
+FTRACE_EVENTS = (
+    EventType("ftrace", "function", TRACE_FN, (
+        _f("unsigned long", "ip", 8, 8), _f("unsigned long", "parent_ip", 16, 8),
+        _f("unsigned long", "args[]", 24, 0)),
+        '" %ps <-- %ps", (void *)REC->ip, (void *)REC->parent_ip', _show_function, size=24),
+    EventType("ftrace", "print", TRACE_PRINT, (
+        _f("unsigned long", "ip", 8, 8), _f("char", "buf[]", 16, 0)),
+        '"%ps: %s", (void *)REC->ip, REC->buf', _show_print, size=16),
+    EventType("ftrace", "bprint", TRACE_BPRINT, (
+        _f("unsigned long", "ip", 8, 8), _f("const char *", "fmt", 16, 8),
+        _f("u32", "buf[]", 24, 0)),
+        '"%ps: %s", (void *)REC->ip, REC->fmt', _show_unknown, size=24),
+    EventType("ftrace", "bputs", TRACE_BPUTS, (
+        _f("unsigned long", "ip", 8, 8), _f("const char *", "str", 16, 8)),
+        '"%ps: %s", (void *)REC->ip, REC->str', _show_unknown),
+    EventType("ftrace", "raw_data", TRACE_RAW_DATA, (
+        _f("unsigned int", "id", 8, 4), _f("char", "buf[]", 12, 0)),
+        '"id:%04x %08x", REC->id, (int)REC->buf[0]', _show_raw_data, size=12),
+    EventType("ftrace", "kmem_alloc", TRACE_KMEM_ALLOC, (
+        _f("enum kmemtrace_type_id", "type_id", 8, 4, 1), _f("unsigned long", "call_site", 16, 8),
+        _f("const void *", "ptr", 24, 8), _f("size_t", "bytes_req", 32, 8),
+        _f("size_t", "bytes_alloc", 40, 8), _f("gfp_t", "gfp_flags", 48, 4),
+        _f("int", "node", 52, 4, 1)),
+        '"type:%u call_site:%lx ptr:%p req:%lu alloc:%lu flags:%x node:%d", REC->type_id, '
+        'REC->call_site, REC->ptr, REC->bytes_req, REC->bytes_alloc, REC->gfp_flags, REC->node',
+        _show_kmem_alloc),
+    EventType("ftrace", "kmem_free", TRACE_KMEM_FREE, (
+        _f("enum kmemtrace_type_id", "type_id", 8, 4, 1), _f("unsigned long", "call_site", 16, 8),
+        _f("const void *", "ptr", 24, 8)),
+        '"type:%u call_site:%lx ptr:%p", REC->type_id, REC->call_site, REC->ptr',
+        _show_kmem_free),
+)

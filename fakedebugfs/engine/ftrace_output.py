@@ -1,0 +1,99 @@
+"""Text output of the ftrace buffers (kernel/trace/trace.c, trace_output.c).
+
+What ``trace`` and ``trace_pipe`` print around each event: the context
+(``trace_print_context``: comm-pid, CPU, latency flags, timestamp), the
+header of ``trace`` (``print_trace_header``/``print_func_help_header_irq``)
+and the ``%p``/``%pS``/``%ps`` renderings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# trace_flag_type (include/linux/trace_events.h)
+TRACE_FLAG_IRQS_OFF = 0x01
+TRACE_FLAG_NEED_RESCHED = 0x04
+TRACE_FLAG_HARDIRQ = 0x08
+TRACE_FLAG_SOFTIRQ = 0x10
+
+IRQ_HELP_HEADER = (
+    "#                                _-----=> irqs-off/BH-disabled\n"
+    "#                               / _----=> need-resched\n"
+    "#                              | / _---=> hardirq/softirq\n"
+    "#                              || / _--=> preempt-depth\n"
+    "#                              ||| / _-=> migrate-disable\n"
+    "#                              |||| /     delay\n"
+    "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
+    "#              | |         |   |||||     |         |\n"
+)
+FUNC_HELP_HEADER = (
+    "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n"
+    "#              | |         |         |         |\n"
+)
+
+
+class OutputContext:
+    """Symbol and pointer printing under the current trace options."""
+
+    def __init__(self, kallsyms, options: dict, seed: int = 0):
+        self.kallsyms = kallsyms
+        self.options = options
+        self._key = hashlib.sha256(f"ptr_key:{seed}".encode()).digest()[:16]
+
+    def sym(self, addr: int) -> str:
+        """``%ps``: the bare symbol name."""
+        return self.kallsyms.sym(addr)
+
+    def sym_offset(self, addr: int) -> str:
+        """``%pS``: ``name+0xoff/0xsize``."""
+        return self.kallsyms.sym_offset(addr)
+
+    def ptr(self, addr: int) -> str:
+        """``%p``: hashed (``ptr_to_id``, 32 significant bits) while the
+        ``hash-ptr`` option is set, else ``%px``."""
+        if not self.options.get("hash-ptr", True):
+            return f"{addr:016x}"
+        digest = hashlib.blake2b(addr.to_bytes(8, "little"), key=self._key, digest_size=4)
+        return f"{int.from_bytes(digest.digest(), 'little'):016x}"
+
+
+def lat_flags(flags: int, preempt: int) -> str:
+    """``trace_print_lat_fmt``: irqs-off, need-resched, hard/softirq,
+    preempt-depth, migrate-disable."""
+    irqs = "d" if flags & TRACE_FLAG_IRQS_OFF else "."
+    resched = "N" if flags & TRACE_FLAG_NEED_RESCHED else "."
+    hard, soft = flags & TRACE_FLAG_HARDIRQ, flags & TRACE_FLAG_SOFTIRQ
+    irq = "H" if hard and soft else "h" if hard else "s" if soft else "."
+    depth = f"{preempt & 0xF:x}" if preempt & 0xF else "."
+    migrate = f"{(preempt >> 4) & 0xF:x}" if (preempt >> 4) & 0xF else "."
+    return irqs + resched + irq + depth + migrate
+
+
+def timestamp(ns: int) -> str:
+    """``trace_print_time``: ``%5llu.%06lu`` (microseconds)."""
+    usecs = ns // 1000
+    return f"{usecs // 1000000:5d}.{usecs % 1000000:06d}"
+
+
+def comm_of(comms: dict, pid: int) -> str:
+    """``trace_find_cmdline``: ``<idle>`` for 0, ``<...>`` when unknown."""
+    if pid == 0:
+        return "<idle>"
+    return comms.get(pid, "<...>")
+
+
+def context(comms: dict, cpu: int, ts: int, pid: int, flags: int, preempt: int,
+            irq_info: bool = True) -> str:
+    """``trace_print_context``: ``%16s-%-7d [%03d] <flags> %5llu.%06lu: ``."""
+    text = f"{comm_of(comms, pid):>16}-{pid:<7d} [{cpu:03d}] "
+    if irq_info:
+        text += lat_flags(flags, preempt) + " "
+    return text + timestamp(ts) + ": "
+
+
+def trace_header(tracer: str, entries: int, written: int, nr_cpus: int,
+                 irq_info: bool = True) -> str:
+    """``print_trace_header`` + ``print_func_help_header_irq`` for ``trace``."""
+    head = (f"# tracer: {tracer}\n#\n"
+            f"# entries-in-buffer/entries-written: {entries}/{written}   #P:{nr_cpus}\n#\n")
+    return head + (IRQ_HELP_HEADER if irq_info else FUNC_HELP_HEADER)

@@ -1,0 +1,186 @@
+"""The kmemtrace tracer of 2008 (mm/kmemtrace.c), without its debugfs files.
+
+Probes on the kmem tracepoints turn every allocation and free into one
+binary record written to a relay channel (:mod:`.relay`), in one of the two
+layouts of ``engine/layouts.py``:
+
+``2008-08`` (seed 004 and the August 2008 mm/kmemtrace.c, the default)
+    event id 0 alloc / 1 free; a 24-byte core (ids, ``u16`` size, ``s32``
+    sequence number, call site, pointer); allocations add requested and
+    allocated bytes, ``u32`` GFP flags and ``s32`` target CPU (48 bytes).
+    The sequence number is one global counter (``atomic_add_return``) taken
+    only once relay space is reserved, so the records of all CPUs, merged,
+    number 1, 2, 3, ... with no gaps.
+``2008-07`` (seed 003)
+    event id 1 alloc / 2 free; every record is 56 bytes: ids, size, ``s32``
+    target CPU, call site, pointer, requested, allocated, ``u64`` GFP flags
+    and the ``s64`` timestamp.  NULL pointers are not traced ("Don't trace
+    ignored allocations").  Frees carry no target CPU, sizes or flags (the
+    kernel left them uninitialised; here they are -1, 0, 0, 0).
+
+Sub-buffers hold ``subbuf_events`` records' worth of bytes: 56 bytes each
+for 2008-07 (``KMEMTRACE_SUBBUF_SIZE`` = 8192 * sizeof(struct
+kmemtrace_event)), 64 for 2008-08 (its 524288-byte default = 8192 * 64).
+0 sub-buffers or events mean the defaults, as ``kmemtrace.subbufs=0`` did.
+
+``total_overruns`` is ``kmemtrace_buf_overruns``: the ``subbuf_start``
+callback adds one per refused sub-buffer switch.  A full buffer keeps
+refusing, and every record that arrives meanwhile asks again, so each
+dropped record counts exactly once: records read + total_overruns = events
+traced (the seeds' "number of bytes which were dropped" is not what the
+code counts).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .layouts import (
+    PAGE_SIZE,
+    kmemtrace_alloc_v2008_08,
+    kmemtrace_event_v2008_07,
+    kmemtrace_event_v2008_08,
+    packer,
+)
+from .relay import RelayChannel
+
+KMEMTRACE_ABI_VERSION = 1
+DEFAULT_N_SUBBUFS = 20
+DEFAULT_SUBBUF_EVENTS = 8192
+U32 = 0xFFFFFFFF
+
+# enum kmemtrace_type_id
+TYPE_KMALLOC, TYPE_CACHE, TYPE_PAGES = 0, 1, 2
+
+# (tracepoint, alloc?, type id, argument names giving call_site, ptr, and for
+#  allocations bytes_req, bytes_alloc, gfp_flags, node; pages use "order")
+PROBES = (
+    ("kmem:kmalloc", True, TYPE_KMALLOC, ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")),
+    ("kmem:kmem_cache_alloc", True, TYPE_CACHE, ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")),
+    ("kmem:mm_page_alloc", True, TYPE_PAGES, ("call_site", "ptr", "order", "gfp_flags")),
+    ("kmem:kfree", False, TYPE_KMALLOC, ("call_site", "ptr")),
+    ("kmem:kmem_cache_free", False, TYPE_CACHE, ("call_site", "ptr")),
+    ("kmem:mm_page_free", False, TYPE_PAGES, ("call_site", "ptr")),
+)
+
+
+class Abi:
+    """One record layout: event ids, sizes, struct packers, sub-buffer slot."""
+
+    def __init__(self, name: str):
+        self.name = name
+        if name == "2008-08":
+            self.alloc_id, self.free_id = 0, 1
+            self.alloc = struct.Struct("<" + packer(kmemtrace_event_v2008_08).format[1:]
+                                       + packer(kmemtrace_alloc_v2008_08).format[1:])
+            self.free = packer(kmemtrace_event_v2008_08)
+            self.slot = 64
+        elif name == "2008-07":
+            self.alloc_id, self.free_id = 1, 2
+            self.alloc = self.free = packer(kmemtrace_event_v2008_07)
+            self.slot = self.alloc.size
+        else:
+            raise ValueError(f"unknown kmemtrace ABI {name!r} (2008-08, 2008-07)")
+
+
+class Kmemtrace:
+    """``kmemtrace_chan`` with its probes, sequence counter and overruns."""
+
+    def __init__(self, engine, abi: str = "2008-08", n_subbufs: int = DEFAULT_N_SUBBUFS,
+                 subbuf_events: int = DEFAULT_SUBBUF_EVENTS, enabled: bool = False):
+        self.engine = engine
+        self.abi = Abi(abi)
+        self.abi_version = KMEMTRACE_ABI_VERSION
+        self.n_subbufs = n_subbufs or DEFAULT_N_SUBBUFS
+        self.subbuf_size = (subbuf_events or DEFAULT_SUBBUF_EVENTS) * self.abi.slot
+        self.chan = RelayChannel(self.subbuf_size, self.n_subbufs, engine.nr_cpus,
+                                 self._subbuf_start)
+        self.buf_overruns = 0  # u32, debugfs_create_u32("total_overruns")
+        self.seq_num = 0  # atomic_t kmemtrace_seq_num
+        self.records = 0  # records written (not an ABI value: for status)
+        self.enabled = False
+        self._probes = []
+        for key, alloc, type_id, args in PROBES:
+            tp = engine.tracepoint(key)
+            ix = tuple(tp.index(a) for a in args)
+            self._probes.append((tp, self._make_probe(alloc, type_id, ix)))
+        if enabled:
+            self.set_enabled(True)
+
+    def _subbuf_start(self, buf, subbuf, prev_subbuf, prev_padding) -> bool:
+        """``kmemtrace_subbuf_start``: count an overrun when the buffer is full."""
+        if buf.full():
+            self.buf_overruns = (self.buf_overruns + 1) & U32
+            return False
+        return True
+
+    def set_enabled(self, on: bool) -> None:
+        """``kmemtrace_enabled_set``: start or stop the probes."""
+        on = bool(on)
+        if on == self.enabled:
+            return
+        self.enabled = on
+        for tp, probe in self._probes:
+            (tp.register if on else tp.unregister)(probe)
+
+    def _make_probe(self, alloc: bool, type_id: int, ix: tuple):
+        """The probe of one tracepoint; *ix* locates the values it needs."""
+        if alloc and type_id == TYPE_PAGES:
+            site, ptr, order, gfp = ix
+
+            def probe(cpu, pid, ts, values):
+                size = PAGE_SIZE << values[order]
+                self.log_alloc(cpu, ts, type_id, values[site], values[ptr], size, size,
+                               values[gfp], -1)
+        elif alloc:
+            def probe(cpu, pid, ts, values):
+                self.log_alloc(cpu, ts, type_id, *[values[i] for i in ix])
+        else:
+            site, ptr = ix
+
+            def probe(cpu, pid, ts, values):
+                self.log_free(cpu, ts, type_id, values[site], values[ptr])
+        return probe
+
+    # --- kmemtrace_probe_alloc / kmemtrace_probe_free -------------------------
+
+    def _next_seq(self) -> int:
+        """``atomic_add_return(1, &kmemtrace_seq_num)`` as an ``s32``."""
+        self.seq_num = (self.seq_num + 1) & U32
+        return self.seq_num - (1 << 32) if self.seq_num & 0x80000000 else self.seq_num
+
+    def log_alloc(self, cpu, ts, type_id, call_site, ptr, req, alloc, gfp, node) -> None:
+        abi = self.abi
+        if abi.name == "2008-07" and not ptr:
+            return
+        buf = self.chan.bufs[cpu]
+        pos = buf.reserve(abi.alloc.size)
+        if pos is None:
+            return
+        if abi.name == "2008-08":
+            abi.alloc.pack_into(buf.start, pos, abi.alloc_id, type_id, abi.alloc.size,
+                                self._next_seq(), call_site, ptr, req, alloc, gfp & U32, node)
+        else:
+            abi.alloc.pack_into(buf.start, pos, abi.alloc_id, type_id, abi.alloc.size,
+                                node, call_site, ptr, req, alloc, gfp, ts)
+        self.records += 1
+
+    def log_free(self, cpu, ts, type_id, call_site, ptr) -> None:
+        abi = self.abi
+        if abi.name == "2008-07" and not ptr:
+            return
+        buf = self.chan.bufs[cpu]
+        pos = buf.reserve(abi.free.size)
+        if pos is None:
+            return
+        if abi.name == "2008-08":
+            abi.free.pack_into(buf.start, pos, abi.free_id, type_id, abi.free.size,
+                               self._next_seq(), call_site, ptr)
+        else:
+            abi.free.pack_into(buf.start, pos, abi.free_id, type_id, abi.free.size,
+                               -1, call_site, ptr, 0, 0, 0, ts)
+        self.records += 1
+
+    def status(self) -> dict:
+        return {"enabled": self.enabled, "abi": self.abi.name, "records": self.records,
+                "total_overruns": self.buf_overruns}

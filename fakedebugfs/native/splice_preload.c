@@ -1,0 +1,259 @@
+/*
+ * splice_preload.so: make splice() work on fakedebugfs files.
+ *
+ * `fakedebugfs run` puts this library in LD_PRELOAD for its command.
+ *
+ * trace-cmd (through libtracefs' tracefs_cpu_write/_pipe/_buffered_read)
+ * moves per_cpu/cpuN/trace_pipe_raw into a pipe with splice().  A FUSE file
+ * opened with direct_io has no page cache behind it, so the kernel's splice
+ * answers 0 (end of file) and trace-cmd records nothing while exiting 0
+ * (DESIGN section 3).  This wrapper emulates splice() for such files with
+ * read() and write(), as the kernel's generic copy_splice_read() would:
+ *
+ *  - fd_in must be a regular file on a fuse.fakedebugfs mount (fstatfs
+ *    f_type FUSE_SUPER_MAGIC, confirmed in /proc/self/mountinfo; the answer
+ *    is cached per device);  anything else goes to the real splice().
+ *  - fd_out must be a pipe (as the kernel requires when fd_in is not);
+ *    off_out must be NULL (ESPIPE).  off_in, when given, is honoured with
+ *    pread() and advanced.
+ *  - One read() of at most len bytes, and never more than the pipe can take
+ *    right now (rounded down to whole 4096-byte pages when at least a page
+ *    fits), so nothing read is ever lost: trace_pipe_raw hands out whole
+ *    pages, one per read, and each lands in the pipe whole.
+ *  - SPLICE_F_NONBLOCK, or O_NONBLOCK on fd_in: the fake file system only
+ *    sees the flags a file was opened with, not a later fcntl(F_SETFL), so
+ *    the wrapper asks poll() with a zero timeout first and fails with EAGAIN
+ *    when the file has nothing to read, like the kernel's splice of an empty
+ *    trace_pipe_raw.  Blocking mode blocks in read(), where a signal gives
+ *    EINTR.  A full pipe gives EAGAIN with SPLICE_F_NONBLOCK and otherwise
+ *    waits for room.
+ *  - The return value is what the real splice returns: bytes moved, 0 at end
+ *    of file, or -1 with errno.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define FUSE_SUPER_MAGIC 0x65735546
+#define PAGE 4096
+#define MAX_CHUNK (1 << 20)
+#define NDEV 32
+
+typedef ssize_t (*splice_fn)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+
+static splice_fn real_splice;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { dev_t dev; int fake; } devs[NDEV];
+static int ndevs;
+
+/* Is device `dev` (of the file open at fd) a fuse.fakedebugfs mount? */
+static int mountinfo_says_fake(dev_t dev)
+{
+	char line[4096];
+	FILE *fp = fopen("/proc/self/mountinfo", "re");
+	int found = -1;
+
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		unsigned int maj, min;
+		char *sep;
+
+		/* id parent major:minor root mountpoint options [optional...] - fstype ... */
+		if (sscanf(line, "%*d %*d %u:%u", &maj, &min) != 2)
+			continue;
+		if (makedev(maj, min) != dev)
+			continue;
+		sep = strstr(line, " - ");
+		if (!sep)
+			continue;
+		found = strncmp(sep + 3, "fuse.fakedebugfs ", 17) == 0;
+		if (found)
+			break;
+	}
+	fclose(fp);
+	return found;
+}
+
+static int is_fake_file(int fd)
+{
+	struct stat st;
+	struct statfs sfs;
+	int i, fake;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < ndevs; i++) {
+		if (devs[i].dev == st.st_dev) {
+			fake = devs[i].fake;
+			pthread_mutex_unlock(&lock);
+			return fake;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+
+	fake = 0;
+	if (fstatfs(fd, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC) {
+		/* any FUSE file when mountinfo cannot tell (-1) */
+		fake = mountinfo_says_fake(st.st_dev) != 0;
+	}
+	pthread_mutex_lock(&lock);
+	if (ndevs < NDEV) {
+		devs[ndevs].dev = st.st_dev;
+		devs[ndevs].fake = fake;
+		ndevs++;
+	}
+	pthread_mutex_unlock(&lock);
+	return fake;
+}
+
+/* Room in pipe fd now, in bytes (page-granular estimate). */
+static ssize_t pipe_room(int fd)
+{
+	int cap = fcntl(fd, F_GETPIPE_SZ);
+	int used = 0;
+
+	if (cap < 0)
+		return -1;
+	if (ioctl(fd, FIONREAD, &used) < 0)
+		used = 0;
+	/* pipe slots hold at most a page each: count partly used ones as full */
+	used = (used + PAGE - 1) / PAGE * PAGE;
+	return cap > used ? cap - used : 0;
+}
+
+static int write_all(int fd, const char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+
+		if (w > 0) {
+			buf += w;
+			n -= w;
+		} else if (w < 0 && errno == EAGAIN) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			poll(&p, 1, -1);
+		} else if (w < 0 && errno != EINTR) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static ssize_t fake_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
+			   size_t len, unsigned int flags)
+{
+	struct stat so;
+	ssize_t room, r;
+	size_t want;
+	char *buf;
+	int nonblock, saved;
+
+	if (fstat(fd_out, &so) < 0)
+		return -1;
+	if (!S_ISFIFO(so.st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (off_out) {
+		errno = ESPIPE;
+		return -1;
+	}
+	if (len == 0)
+		return 0;
+	nonblock = (flags & SPLICE_F_NONBLOCK) || (fcntl(fd_in, F_GETFL) & O_NONBLOCK);
+
+	for (;;) {
+		room = pipe_room(fd_out);
+		if (room < 0)
+			return -1;
+		if (room > 0)
+			break;
+		if (flags & SPLICE_F_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		struct pollfd p = { .fd = fd_out, .events = POLLOUT };
+
+		if (poll(&p, 1, -1) < 0)
+			return -1;
+	}
+	want = len < (size_t)room ? len : (size_t)room;
+	if (want > MAX_CHUNK)
+		want = MAX_CHUNK;
+	if (want >= PAGE)
+		want &= ~(size_t)(PAGE - 1);
+
+	if (nonblock) {
+		struct pollfd p = { .fd = fd_in, .events = POLLIN };
+		int n = poll(&p, 1, 0);
+
+		if (n < 0)
+			return -1;
+		if (n == 0 || !(p.revents & (POLLIN | POLLRDNORM | POLLHUP | POLLERR))) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+
+	buf = malloc(want);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (off_in) {
+		r = pread(fd_in, buf, want, *off_in);
+		if (r > 0)
+			*off_in += r;
+	} else {
+		r = read(fd_in, buf, want);
+	}
+	if (r > 0 && write_all(fd_out, buf, r) < 0) {
+		/* data already taken from the source: report what the pipe lost */
+		saved = errno;
+		free(buf);
+		errno = saved;
+		return -1;
+	}
+	saved = errno;
+	free(buf);
+	errno = saved;
+	return r;
+}
+
+/* FAKEDEBUGFS_NO_SPLICE_PRELOAD=1 turns the emulation off (to compare) */
+static int disabled(void)
+{
+	const char *v = getenv("FAKEDEBUGFS_NO_SPLICE_PRELOAD");
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
+ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+	       unsigned int flags)
+{
+	if (!real_splice) {
+		real_splice = (splice_fn)dlsym(RTLD_NEXT, "splice");
+		if (!real_splice) {
+			errno = ENOSYS;
+			return -1;
+		}
+	}
+	if (!disabled() && is_fake_file(fd_in))
+		return fake_splice(fd_in, off_in, fd_out, off_out, len, flags);
+	return real_splice(fd_in, off_in, fd_out, off_out, len, flags);
+}

@@ -1,0 +1,363 @@
+"""``fakedebugfs run [mount options] -- COMMAND …``: run an unmodified tool
+against a fake of its own.
+
+trace-cmd and libtracefs find the tracing directory only through
+``/proc/mounts`` (DESIGN section 4), so the command runs in a private mount
+namespace arranged like a real kernel's:
+
+    /sys/kernel/tracing   a real tracefs mount (for its ``tracefs`` line in
+                          /proc/mounts), with the fake's ``tracing/`` bound over it
+    /sys/kernel/debug     a real debugfs mount (its ``debugfs`` line), the
+                          fake's root bound over it
+    /proc/kallsyms        the engine's symbol table, so call sites resolve
+    /proc/sys/kernel/ftrace_enabled   a writable regular file holding "1"
+
+Every other tracefs or debugfs mount is removed from the namespace first,
+so the first ``tracefs`` line is ours.  The real tracefs and debugfs are
+never touched: the fake covers them before the command starts, and the run
+refuses to start the command unless it checked that both paths are the fake.
+
+The server runs in a child process in the same namespace, mounted at a
+private temporary directory, in its own session (a terminal's Ctrl-C goes to
+the command, not to the server) and dies with us (PR_SET_PDEATHSIG).  Nothing
+of it is visible in the host's mounts, and when the last process of the
+namespace exits the kernel drops every mount made in it, whatever happened.
+
+The command gets ``LD_PRELOAD`` with ``splice_preload.so`` appended, which
+makes splice() from fake files work (DESIGN section 3).  SIGINT, SIGTERM,
+SIGHUP and SIGQUIT sent to ``run`` are forwarded to the command (a
+terminal's own signals reach it directly, being in our process group).  When
+it ends, the bind mounts go, the server is stopped and unmounts, and ``run``
+exits with the command's status (128 + N when signal N killed it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from . import runstate
+
+CLONE_NEWNS = 0x00020000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG = 1
+SI_KERNEL = 0x80
+
+TRACEFS = "/sys/kernel/tracing"
+DEBUGFS = "/sys/kernel/debug"
+KALLSYMS = "/proc/kallsyms"
+FTRACE_ENABLED = "/proc/sys/kernel/ftrace_enabled"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                        ctypes.c_ulong, ctypes.c_void_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.unshare.argtypes = [ctypes.c_int]
+
+
+class RunError(Exception):
+    pass
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _b(s):
+    return None if s is None else os.fsencode(s)
+
+
+def mount(source, target, fstype=None, flags=0) -> None:
+    _check(_libc.mount(_b(source), _b(target), _b(fstype), flags, None),
+           f"mount {source} on {target}")
+
+
+def umount(target, flags=MNT_DETACH) -> None:
+    _check(_libc.umount2(_b(target), flags), f"umount {target}")
+
+
+def mountinfo() -> list[tuple[str, str]]:
+    """``(mount point, fstype)`` of every mount of this namespace, in order."""
+    out = []
+    with open("/proc/self/mountinfo") as fp:
+        for line in fp:
+            left, _, right = line.partition(" - ")
+            point = left.split()[4].encode().decode("unicode_escape")
+            out.append((point, right.split()[0]))
+    return out
+
+
+def preload_path() -> str:
+    from .native import build
+
+    try:
+        return str(build("splice_preload"))
+    except Exception as err:  # gcc missing or failing
+        raise RunError(f"cannot build splice_preload.so ({err}); run `make install`") from None
+
+
+# --- the namespace ----------------------------------------------------------------
+
+def enter_private_namespace() -> None:
+    """unshare(CLONE_NEWNS) and make every mount private: nothing done
+    from now on propagates to the host."""
+    try:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as err:
+        raise RunError(f"{err.strerror} (fakedebugfs run needs root)") from None
+    # Copies of other fakes' mounts would keep their connections referenced
+    # from here after their owners unmount them: drop them.
+    for point, fstype in reversed(mountinfo()):
+        if fstype == "fuse.fakedebugfs":
+            try:
+                umount(point)
+            except OSError:
+                pass
+
+
+def arrange_namespace(mnt: str, work: str, kallsyms_text: str) -> list[str]:
+    """Put the fake where tools look for it; returns the mounts made
+    (innermost last) so they can be undone."""
+    made: list[str] = []
+    # No other tracefs/debugfs line may come before ours: drop them all
+    # (deepest first), in this namespace only.
+    for point, fstype in reversed(mountinfo()):
+        if fstype in ("tracefs", "debugfs"):
+            try:
+                umount(point)
+            except OSError:
+                pass
+    has_tracing = os.path.isdir(os.path.join(mnt, "tracing"))
+
+    for path in (DEBUGFS, TRACEFS):
+        os.makedirs(path, exist_ok=True)
+    mount("debugfs", DEBUGFS, "debugfs")
+    made.append(DEBUGFS)
+    mount(mnt, DEBUGFS, None, MS_BIND)
+    made.append(DEBUGFS)
+    if has_tracing:
+        mount("tracefs", TRACEFS, "tracefs")
+        made.append(TRACEFS)
+        mount(os.path.join(mnt, "tracing"), TRACEFS, None, MS_BIND)
+        made.append(TRACEFS)
+    else:  # no tracing tree yet: an empty directory, never the real tracefs
+        empty = os.path.join(work, "empty")
+        os.makedirs(empty, exist_ok=True)
+        mount(empty, TRACEFS, None, MS_BIND)
+        made.append(TRACEFS)
+
+    fake_dev = os.stat(mnt).st_dev
+    if os.stat(DEBUGFS).st_dev != fake_dev or \
+            (has_tracing and os.stat(TRACEFS).st_dev != fake_dev):
+        raise RunError("the fake does not cover /sys/kernel/debug and /sys/kernel/tracing")
+
+    if os.path.exists(KALLSYMS):
+        path = os.path.join(work, "kallsyms")
+        with open(path, "w") as fp:
+            fp.write(kallsyms_text)
+        mount(path, KALLSYMS, None, MS_BIND)
+        made.append(KALLSYMS)
+    if os.path.exists(FTRACE_ENABLED):
+        path = os.path.join(work, "ftrace_enabled")
+        with open(path, "w") as fp:
+            fp.write("1\n")
+        mount(path, FTRACE_ENABLED, None, MS_BIND)
+        made.append(FTRACE_ENABLED)
+    return made
+
+
+def undo_mounts(made: list[str]) -> None:
+    for target in reversed(made):
+        try:
+            umount(target)
+        except OSError:
+            pass
+
+
+# --- the server -------------------------------------------------------------------
+
+def start_server(server, mnt: str, log_path: str) -> int:
+    """Fork the server (in this namespace); return its pid once mounted."""
+    from .cli import CliError, _serve
+
+    r, w = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            os.setsid()
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent:
+                os._exit(1)
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            code = _serve(server, ready=lambda: os.write(w, b"ok\n"))
+        except CliError as err:
+            os.write(w, f"{err}\n".encode())
+        except BaseException as err:
+            os.write(w, f"server failed: {err!r} (see {log_path})\n".encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fp:
+        message = fp.readline().decode().strip()
+    if message != "ok":
+        _reap(pid, 5)
+        try:
+            with open(log_path) as fp:
+                tail = fp.read()[-2000:].strip()
+        except OSError:
+            tail = ""
+        raise RunError((message or "server exited before mounting") + (f"\n{tail}" if tail else ""))
+    return pid
+
+
+def _reap(pid: int, timeout: float) -> bool:
+    """Wait up to *timeout* s for child *pid*; True once it is gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if done:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def stop_server(pid: int, mnt: str) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    if not _reap(pid, 10):
+        os.kill(pid, signal.SIGKILL)
+        _reap(pid, 5)
+    if runstate.is_mounted(mnt):
+        try:
+            umount(mnt)
+        except OSError:
+            pass
+    runstate.clear_state(mnt)
+
+
+# --- the command ------------------------------------------------------------------
+
+def spawn(argv: list[str], env: dict) -> int:
+    """fork + exec with default signal handling; exec errors are reported
+    through a close-on-exec pipe (exit 127 / 126 like a shell)."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            for sig in FORWARDED + (signal.SIGCHLD, signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            os.execvpe(argv[0], argv, env)
+        except OSError as err:
+            os.write(w, f"{err.errno}".encode())
+        finally:
+            os._exit(127)
+    os.close(w)
+    with os.fdopen(r, "rb") as fp:
+        data = fp.read()
+    if data:
+        os.waitpid(pid, 0)
+        code = int(data)
+        raise RunError(f"{argv[0]}: {os.strerror(code)}", 127 if code == errno.ENOENT else 126)
+    return pid
+
+
+def wait_command(pid: int) -> int:
+    """Wait for the command, forwarding signals; its exit status."""
+    watched = set(FORWARDED) | {signal.SIGCHLD}
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) \
+                else 128 + os.WTERMSIG(status)
+        info = signal.sigtimedwait(watched, 1.0)
+        if info is None or info.si_signo == signal.SIGCHLD:
+            continue
+        if info.si_code == SI_KERNEL:
+            continue  # from the terminal: the command, in our group, got it too
+        try:
+            os.kill(pid, info.si_signo)
+        except ProcessLookupError:
+            pass
+
+
+def run(args) -> int:
+    from .cli import CliError, build_server
+    from .server import MountError, check_can_mount
+
+    argv = list(args.command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise CliError("no command given (fakedebugfs run [options] -- COMMAND ...)")
+    if os.geteuid() != 0:
+        raise CliError("needs root: it mounts in a private mount namespace")
+    preload = preload_path()
+
+    work = tempfile.mkdtemp(prefix="run-", dir=runstate.rundir())
+    mnt = os.path.join(work, "mnt")
+    os.mkdir(mnt, 0o755)
+    os.chmod(work, 0o755)
+    server_pid = None
+    made: list[str] = []
+    # Signals are taken with sigtimedwait from here on; children unblock them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
+    try:
+        try:
+            check_can_mount(mnt)
+        except MountError as err:
+            raise CliError(str(err)) from None
+        server = build_server(args, mnt)
+        kallsyms_text = server.kernel.engine.kallsyms.proc_kallsyms()
+        enter_private_namespace()
+        server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
+        made = arrange_namespace(mnt, work, kallsyms_text)
+
+        env = dict(os.environ)
+        old = env.get("LD_PRELOAD", "").strip()
+        env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
+        env["FAKEDEBUGFS_MOUNT"] = mnt
+        try:
+            pid = spawn(argv, env)
+        except RunError as err:
+            print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
+            return err.args[1]
+        return wait_command(pid)
+    except RunError as err:
+        raise CliError(str(err)) from None
+    except OSError as err:
+        raise CliError(str(err)) from None
+    finally:
+        undo_mounts(made)
+        if server_pid is not None:
+            stop_server(server_pid, mnt)
+        shutil.rmtree(work, ignore_errors=True)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(FORWARDED) | {signal.SIGCHLD})

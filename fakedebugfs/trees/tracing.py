@@ -1,0 +1,345 @@
+"""``tracing/``: the tracefs files of the ftrace tracer (``tracer_init_tracefs``,
+``event_trace_add_tracer``), with modes and semantics of the 6.18 kernel
+(``fixtures/tracefs/``) and seed 000's ``kmemtrace`` tracer.
+
+    tracing/                    0700
+      tracing_on                0640  "1\\n"; kstrtoul, nonzero on
+      current_tracer            0640  nop | kmemtrace
+      available_tracers         0440
+      trace                     0640  seq text; O_TRUNC open clears
+      trace_pipe                0440  consuming, blocking, pollable
+      trace_marker(_raw)        0220  ftrace:print / raw_data entries
+      trace_options, options/*  0640  global flags + the current tracer's
+      trace_clock               0640  "[local] global ..."
+      buffer_size_kb            0640  buffer_total_size_kb 0440
+      saved_cmdlines, printk_formats, available_events  0440
+      set_event, set_event_pid, tracing_cpumask, error_log, dynamic_events ...
+      events/{enable,header_page,header_event}, events/<sys>/{enable,filter},
+      events/<sys>/<ev>/{enable,filter,format,id,trigger} for kmem, sched and
+      raw_syscalls; events/ftrace/<entry>/format
+      per_cpu/cpuN/{trace,trace_pipe,trace_pipe_raw,stats,buffer_size_kb}
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from ..engine.ftrace import Ftrace
+from ..engine.layouts import PAGE_SIZE
+from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail
+from ..fs.tree import Dir
+from ..fs.waitqueue import WaitQueue
+from .tracing_pipes import TracePipe, TracePipeRaw, TraceText
+
+HEADER_PAGE = (
+    "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+    "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
+    "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
+    f"\tfield: char data;\toffset:16;\tsize:{PAGE_SIZE - 16};\tsigned:0;\n"
+)
+HEADER_EVENT = (
+    "# compressed entry header\n"
+    "\ttype_len    :    5 bits\n"
+    "\ttime_delta  :   27 bits\n"
+    "\tarray       :   32 bits\n"
+    "\n"
+    "\tpadding     : type == 29\n"
+    "\ttime_extend : type == 30\n"
+    "\ttime_stamp : type == 31\n"
+    "\tdata max type_len  == 28\n"
+)
+TRIGGER_HELP = (
+    "# Available triggers:\n"
+    "# traceon traceoff stacktrace enable_event disable_event\n"
+)
+README = "tracing mini-HOWTO (fakedebugfs): see the kernel's Documentation/trace/ftrace.rst\n"
+RW, RO, WO = 0o640, 0o440, 0o220
+
+
+def kstrtoul(data: bytes) -> int:
+    """``kstrtoul_from_user`` base 10: digits, one optional newline."""
+    text = data.split(b"\0", 1)[0]
+    if text.endswith(b"\n"):
+        text = text[:-1]
+    if not text.isdigit():
+        raise fail(errno.EINVAL)
+    return int(text)
+
+
+def words(data: bytes) -> list[str]:
+    return data.decode(errors="replace").split()
+
+
+class TruncFile(ValueFile):
+    """A value file whose O_TRUNC open runs *on_trunc* (``set_event``,
+    ``set_event_pid``, ``error_log``, ``dynamic_events``)."""
+
+    def __init__(self, show, store=None, on_trunc=None):
+        super().__init__(show, store)
+        self.on_trunc = on_trunc
+
+    def truncate(self, f):
+        if self.on_trunc is not None and (f is None or not f.flags & os.O_APPEND):
+            self.on_trunc()
+
+
+class TracingTree:
+    """Builds ``tracing/`` for one :class:`Ftrace` and keeps readers woken."""
+
+    def __init__(self, kernel, ft: Ftrace):
+        self.kernel = kernel
+        self.ft = ft
+        self.trace_wait = WaitQueue()
+        self._seen = ft.written
+        self.root = self.create_tree()
+        ft.on_tracer_change.append(self._tracer_changed)
+        ft.engine.listeners.append(self.wake)
+
+    def wake(self) -> None:
+        """After a workload batch: wake readers if entries were written."""
+        if self.ft.written != self._seen:
+            self._seen = self.ft.written
+            self.trace_wait.wake()
+
+    # --- the table ----------------------------------------------------------
+
+    def create_tree(self) -> Dir:
+        ft = self.ft
+        root = Dir("tracing", 0o700)
+        root.file("README", RO, SeqFile(lambda: README))
+        root.file("available_events", RO, SeqFile(
+            lambda: "".join(k + "\n" for k in ft.event_keys())))
+        root.file("available_tracers", RO, SeqFile(lambda: " ".join(ft.tracers) + "\n"))
+        root.file("buffer_percent", RW, ValueFile(lambda: "50\n", _accept_ul))
+        root.file("buffer_size_kb", RW, ValueFile(ft.buffer_size_kb, self._resize(None)))
+        root.file("buffer_total_size_kb", RO, ValueFile(lambda: f"{sum(ft.buffer_kb)}\n"))
+        root.file("current_tracer", RW, ValueFile(lambda: ft.tracer.name + "\n",
+                                                  self._set_tracer))
+        root.file("dynamic_events", RW, TruncFile(lambda: "", _only_blank, lambda: None))
+        root.file("error_log", RW, TruncFile(lambda: "", lambda d: None, lambda: None))
+        root.file("free_buffer", 0o200, ValueFile(_no_read, lambda d: None))
+        root.mkdir("instances", 0o750)
+        self.options = root.mkdir("options", 0o750)
+        self._add_option_files()
+        root.file("printk_formats", RO, SeqFile(lambda: ""))
+        root.file("saved_cmdlines", RO, SeqFile(ft.saved_cmdlines))
+        root.file("saved_cmdlines_size", RW, ValueFile(lambda: "6552\n", _accept_ul))
+        root.file("set_event", RW, TruncFile(
+            lambda: "".join(k + "\n" for k in ft.event_keys() if k in ft.enabled),
+            self._set_event, lambda: [ft.set_event(k, False) for k in list(ft.enabled)]))
+        root.file("set_event_pid", RW, TruncFile(
+            lambda: "".join(f"{p}\n" for p in sorted(ft.event_pids)),
+            self._set_event_pid, ft.event_pids.clear))
+        root.file("set_event_notrace_pid", RW, TruncFile(lambda: "", _pids_only, lambda: None))
+        root.file("timestamp_mode", RO, SeqFile(lambda: "[delta] absolute\n"))
+        root.file("trace", RW, TraceText(self, None))
+        root.file("trace_clock", RW, ValueFile(ft.trace_clock, self._set_clock))
+        root.file("trace_marker", WO, Marker(self, raw=False))
+        root.file("trace_marker_raw", WO, Marker(self, raw=True))
+        root.file("trace_options", RW, ValueFile(ft.trace_options, self._trace_options))
+        root.file("trace_pipe", RO, TracePipe(self, None))
+        root.file("tracing_cpumask", RW, ValueFile(lambda: f"{ft.cpumask:x}\n", self._cpumask))
+        root.file("tracing_on", RW, ValueFile(lambda: f"{int(ft.tracing_on)}\n", self._tracing_on))
+        root.file("tracing_thresh", RW, ValueFile(lambda: "0\n", _accept_ul))
+        root.add(self.create_events())
+        root.add(self.create_per_cpu())
+        return root
+
+    def create_events(self) -> Dir:
+        """``event_trace_add_tracer``: ``events/`` and one directory per event."""
+        ft = self.ft
+        events = Dir("events")
+        events.file("enable", RW, ValueFile(lambda: ft.enable_state(ft.event_keys()) + "\n",
+                                            self._enable(None, None)))
+        events.file("header_page", RO, SeqFile(lambda: HEADER_PAGE))
+        events.file("header_event", RO, SeqFile(lambda: HEADER_EVENT))
+        ftrace_dir = events.mkdir("ftrace")
+        for ev in ft.events.values():
+            if ev.system == "ftrace":
+                ftrace_dir.mkdir(ev.name).file("format", RO, SeqFile(ev.format))
+        for system in ft.systems():
+            sdir = events.mkdir(system)
+            keys = ft.keys_matching(system, None)
+            sdir.file("enable", RW, ValueFile(
+                lambda keys=keys: ft.enable_state(keys) + "\n", self._enable(system, None)))
+            sdir.file("filter", RW, ValueFile(
+                lambda: "### global filter ###\n# Use this to set filters for multiple events.\n"
+                        "# Only events with the given fields will be affected.\n"
+                        "# If no events are modified, an error message will be displayed here\n",
+                self._filter(keys, system=True)))
+            for key in keys:
+                self._event_dir(sdir, key)
+        return events
+
+    def _event_dir(self, sdir: Dir, key: str) -> None:
+        ft, ev = self.ft, self.ft.events[key]
+        edir = sdir.mkdir(ev.name)
+        edir.file("enable", RW, ValueFile(lambda: ft.enable_state([key]) + "\n",
+                                          self._enable(ev.system, ev.name)))
+        edir.file("filter", RW, ValueFile(lambda: ft.filters.get(key, "none") + "\n",
+                                          self._filter([key])))
+        edir.file("format", RO, SeqFile(ev.format))
+        edir.file("id", RO, SeqFile(lambda: f"{ev.id}\n"))
+        edir.file("trigger", RW, TruncFile(lambda: TRIGGER_HELP, _trigger, lambda: None))
+
+    def create_per_cpu(self) -> Dir:
+        """``tracing_init_tracefs_percpu`` for each CPU."""
+        per_cpu = Dir("per_cpu", 0o750)
+        for cpu in range(len(self.ft.buffers)):
+            d = per_cpu.mkdir(f"cpu{cpu}", 0o750)
+            d.file("buffer_size_kb", RW, ValueFile(
+                lambda cpu=cpu: f"{self.ft.buffer_kb[cpu]}\n", self._resize(cpu)))
+            d.file("stats", RO, SeqFile(lambda cpu=cpu: self.ft.stats(cpu)))
+            d.file("trace", RW, TraceText(self, cpu))
+            d.file("trace_pipe", RO, TracePipe(self, cpu))
+            d.file("trace_pipe_raw", RO, TracePipeRaw(self, cpu))
+        return per_cpu
+
+    # --- options/ ------------------------------------------------------------------
+
+    def _add_option_files(self) -> None:
+        for name in self.ft.option_names():
+            if name not in self.options.children:
+                self.options.file(name, RW, ValueFile(
+                    lambda name=name: f"{int(self._option(name))}\n", self._option_write(name)))
+
+    def _option(self, name: str) -> bool:
+        ft = self.ft
+        if name in ft.options:
+            return ft.options[name]
+        if name in ft.tracer.flags:
+            return ft.tracer.flags[name]
+        raise fail(errno.EINVAL)
+
+    def _option_write(self, name):
+        def store(data: bytes) -> None:
+            value = kstrtoul(data)
+            if value > 1:
+                raise fail(errno.EINVAL)
+            self.ft.set_option(name, bool(value))
+        return store
+
+    def _tracer_changed(self) -> None:
+        """Tracer flags' files come and go with their tracer (2.6.29's
+        ``create_trace_option_files``/``destroy_trace_option_files``)."""
+        wanted = set(self.ft.option_names())
+        for name in list(self.options.children):
+            if name not in wanted:
+                self.options.remove(name)
+        self._add_option_files()
+
+    # --- writes ----------------------------------------------------------------
+
+    def _tracing_on(self, data: bytes) -> None:
+        """``rb_simple_write``: nonzero turns the buffers on."""
+        self.ft.tracing_on = kstrtoul(data) != 0
+        self.trace_wait.wake()
+
+    def _set_tracer(self, data: bytes) -> None:
+        self.ft.set_tracer(data.decode(errors="replace").strip())
+        self.trace_wait.wake()
+
+    def _trace_options(self, data: bytes) -> None:
+        self.ft.write_trace_options(data.decode(errors="replace"))
+
+    def _set_clock(self, data: bytes) -> None:
+        self.ft.set_clock(data.decode(errors="replace").strip())
+
+    def _resize(self, cpu):
+        def store(data: bytes) -> None:
+            self.ft.resize(kstrtoul(data), cpu)
+        return store
+
+    def _cpumask(self, data: bytes) -> None:
+        try:
+            mask = int(data.decode().strip().replace(",", ""), 16)
+        except ValueError:
+            raise fail(errno.EINVAL) from None
+        self.ft.cpumask = mask & ((1 << len(self.ft.buffers)) - 1)
+
+    def _enable(self, system, name):
+        """``event_enable_write``/``system_enable_write``: 0 or 1, else EINVAL."""
+        def store(data: bytes) -> None:
+            value = kstrtoul(data)
+            if value > 1:
+                raise fail(errno.EINVAL)
+            for key in self.ft.keys_matching(system, name):
+                self.ft.set_event(key, bool(value))
+        return store
+
+    def _filter(self, keys, system=False):
+        def store(data: bytes) -> None:
+            self.ft.set_filter(keys, data.decode(errors="replace"), system)
+        return store
+
+    def _set_event(self, data: bytes) -> None:
+        for word in words(data):
+            self.ft.set_event_line(word)
+
+    def _set_event_pid(self, data: bytes) -> None:
+        for word in words(data):
+            if not word.isdigit():
+                raise fail(errno.EINVAL)
+            self.ft.event_pids.add(int(word))
+
+
+class Marker(FileOperations):
+    """``tracing_mark_fops``/``tracing_mark_raw_fops``."""
+
+    def __init__(self, tree: TracingTree, raw: bool):
+        self.tree = tree
+        self.raw = raw
+
+    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+        _learn_comm(self.tree.ft.engine, f.pid)
+        n = self.tree.ft.marker(f.pid, data, raw=self.raw)
+        self.tree.wake()
+        return n
+
+
+def _learn_comm(engine, pid: int) -> None:
+    """``tracing_record_cmdline`` for a writer: its comm from /proc."""
+    if pid and pid not in engine.comms:
+        try:
+            with open(f"/proc/{pid}/comm") as fp:
+                engine.set_comm(pid, fp.read().strip())
+        except OSError:
+            pass
+
+
+def _no_read() -> str:
+    raise fail(errno.EINVAL)
+
+
+def _accept_ul(data: bytes) -> None:
+    kstrtoul(data)
+
+
+def _only_blank(data: bytes) -> None:
+    if data.strip():
+        raise fail(errno.EINVAL)
+
+
+def _pids_only(data: bytes) -> None:
+    if not all(w.isdigit() for w in words(data)):
+        raise fail(errno.EINVAL)
+
+
+def _trigger(data: bytes) -> None:
+    """``event_trigger_write``: no trigger commands are emulated; blank
+    writes and removals (``!cmd``) of absent triggers are accepted."""
+    text = data.decode(errors="replace").strip()
+    if text and not text.startswith("!"):
+        raise fail(errno.EINVAL)
+
+
+def create_tree(kernel) -> Dir:
+    """``tracing/`` for *kernel* (a :class:`fakedebugfs.kernel.Kernel`)."""
+    ft = getattr(kernel, "ftrace", None)
+    if ft is None:
+        ft = kernel.ftrace = Ftrace(kernel.engine)
+    return TracingTree(kernel, ft).root
+
+
+__all__ = ["TracingTree", "create_tree", "HEADER_PAGE", "HEADER_EVENT"]

@@ -1,0 +1,303 @@
+"""``fakedebugfs run -- COMMAND``: unmodified trace-cmd against a fake of its own.
+
+Every test starts the real CLI (``fakedebugfs run [options] -- …``), which
+serves a fake in a private mount namespace at /sys/kernel/debug and
+/sys/kernel/tracing.  The events trace-cmd records are compared with a list
+computed here, independently of the file system: the same deterministic
+workload (same seed, virtual clock) run in-process on a bare
+:class:`fakedebugfs.kernel.Kernel`, with probes of our own on its
+tracepoints.  After every test the host's mounts must show nothing of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import FAKEDEBUGFS
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="fakedebugfs run needs root"),
+    pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed"),
+]
+
+LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<sec>\d+)\.(?P<frac>\d+):"
+                  r"\s+(?P<name>\w+):\s+(?P<rest>.*)$")
+KMEM = ("kmalloc", "kfree")
+
+
+def host_mounts() -> list[str]:
+    with open("/proc/self/mounts") as fp:
+        return fp.read().splitlines()
+
+
+def ours(lines) -> list[str]:
+    """Mount lines a run could have leaked into this (the host's) namespace."""
+    return [line for line in lines
+            if "/run/fakedebugfs/run-" in line or line.split()[1] in ("/sys/kernel/tracing",
+                                                                      "/sys/kernel/debug")]
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    before = ours(host_mounts())
+    yield
+    assert ours(host_mounts()) == before, "fakedebugfs run left mounts in the host namespace"
+    left = [d for d in os.listdir("/run/fakedebugfs") if d.startswith("run-")] \
+        if os.path.isdir("/run/fakedebugfs") else []
+    assert not [d for d in left if _owner_gone(d)], f"work directories left: {left}"
+
+
+def _owner_gone(name: str) -> bool:
+    # another run may be going on concurrently: only complain about old ones
+    path = os.path.join("/run/fakedebugfs", name)
+    try:
+        return time.time() - os.stat(path).st_mtime > 600
+    except FileNotFoundError:
+        return False
+
+
+def run(*args, timeout=120, **kw) -> subprocess.CompletedProcess:
+    """``fakedebugfs run ARGS`` (options, "--", command), output as text."""
+    return subprocess.run([FAKEDEBUGFS, "run", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+# --- the expected events, computed without the file system ------------------------
+
+def expected_events(cpus: int, seed: int, count: int, workload: str = "kmem") -> list[tuple]:
+    """Every kmalloc/kfree the workload fires, as trace-cmd report -R -t shows
+    them: (event, cpu, pid, ts_ns, {field: text})."""
+    from fakedebugfs.kernel import Kernel
+    from fakedebugfs.workloads import make_workload
+
+    kernel = Kernel(cpus=cpus, clock="virtual", seed=seed)
+    ks = kernel.engine.kallsyms
+    out: list[tuple] = []
+
+    def site(addr: int) -> str:
+        found = ks.lookup(addr)
+        return f"{found[0]}+0x{found[1]:x}" if found else f"0x{addr:x}"
+
+    def probe(name):
+        def fire(cpu, pid, ts, v):
+            if name == "kmalloc":
+                fields = {"call_site": site(v[0]), "ptr": f"0x{v[1]:x}", "bytes_req": str(v[2]),
+                          "bytes_alloc": str(v[3]), "gfp_flags": f"0x{v[4]:x}", "node": str(v[5])}
+            else:
+                fields = {"call_site": site(v[0]), "ptr": f"0x{v[1]:x}"}
+            out.append((name, cpu, pid, ts, fields))
+        return fire
+
+    for name in KMEM:
+        kernel.engine.tracepoint(f"kmem:{name}").register(probe(name))
+    wl = make_workload(workload, kernel, seed=seed, count=count)
+    while not wl.done:
+        wl.run(1000)
+    return sorted(out, key=lambda e: e[3])
+
+
+def report(dat) -> list[tuple]:
+    """The kmalloc/kfree events of a trace-cmd data file, in the same shape."""
+    proc = subprocess.run(["trace-cmd", "report", "-R", "-t", "-i", str(dat)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = []
+    for line in proc.stdout.splitlines():
+        m = LINE.match(line)
+        if not m or m["name"] not in KMEM:
+            continue
+        ts = int(m["sec"]) * 10**9 + int(m["frac"].ljust(9, "0"))
+        fields = dict(kv.split("=", 1) for kv in m["rest"].split())
+        out.append((m["name"], int(m["cpu"]), int(m["pid"]), ts, fields))
+    return out
+
+
+def lost_events(dat) -> int:
+    """Overruns and drops the kernel buffer stats recorded, plus missed-event marks."""
+    proc = subprocess.run(["trace-cmd", "report", "--stat", "-i", str(dat)],
+                          capture_output=True, text=True, timeout=60)
+    lost = sum(int(n) for n in re.findall(r"^(?:overrun|dropped events|commit overrun): (\d+)",
+                                          proc.stdout, re.M))
+    text = subprocess.run(["trace-cmd", "report", "-i", str(dat)], capture_output=True,
+                          text=True, timeout=60).stdout
+    return lost + text.count("LOST EVENTS") + text.count("EVENTS DROPPED")
+
+
+def assert_window(recorded, expected):
+    """trace-cmd records a window of the run (the workload starts with the
+    fake, before trace-cmd turns tracing on): it must be a non-empty, exact,
+    gap-free run of the expected events that reaches the end of the workload."""
+    assert recorded, "trace-cmd recorded no kmalloc/kfree events"
+    assert recorded[0] in expected, f"first recorded event was never emitted: {recorded[0]}"
+    start = expected.index(recorded[0])
+    want = expected[start:]
+    for i, (got, exp) in enumerate(zip(recorded, want)):
+        assert got == exp, f"event {start + i}: recorded {got}, emitted {exp}"
+    assert len(recorded) == len(want), \
+        f"recorded {len(recorded)} events from #{start}, the workload emitted {len(want)}"
+    assert len(recorded) >= len(expected) // 2
+
+
+# --- the namespace ----------------------------------------------------------------------
+
+def test_mounts_listed_as_debugfs_and_tracefs():
+    p = run("--workload", "none", "--", "cat", "/proc/mounts")
+    assert p.returncode == 0, p.stderr
+    lines = [line.split() for line in p.stdout.splitlines()]
+    tracefs = [f for f in lines if f[2] == "tracefs"]
+    debugfs = [f for f in lines if f[2] == "debugfs"]
+    assert [f[1] for f in tracefs] == ["/sys/kernel/tracing"]
+    assert [f[1] for f in debugfs] == ["/sys/kernel/debug"]
+    fakes = [f[1] for f in lines if f[2] == "fuse.fakedebugfs"]
+    assert "/sys/kernel/tracing" in fakes and "/sys/kernel/debug" in fakes
+
+
+def test_fake_is_at_both_paths_and_proc_files_are_bound():
+    script = ("ls /sys/kernel/debug; ls /sys/kernel/tracing; "
+              "stat -f -c %T /sys/kernel/tracing/tracing_on; "
+              "echo 0 > /proc/sys/kernel/ftrace_enabled && cat /proc/sys/kernel/ftrace_enabled; "
+              "head -1 /proc/kallsyms")
+    p = run("--workload", "none", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.split()
+    assert {"ktrace", "tracing"} <= set(out)
+    assert {"tracing_on", "trace_pipe", "per_cpu", "events"} <= set(out)
+    assert "fuseblk" in out or "fuse" in out
+    from fakedebugfs.kernel import Kernel
+
+    first = Kernel(cpus=2).engine.kallsyms.proc_kallsyms().splitlines()[0]
+    assert p.stdout.rstrip().endswith(first)
+    assert "0" in out  # the write went to our file, not the host's sysctl
+    with open("/proc/sys/kernel/ftrace_enabled") as fp:
+        host = fp.read()
+    assert host.strip() in ("0", "1")
+
+
+def test_exit_status_is_the_commands():
+    assert run("--workload", "none", "--", "sh", "-c", "exit 7").returncode == 7
+    assert run("--workload", "none", "--", "true").returncode == 0
+    p = run("--workload", "none", "--", "/nonexistent/command")
+    assert p.returncode == 127 and "No such file" in p.stderr
+    p = run("--workload", "none", "--", "sh", "-c", "kill -TERM $$")
+    assert p.returncode == 128 + signal.SIGTERM
+
+
+def test_no_command_is_an_error():
+    p = run("--workload", "none")
+    assert p.returncode != 0 and "no command" in p.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_are_forwarded(sig):
+    proc = subprocess.Popen([FAKEDEBUGFS, "run", "--workload", "none", "--", "sleep", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        time.sleep(1.5)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 128 + sig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_splice_preload(cc):
+    """splice() from a fake file into a pipe moves the bytes read() gives;
+    without the preload it sees end of file (DESIGN section 3)."""
+    splice_cat = cc("splice_cat.c")
+    path = "/sys/kernel/tracing/events/header_page"
+    # (no `cmp -s`: it trusts st_size, which is 0 for the fake's files)
+    script = (f"{splice_cat} {path} > /tmp/spl.$$; cat {path} | cmp - /tmp/spl.$$ && echo same; "
+              f"LD_PRELOAD= {splice_cat} {path} | wc -c; "
+              f"{splice_cat} /etc/hostname | cmp - /etc/hostname && echo host-same; "
+              f"{splice_cat} /sys/kernel/tracing/per_cpu/cpu0/trace_pipe_raw 65536 nonblock "
+              f"| wc -c; rm -f /tmp/spl.$$")
+    p = run("--workload", "none", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split()
+    assert lines[0] == "same", (p.stdout, p.stderr)
+    assert lines[1] == "0"
+    assert lines[2] == "host-same"
+    assert lines[3] == "0" and "Resource temporarily unavailable" in p.stderr
+
+
+# --- trace-cmd ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [[], ["-d", "--no-filter"]], ids=["splice", "no-ftrace"])
+def test_record_report_matches_engine(tmp_path, mode):
+    count, seed = 4000, 11 + len(mode)
+    dat = tmp_path / "k.dat"
+    p = run("--cpus", 2, "--workload", "kmem", "--count", count, "--rate", 2000, "--seed", seed,
+            "--clock", "virtual", "--enable-all", "--",
+            "trace-cmd", "record", *mode, "-e", "kmem:kmalloc", "-e", "kmem:kfree",
+            "-o", dat, "sleep", 3.5)
+    assert p.returncode == 0, p.stderr
+    assert_window(report(dat), expected_events(2, seed, count))
+    assert lost_events(dat) == 0
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["preload", "plain-splice"])
+def test_record_streams_without_loss(tmp_path, preload):
+    """30,000 kmem events/s for 5 s overflow the fake's 1408 KiB per-CPU
+    buffers several times: only a recorder that keeps up loses nothing.
+    With the kernel's own splice (0 from a FUSE file) trace-cmd gets only
+    what is left at the end (the control)."""
+    dat = tmp_path / "s.dat"
+    env = dict(os.environ, FAKEDEBUGFS_NO_SPLICE_PRELOAD="0" if preload else "1")
+    p = run("--cpus", 2, "--workload", "kmem", "--rate", 30000, "--enable-all", "--",
+            "trace-cmd", "record", "-e", "kmem", "-o", dat, "sleep", 5, env=env)
+    assert p.returncode == 0, p.stderr
+    if preload:
+        assert lost_events(dat) == 0
+    else:
+        assert lost_events(dat) > 0
+
+
+def test_extract_has_every_event(tmp_path):
+    """With the whole workload in the buffer, extract gets all of it."""
+    count, seed = 3000, 5
+    dat = tmp_path / "x.dat"
+    script = f"{FAKEDEBUGFS} status \"$FAKEDEBUGFS_MOUNT\" --wait-done >/dev/null && " \
+             f"trace-cmd extract -o {dat}"
+    p = run("--cpus", 2, "--workload", "kmem", "--count", count, "--rate", 0, "--seed", seed,
+            "--clock", "virtual", "--enable-all", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    assert report(dat) == expected_events(2, seed, count)
+
+
+def test_tracecmd_commands_exit_zero(tmp_path):
+    out = tmp_path / "out"
+    script = f"""
+        set -u
+        trace-cmd list -e > {out}.list; echo list=$?
+        trace-cmd show > {out}.show; echo show=$?
+        timeout --preserve-status -s INT 2 trace-cmd stream -e kmem:kmalloc > {out}.stream 2>&1
+        echo stream=$?
+        trace-cmd reset; echo reset=$?
+    """
+    p = run("--cpus", 2, "--workload", "kmem", "--rate", 2000, "--seed", 1, "--enable-all",
+            "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    status = dict(line.split("=") for line in p.stdout.split())
+    assert status == {"list": "0", "show": "0", "stream": "0", "reset": "0"}, p.stdout
+    events = (tmp_path / "out.list").read_text().split()
+    assert "kmem:kmalloc" in events and "kmem:kfree" in events
+    assert (tmp_path / "out.show").read_text().startswith("# tracer:")
+    assert "kmalloc:" in (tmp_path / "out.stream").read_text()
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed (linux-perf)")
+def test_perf_lists_kmem_tracepoints():
+    p = run("--workload", "none", "--", "env", "TRACEFS_PATH=/sys/kernel/tracing",
+            "perf", "list", "tracepoint")
+    assert p.returncode == 0, p.stderr
+    listed = re.findall(r"^\s*(kmem:\w+)\s", p.stdout, re.M)
+    assert {"kmem:kmalloc", "kmem:kfree"} <= set(listed)

@@ -1,0 +1,517 @@
+"""``tracing/`` on real mounts: seed 000's kmemtrace session, trace_pipe,
+trace_pipe_raw pages, errnos, and a comparison with the real tracefs.
+
+Expected values come from an independent run of the same deterministic
+workload in-process (the catalogue's tracepoint arguments, formatted here
+with the seed's printf formats) and from decoding ``trace_pipe_raw`` with
+the offsets read from the mount's own ``format`` files.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_done
+
+from fakedebugfs.kernel import Kernel
+from fakedebugfs.workloads import make_workload
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs"
+KMEM = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free", "mm_page_alloc", "mm_page_free")
+TYPE_ID = {"kmalloc": 0, "kfree": 0, "kmem_cache_alloc": 1, "kmem_cache_free": 1,
+           "mm_page_alloc": 2, "mm_page_free": 2}
+
+
+def read(path) -> str:
+    with open(path) as fp:
+        return fp.read()
+
+
+def write(path, data: str) -> None:
+    with open(path, "w") as fp:
+        fp.write(data)
+
+
+def write_errno(path, data: bytes) -> str:
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as err:
+        return f"open:{errno.errorcode[err.errno]}"
+    try:
+        os.write(fd, data)
+        return "0"
+    except OSError as err:
+        return errno.errorcode[err.errno]
+    finally:
+        os.close(fd)
+
+
+def emitted_kmem(seed: int, count: int) -> list[tuple]:
+    """``(name, values)`` of every kmem tracepoint the workload fires, in order."""
+    kernel = Kernel(clock="virtual", seed=seed)
+    fired = []
+    for name in KMEM:
+        kernel.engine.tracepoints[f"kmem:{name}"].register(
+            lambda cpu, pid, ts, values, name=name: fired.append((name, values)))
+    make_workload("kmem", kernel, seed=seed, count=count).run(count)
+    return fired
+
+
+def as_alloc(name, v):
+    """``(call_site, ptr, req, alloc, gfp, node)`` as kmemtrace sees an allocation."""
+    if name == "mm_page_alloc":
+        pfn, order, gfp, _mt, site, ptr = v
+        return site, ptr, 4096 << order, 4096 << order, gfp, -1
+    return tuple(v[:6])
+
+
+def as_free(name, v):
+    return (v[2], v[3]) if name == "mm_page_free" else (v[0], v[1])
+
+
+def original_line(name, v) -> str:
+    """The seed's ``kmemtrace_print_{alloc,free}_original``."""
+    if name in ("kmalloc", "kmem_cache_alloc", "mm_page_alloc"):
+        site, ptr, req, alloc, gfp, node = as_alloc(name, v)
+        return (f"type_id {TYPE_ID[name]} call_site {site} ptr {ptr} bytes_req {req} "
+                f"bytes_alloc {alloc} gfp_flags {gfp} node {node}")
+    site, ptr = as_free(name, v)
+    return f"type_id {TYPE_ID[name]} call_site {site} ptr {ptr}"
+
+
+def minimal_line(name, v, sym) -> str:
+    """The seed's ``kmemtrace_print_{alloc,free}_compress``."""
+    kind = "KCP"[TYPE_ID[name]]
+    if name in ("kmalloc", "kmem_cache_alloc", "mm_page_alloc"):
+        site, ptr, req, alloc, gfp, node = as_alloc(name, v)
+        return "  +      %s   %4d   %4d   %08x   0x%x   %4d   %s" % (kind, req, alloc, gfp, ptr,
+                                                                  node, sym(site))
+    site, ptr = as_free(name, v)
+    return "  -      %s     %s0x%x   %s%s" % (kind, " " * 23, ptr, " " * 7, sym(site))
+
+
+# --- seed 000: the shell session ----------------------------------------------
+
+def test_kmemtrace_session(fake):
+    count, seed = 1500, 7
+    mnt = fake("--workload", "kmem", "--count", count, "--seed", seed, "--clock", "virtual",
+               "--rate", 3000)
+    tracing = mnt / "tracing"
+    assert "kmemtrace" in read(tracing / "available_tracers").split()
+    write(tracing / "current_tracer", "kmemtrace\n")
+    assert read(tracing / "current_tracer") == "kmemtrace\n"
+    wait_done(mnt)
+    expected = emitted_kmem(seed, count)
+    kernel = Kernel(clock="virtual", seed=seed)
+    sym = kernel.engine.kallsyms.sym
+
+    text = read(tracing / "trace")
+    assert text.startswith("# tracer: kmemtrace\n#\n")
+    lines = text.splitlines()[2:]
+    assert 0 < len(lines) <= len(expected)
+    # the tracer started while the workload ran: its lines are the tail
+    assert lines == [original_line(n, v) for n, v in expected[-len(lines):]]
+
+    write(tracing / "trace_options", "kmem_minimalistic\n")
+    assert read(tracing / "options" / "kmem_minimalistic") == "1\n"
+    text = read(tracing / "trace")
+    header = ("# tracer: kmemtrace\n#\n#\n"
+              "# ALLOC  TYPE  REQ   GIVEN  FLAGS           POINTER         NODE    CALLER\n"
+              "# FREE   |      |     |       |              |   |            |        |\n"
+              "# |\n\n")
+    assert text.startswith(header)
+    table = text[len(header):].splitlines()
+    assert table == [minimal_line(n, v, sym) for n, v in expected[-len(lines):]]
+    assert any(line.startswith("  +      C") for line in table)
+
+    write(tracing / "options" / "kmem_minimalistic", "0")
+    assert "nokmem_minimalistic\n" in read(tracing / "trace_options")
+    write(tracing / "current_tracer", "nop")
+    assert not (tracing / "options" / "kmem_minimalistic").exists()
+    assert write_errno(tracing / "trace_options", b"kmem_minimalistic") == "EINVAL"
+
+
+# --- trace, trace_pipe, trace_pipe_raw ----------------------------------------------
+
+def parse_format(text: str) -> dict:
+    fields = {}
+    for m in re.finditer(r"field:(.*?) (\w+)(\[\])?;\toffset:(\d+);\tsize:(\d+);\tsigned:(\d);", text):
+        fields[m.group(2)] = (int(m.group(4)), int(m.group(5)), m.group(6) == "1")
+    ident = int(re.search(r"^ID: (\d+)$", text, re.M).group(1))
+    return {"id": ident, "fields": fields}
+
+
+def get_field(payload: bytes, spec) -> int:
+    off, size, signed = spec
+    return int.from_bytes(payload[off:off + size], "little", signed=signed)
+
+
+def decode_pages(data: bytes):
+    """Events of ``trace_pipe_raw`` pages, with the layout of header_page/header_event."""
+    for base in range(0, len(data), 4096):
+        ts, commit = struct.unpack_from("<QQ", data, base)
+        size = commit & ((1 << 27) - 1)
+        off = base + 16
+        while off < base + 16 + size:
+            word = struct.unpack_from("<I", data, off)[0]
+            type_len, delta = word & 31, word >> 5
+            if type_len == 29:
+                off += 4 + struct.unpack_from("<I", data, off + 4)[0]
+                continue
+            if type_len == 30:
+                ts += (struct.unpack_from("<I", data, off + 4)[0] << 27) + delta
+                off += 8
+                continue
+            ts += delta
+            if type_len == 0:
+                length = struct.unpack_from("<I", data, off + 4)[0] - 4
+                yield ts, data[off + 8:off + 8 + length]
+                off += 8 + ((length + 3) & ~3)
+            else:
+                yield ts, data[off + 4:off + 4 + type_len * 4]
+                off += 4 + type_len * 4
+
+
+def read_raw_nonblock(path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    out = b""
+    try:
+        while True:
+            try:
+                page = os.read(fd, 4096)
+            except BlockingIOError:
+                break
+            if not page:
+                break
+            assert len(page) == 4096
+            out += page
+    finally:
+        os.close(fd)
+    return out
+
+
+def test_trace_pipe_raw_matches_trace(fake):
+    count, seed = 800, 3
+    mnt = fake("--workload", "kmem", "--count", count, "--seed", seed, "--clock", "virtual",
+               "--enable-all")
+    wait_done(mnt)
+    tracing = mnt / "tracing"
+    text_lines = [line for line in read(tracing / "trace").splitlines() if not line.startswith("#")]
+    assert len(text_lines) == count
+    formats = {name: parse_format(read(tracing / f"events/kmem/{name}/format")) for name in KMEM}
+    by_id = {f["id"]: name for name, f in formats.items()}
+    for name in KMEM:
+        assert int(read(tracing / f"events/kmem/{name}/id")) == formats[name]["id"]
+    events = []
+    for cpu in range(2):
+        for ts, payload in decode_pages(read_raw_nonblock(tracing / f"per_cpu/cpu{cpu}/trace_pipe_raw")):
+            events.append((ts, cpu, payload))
+    events.sort()
+    assert len(events) == count
+    expected = emitted_kmem(seed, count)
+    for (ts, cpu, payload), (name, values), line in zip(events, expected, text_lines):
+        common_type = struct.unpack_from("<H", payload)[0]
+        assert by_id[common_type] == name
+        assert f" [{cpu:03d}] " in line and f": {name}: " in line
+        usecs = ts // 1000
+        assert f" {usecs // 1000000}.{usecs % 1000000:06d}: " in line
+        fields = formats[name]["fields"]
+        if name == "kmalloc":
+            assert get_field(payload, fields["bytes_req"]) == values[2]
+            assert get_field(payload, fields["node"]) == values[5]
+            assert f"bytes_req={values[2]} " in line
+        elif name == "kmem_cache_alloc":
+            loc = get_field(payload, fields["name"])
+            assert payload[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)] == values[6].encode() + b"\0"
+        elif name == "mm_page_alloc":
+            assert get_field(payload, fields["pfn"]) == values[0]
+            assert f"pfn=0x{values[0]:x} order={values[1]} " in line
+    # consumed: a non-blocking read finds nothing now
+    fd = os.open(tracing / "per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+    with pytest.raises(BlockingIOError):
+        os.read(fd, 4096)
+    os.close(fd)
+
+
+def test_trace_pipe_consumes(fake):
+    count = 300
+    mnt = fake("--workload", "kmem", "--count", count, "--seed", 2, "--clock", "virtual",
+               "--enable-all")
+    wait_done(mnt)
+    tracing = mnt / "tracing"
+    fd = os.open(tracing / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+    data = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1000)
+            except BlockingIOError:
+                break
+            assert chunk.endswith(b"\n") and len(chunk) <= 1000
+            data += chunk
+    finally:
+        os.close(fd)
+    lines = data.decode().splitlines()
+    assert len(lines) == count
+    stamps = [float(re.search(r"\s(\d+\.\d{6}): ", line).group(1)) for line in lines]
+    assert stamps == sorted(stamps)
+    assert "entries-in-buffer/entries-written: 0/0 " in read(tracing / "trace")
+    # a blocking reader is woken by a marker write
+    proc = subprocess.Popen(["head", "-n", "1", str(tracing / "trace_pipe")],
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    write(tracing / "trace_marker", "hello from the test")
+    out, _ = proc.communicate(timeout=10)
+    assert out.endswith("tracing_mark_write: hello from the test\n")
+    assert re.match(r"\s+pytest-\d+\s+\[\d{3}\] \.\.\.1\.\s+\d+\.\d{6}: ", out)
+
+
+def test_trace_truncate_and_stats(fake):
+    mnt = fake("--workload", "kmem", "--count", 200, "--seed", 4, "--clock", "virtual",
+               "--enable-all")
+    wait_done(mnt)
+    tracing = mnt / "tracing"
+    stats = read(tracing / "per_cpu/cpu0/stats")
+    assert re.match(r"entries: \d+\noverrun: 0\ncommit overrun: 0\nbytes: \d+\n"
+                    r"oldest event ts: +\d+\.\d{6}\nnow ts: +\d+\.\d{6}\n"
+                    r"dropped events: 0\nread events: 0\n$", stats)
+    entries = sum(int(re.search(r"entries: (\d+)", read(tracing / f"per_cpu/cpu{c}/stats")).group(1))
+                  for c in range(2))
+    assert entries == 200
+    with open(tracing / "trace", "w"):
+        pass  # O_TRUNC clears
+    assert "entries-in-buffer/entries-written: 0/0 " in read(tracing / "trace")
+    assert read(tracing / "buffer_size_kb") == "1408\n"
+    assert read(tracing / "buffer_total_size_kb") == "2816\n"
+    write(tracing / "buffer_size_kb", "64")
+    assert read(tracing / "per_cpu/cpu1/buffer_size_kb") == "64\n"
+    assert read(tracing / "buffer_total_size_kb") == "128\n"
+
+
+def test_events_control(fake):
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    assert read(tracing / "events/enable") == "0\n"
+    write(tracing / "events/kmem/kmalloc/enable", "1")
+    assert read(tracing / "events/kmem/enable") == "X\n"
+    assert read(tracing / "set_event") == "kmem:kmalloc\n"
+    write(tracing / "set_event", "kmem:*")  # O_TRUNC first disables everything
+    assert read(tracing / "events/kmem/enable") == "1\n"
+    with open(tracing / "set_event", "a") as fp:
+        fp.write("!kmem:kfree")
+    assert "kmem:kfree" not in read(tracing / "set_event")
+    write(tracing / "events/kmem/filter", "0")
+    write(tracing / "events/kmem/kmalloc/filter", "bytes_req > 100")
+    assert read(tracing / "events/kmem/kmalloc/filter") == "bytes_req > 100\n"
+    write(tracing / "events/kmem/kmalloc/filter", "0")
+    assert read(tracing / "events/kmem/kmalloc/filter") == "none\n"
+    assert read(tracing / "trace_clock").startswith("[local] global")
+    write(tracing / "trace_clock", "global")
+    assert read(tracing / "trace_clock").startswith("local [global]")
+    available = read(tracing / "available_events").split()
+    assert {f"kmem:{n}" for n in KMEM} <= set(available)
+
+
+def test_write_errnos_match_real_kernel(fake):
+    """Replay the writes captured against the real kernel (fixtures/tracefs/
+    write_errnos.txt, made in a tracefs instance) in the same order."""
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    for line in (FIXTURES / "write_errnos.txt").read_text().splitlines():
+        m = re.fullmatch(r"(\S+) b'(.*)' (\S+)", line)
+        rel, data, want = m.group(1), m.group(2).encode().decode("unicode_escape").encode(), m.group(3)
+        assert write_errno(tracing / rel, data) == want, line
+
+
+def test_formats_match_fixtures(fake):
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    for rel in ("events/header_page", "events/header_event"):
+        assert (tracing / rel).read_bytes() == (FIXTURES / rel).read_bytes()
+    for fmt in FIXTURES.glob("events/*/*/format"):
+        rel = fmt.relative_to(FIXTURES)
+        assert (tracing / rel).read_bytes() == fmt.read_bytes(), rel
+    assert read(tracing / "trace_options") == read(FIXTURES / "trace_options")
+    assert read(tracing / "trace_clock") == read(FIXTURES / "trace_clock")
+    for rel in ("events/kmem/filter", "events/kmem/kmalloc/filter", "events/kmem/kmalloc/trigger",
+                "events/kmem/enable", "events/enable", "tracing_on", "current_tracer",
+                "tracing_cpumask", "set_event_pid", "error_log", "dynamic_events",
+                "buffer_percent", "timestamp_mode", "available_tracers"):
+        want = read(FIXTURES / rel)
+        if rel == "available_tracers":
+            want = "kmemtrace nop\n"  # blk and function are not emulated
+        assert read(tracing / rel) == want, rel
+    assert read(tracing / "trace").splitlines()[4:] == \
+        read(FIXTURES / "instance_trace_empty.txt").splitlines()[4:]
+
+
+def our_modes(root: Path) -> dict:
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(dirpath) / name
+            out[str(path.relative_to(root))] = os.lstat(path).st_mode & 0o7777
+    return out
+
+
+EXTRA = ("events/ftrace/kmem_alloc", "events/ftrace/kmem_free", "options/kmem_minimalistic")
+
+
+def test_differential_real_tracefs(fake, tmp_path):
+    """Names, modes, header_page/header_event and kmem formats against the
+    real tracefs (read-only use; mounted here and unmounted again)."""
+    if os.geteuid() != 0 or "tracefs" not in read("/proc/filesystems"):
+        pytest.skip("no tracefs to compare with")
+    real = tmp_path / "rt"
+    real.mkdir()
+    if subprocess.run(["mount", "-t", "tracefs", "nodev", str(real)]).returncode:
+        pytest.skip("cannot mount tracefs")
+    try:
+        mnt = fake("--workload", "none")
+        ours = mnt / "tracing"
+        assert os.stat(ours).st_mode & 0o7777 == os.stat(real).st_mode & 0o7777
+        for rel, mode in our_modes(ours).items():
+            if rel.startswith(EXTRA):
+                continue
+            assert (real / rel).exists(), rel
+            assert mode == os.lstat(real / rel).st_mode & 0o7777, rel
+        for rel in ("events/header_page", "events/header_event"):
+            assert (ours / rel).read_bytes() == (real / rel).read_bytes()
+        for name in KMEM:
+            for rel in (f"events/kmem/{name}/format", f"events/kmem/{name}/id"):
+                assert read(ours / rel) == read(real / rel), rel
+    finally:
+        subprocess.run(["umount", str(real)])
+
+
+def test_trace_pipe_raw_blocking_poll_ioctl(fake):
+    """A blocking read waits for a complete page; poll says readable only
+    then; ioctl(fd, 0) wakes a blocked reader; O_NONBLOCK takes the partial
+    page at the end, then EAGAIN."""
+    import fcntl
+    import select
+    import threading
+
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    raw = tracing / "per_cpu/cpu0/trace_pipe_raw"
+    fd = os.open(raw, os.O_RDONLY)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        assert poller.poll(100) == []
+        result = {}
+        reader = threading.Thread(target=lambda: result.setdefault("data", os.read(fd, 4096)))
+        reader.start()
+        # marker entries from a pid that lands on CPU 0 (pid % 2 == 0)
+        script = ("import os\nwhile os.getpid() % 2:\n    if os.fork(): os._exit(0)\n"
+                  f"fd = os.open({str(tracing / 'trace_marker')!r}, os.O_WRONLY)\n"
+                  "for i in range(3): os.write(fd, b'x' * 100)\n")
+        subprocess.run([os.sys.executable, "-c", script], check=True)
+        time.sleep(0.3)
+        assert reader.is_alive()  # three entries are not a page
+        fcntl.ioctl(fd, 0)
+        reader.join(5)
+        assert not reader.is_alive()
+        page = result["data"]
+        assert len(page) == 4096
+        assert len(list(decode_pages(page))) == 3
+        assert select.select([fd], [], [], 0)[0] == []
+        # trace-cmd's end of recording: O_NONBLOCK via fcntl, read until
+        # EAGAIN.  FUSE does not pass the new flags to pyfuse3's read, so
+        # after the ioctl wake-up an empty buffer reads as end of file.
+        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+        try:
+            assert os.read(fd, 4096) == b""
+        except BlockingIOError:
+            pass
+    finally:
+        os.close(fd)
+
+
+def test_missed_events_after_overrun(fake):
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    write(tracing / "buffer_size_kb", "8")  # two pages per CPU
+    stats_before = read(tracing / "per_cpu/cpu0/stats")
+    assert "overrun: 0" in stats_before
+    fd = os.open(tracing / "trace_marker", os.O_WRONLY)
+    try:
+        for _ in range(400):
+            os.write(fd, b"y" * 60)
+    finally:
+        os.close(fd)
+    cpu = os.getpid() % 2
+    stats = read(tracing / f"per_cpu/cpu{cpu}/stats")
+    overrun = int(re.search(r"overrun: (\d+)", stats).group(1))
+    assert overrun > 0
+    data = read_raw_nonblock(tracing / f"per_cpu/cpu{cpu}/trace_pipe_raw")
+    commit = struct.unpack_from("<Q", data, 8)[0]
+    assert commit & (1 << 31)  # RB_MISSED_EVENTS
+    size = commit & ((1 << 27) - 1)
+    if commit & (1 << 30):  # RB_MISSED_STORED: only when the count fits
+        assert struct.unpack_from("<Q", data, 16 + size)[0] == overrun
+    else:
+        assert size > 4080 - 8
+    entries = sum(1 for _ in decode_pages(data))
+    assert entries + overrun == 400
+
+
+def test_filters_apply(fake):
+    """``events/kmem/kmalloc/filter`` keeps only matching entries; a system
+    filter applies to the events that have its fields."""
+    mnt = fake("--workload", "kmem", "--count", 3000, "--rate", 3000, "--seed", 9,
+               "--clock", "virtual")
+    tracing = mnt / "tracing"
+    write(tracing / "events/kmem/filter", "ptr != 0")
+    assert read(tracing / "events/kmem/kfree/filter") == "ptr != 0\n"
+    assert write_errno(tracing / "events/kmem/filter", b"nosuchfield == 1") == "EINVAL"
+    assert write_errno(tracing / "events/kmem/kmalloc/filter", b"bytes_req ~ 3") == "EINVAL"
+    write(tracing / "events/kmem/kmalloc/filter", "bytes_req > 1000 && gfp_flags & 0x400000")
+    write(tracing / "events/kmem/kmalloc/enable", "1")
+    wait_done(mnt)
+    lines = [line for line in read(tracing / "trace").splitlines() if not line.startswith("#")]
+    fired = [v for n, v in emitted_kmem(9, 3000) if n == "kmalloc"]
+    want = [v for v in fired if v[2] > 1000 and v[4] & 0x400000]
+    assert 0 < len(lines) <= len(want)
+    for line in lines:
+        assert int(re.search(r"bytes_req=(\d+)", line).group(1)) > 1000
+        assert "accounted=true" in line
+
+
+def test_trace_marker(fake):
+    """trace_marker/trace_marker_raw entries, EBADF while tracing is off,
+    EINVAL with ``nomarkers``; ``nocontext-info`` drops the prefix (all as
+    an instance of the real 6.18 tracefs answers)."""
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    write(tracing / "trace_marker", "hello\n")
+    fd = os.open(tracing / "trace_marker_raw", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as err:
+            os.write(fd, b"ab")
+        assert err.value.errno == errno.EINVAL
+        os.write(fd, b"\x01\x02\x00\x00xyz")
+    finally:
+        os.close(fd)
+    lines = [l for l in read(tracing / "trace").splitlines() if not l.startswith("#")]
+    assert re.fullmatch(r"\s+pytest-\d+\s+\[\d{3}\] \.\.\.1\.\s+\d+\.\d{6}: tracing_mark_write: hello",
+                        lines[0])
+    assert lines[1].endswith(": # 201 buf: 78 79 7a 00")
+    write(tracing / "trace_options", "nocontext-info")
+    assert read(tracing / "trace").splitlines()[-2] == "tracing_mark_write: hello"
+    write(tracing / "trace_options", "nomarkers")
+    assert write_errno(tracing / "trace_marker", b"x") == "EINVAL"
+    write(tracing / "trace_options", "markers")
+    write(tracing / "tracing_on", "0")
+    assert write_errno(tracing / "trace_marker", b"x") == "EBADF"
+    assert write_errno(tracing / "trace_options", b"\n") == "EINVAL"
