@@ -52,15 +52,18 @@ U32 = 0xFFFFFFFF
 # enum kmemtrace_type_id
 TYPE_KMALLOC, TYPE_CACHE, TYPE_PAGES = 0, 1, 2
 
-# (tracepoint, alloc?, type id, argument names giving call_site, ptr, and for
-#  allocations bytes_req, bytes_alloc, gfp_flags, node; pages use "order")
+ALLOC_ARGS = ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")
+PAGE_ALLOC_ARGS = ("call_site", "ptr", "order", "gfp_flags")  # bytes: PAGE_SIZE << order
+FREE_ARGS = ("call_site", "ptr")
+
+# (tracepoint, allocation?, type id, the tracepoint arguments the record takes)
 PROBES = (
-    ("kmem:kmalloc", True, TYPE_KMALLOC, ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")),
-    ("kmem:kmem_cache_alloc", True, TYPE_CACHE, ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")),
-    ("kmem:mm_page_alloc", True, TYPE_PAGES, ("call_site", "ptr", "order", "gfp_flags")),
-    ("kmem:kfree", False, TYPE_KMALLOC, ("call_site", "ptr")),
-    ("kmem:kmem_cache_free", False, TYPE_CACHE, ("call_site", "ptr")),
-    ("kmem:mm_page_free", False, TYPE_PAGES, ("call_site", "ptr")),
+    ("kmem:kmalloc", True, TYPE_KMALLOC, ALLOC_ARGS),
+    ("kmem:kmem_cache_alloc", True, TYPE_CACHE, ALLOC_ARGS),
+    ("kmem:mm_page_alloc", True, TYPE_PAGES, PAGE_ALLOC_ARGS),
+    ("kmem:kfree", False, TYPE_KMALLOC, FREE_ARGS),
+    ("kmem:kmem_cache_free", False, TYPE_CACHE, FREE_ARGS),
+    ("kmem:mm_page_free", False, TYPE_PAGES, FREE_ARGS),
 )
 
 
