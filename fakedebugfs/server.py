@@ -67,6 +67,7 @@ class Server:
             "done": self.done,
             "ktrace": {"enabled": kt.enabled, "overflow": kt.overflow(),
                        "entries": sum(b.entries for b in kt.buffers)},
+            "kmemtrace": self.kernel.kmemtrace.status(),
         }
 
     # --- tasks ------------------------------------------------------------
