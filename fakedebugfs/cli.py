@@ -138,31 +138,11 @@ def _serve(server, ready) -> int:
 
 def _daemonize(server, mountpoint: str) -> int:
     """Fork the server; return once it is mounted (or report why not)."""
-    log_path = runstate.paths(mountpoint)["log"]
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        os.setsid()
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        code = 1
-        try:
-            code = _serve(server, ready=lambda: os.write(w, b"ok\n"))
-        except CliError as err:
-            os.write(w, f"{err}\n".encode())
-        except BaseException as err:  # report anything to the waiting parent
-            os.write(w, f"server failed: {err!r} (see {log_path})\n".encode())
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as fp:
-        message = fp.readline().decode().strip()
+    from .daemon import fork_server
+
+    _, message = fork_server(server, str(runstate.paths(mountpoint)["log"]), prepare=os.setsid)
     if message != "ok":
-        raise CliError(message or f"server exited before mounting (see {log_path})")
+        raise CliError(message)
     return 0
 
 

@@ -191,35 +191,18 @@ def undo_mounts(made: list[str]) -> None:
 
 def start_server(server, mnt: str, log_path: str) -> int:
     """Fork the server (in this namespace); return its pid once mounted."""
-    from .cli import CliError, _serve
+    from .daemon import fork_server
 
-    r, w = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(r)
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            os.setsid()
-            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-            if os.getppid() != parent:
-                os._exit(1)
-            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            code = _serve(server, ready=lambda: os.write(w, b"ok\n"))
-        except CliError as err:
-            os.write(w, f"{err}\n".encode())
-        except BaseException as err:
-            os.write(w, f"server failed: {err!r} (see {log_path})\n".encode())
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as fp:
-        message = fp.readline().decode().strip()
+
+    def prepare():
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.setsid()
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # run died before the prctl took hold
+            os._exit(1)
+
+    pid, message = fork_server(server, log_path, prepare)
     if message != "ok":
         _reap(pid, 5)
         try:
@@ -227,7 +210,7 @@ def start_server(server, mnt: str, log_path: str) -> int:
                 tail = fp.read()[-2000:].strip()
         except OSError:
             tail = ""
-        raise RunError((message or "server exited before mounting") + (f"\n{tail}" if tail else ""))
+        raise RunError(message + (f"\n{tail}" if tail else ""))
     return pid
 
 

@@ -1,0 +1,45 @@
+"""Forking a mount's server and waiting until it is mounted.
+
+Used by ``fakedebugfs mount`` (the server outlives the command) and by
+``fakedebugfs run`` (the server dies with it).  The child logs to a file and
+reports over a pipe: ``ok`` once mounted, else the one-line reason.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+
+def fork_server(server, log_path: str,
+                prepare: Optional[Callable[[], None]] = None) -> tuple[int, str]:
+    """Fork; the child runs *prepare* then *server* with stdio on *log_path*.
+
+    Returns ``(pid, message)``: *message* is ``"ok"`` once the file system is
+    mounted, otherwise why the server could not mount (it has exited)."""
+    from .cli import CliError, _serve
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            if prepare is not None:
+                prepare()
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            code = _serve(server, ready=lambda: os.write(w, b"ok\n"))
+        except CliError as err:
+            os.write(w, f"{err}\n".encode())
+        except BaseException as err:  # report anything to the waiting parent
+            os.write(w, f"server failed: {err!r} (see {log_path})\n".encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fp:
+        message = fp.readline().decode().strip()
+    return pid, message or f"server exited before mounting (see {log_path})"
