@@ -68,8 +68,13 @@ class Reader:
     """A running ktrace_reader; ``stop()`` signals it (it disables tracing,
     drains every page) and returns its JSON summary."""
 
+    count = 0
+    live: list["Reader"] = []  # killed after each test, whatever happened
+
     def __init__(self, binary, mnt, *args, ready_timeout=10):
-        self.ready = Path(tempfile.mkdtemp(prefix="ktready-")) / "ready"
+        Reader.count += 1  # beside the mount point, in the test's tmp_path
+        self.ready = Path(f"{mnt}.reader{Reader.count}.ready")
+        Reader.live.append(self)
         self.proc = subprocess.Popen([str(binary), str(mnt), "--json", "--ready-file",
                                       str(self.ready), *map(str, args)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -89,8 +94,6 @@ class Reader:
         except subprocess.TimeoutExpired:
             self.kill()
             raise
-        finally:
-            shutil.rmtree(self.ready.parent, ignore_errors=True)
         assert self.proc.returncode == 0, err
         return json.loads(out)
 
@@ -98,6 +101,14 @@ class Reader:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@pytest.fixture(autouse=True)
+def _no_reader_left(fake):
+    """Kill readers a failed test left running, before ``fake`` unmounts."""
+    yield
+    while Reader.live:
+        Reader.live.pop().kill()
 
 
 def run_reader(binary, mnt, *args, timeout=60) -> dict:
@@ -560,8 +571,7 @@ def test_two_consumers_on_the_same_buffers(fake, reader):
     PUT_CONSUMED skips pages nobody read, so no exact total holds.  Asserted:
     the server survives and stays consistent (positions page aligned, buffers
     empty after the drain), each reader decodes only whole, well-formed
-    events, and together they read at least once every event the buffer did
-    not lose... bounded above by twice what was traced."""
+    events, and the two together read something and at most twice N."""
     n = 30000
     mnt = fake("--count", n, "--rate", 15000, "--enable-all")
     r1 = Reader(reader, mnt)
@@ -697,7 +707,8 @@ def test_events_file_at_mount(fake, tmp_path):
 # --- poll ------------------------------------------------------------------------
 
 def test_poll_waits_for_a_complete_page(fake):
-    mnt = fake("--rate", 2000, "--buffer-size", 65536)  # tracing starts disabled
+    # 50 events/s: a CPU's 4 KiB page takes seconds to fill
+    mnt = fake("--rate", 50, "--buffer-size", 65536)  # tracing starts disabled
     kt = Path(mnt) / "ktrace"
     fds = [os.open(kt / "buffers" / f"cpu{i}", os.O_RDONLY) for i in range(2)]
     try:
@@ -712,6 +723,9 @@ def test_poll_waits_for_a_complete_page(fake):
         deadline = time.monotonic() + 20
         while status(mnt)["ktrace"]["entries"] < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
+        assert status(mnt)["ktrace"]["entries"] >= 4
+        # events in partial tail pages only: not readable yet
+        assert p.poll(200) == []
         # disabling finishes the tail pages: pollers wake with POLLIN
         write_once(kt / "enabled", b"0")
         ready = dict(p.poll(5000))
@@ -776,7 +790,6 @@ def test_umount_recovers_after_sigkill(fake, reader):
     finally:
         r.kill()
     assert r.proc.returncode != 0  # it could not disable or drain
-    shutil.rmtree(r.ready.parent, ignore_errors=True)
 
 
 def test_umount_with_a_blocked_reader(fake, reader):
@@ -792,4 +805,49 @@ def test_umount_with_a_blocked_reader(fake, reader):
         r.proc.wait(timeout=20)
     finally:
         r.kill()
-    shutil.rmtree(r.ready.parent, ignore_errors=True)
+
+
+TOUCHER = textwrap.dedent("""
+    # Maps every cpu file, faults all its pages in, unmaps it and drops its
+    # page cache, again and again: each fault of a dropped page is a FUSE
+    # READ (with read-around) that holds pages locked until it is answered.
+    import mmap, os, sys, time
+    base, seconds = sys.argv[1], float(sys.argv[2])
+    fds = [os.open(os.path.join(base, n), os.O_RDONLY) for n in sorted(os.listdir(base))]
+    rounds, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        for fd in fds:
+            m = mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+            total = sum(m[off] for off in range(0, len(m), 4096))
+            m.close()
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        rounds += 1
+    print(rounds)
+""")
+
+
+def test_page_faults_racing_page_stores_do_not_deadlock(fake, reader):
+    """Regression guard: the server used to store finished pages
+    (notify_store) from its request loop; the store waits for a page lock,
+    and a page being faulted in stays locked until that loop answers the
+    READ.  Seen as a hang (server in fuse_dev_do_write/__filemap_get_folio,
+    reader in filemap_fault) in about 1 of 8 runs of the fast-reader case on
+    a loaded machine.  Here a process faults the whole mapping in again and
+    again while the workload fills pages at full speed: the server must keep
+    answering and the accounting stay exact.  (The race is timing-bound:
+    this did not hang the old code every time.)"""
+    n = 100_000
+    mnt = fake("--count", n, "--rate", 0, "--enable-all", "--buffer-size", 65536)
+    toucher = subprocess.Popen([sys.executable, "-c", TOUCHER,
+                                str(Path(mnt) / "ktrace" / "buffers"), "30"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        r = Reader(reader, mnt)
+        st = wait_done(mnt, timeout=60)
+        summary = r.stop(timeout=30)
+    finally:
+        toucher.kill()
+        toucher.wait()
+    assert_clean(summary)
+    assert summary["read"] + summary["overflow"] == st["emitted"] == n
+    server_alive(mnt)

@@ -23,7 +23,9 @@ to ``enabled`` returns after the finished tail pages are published.
 from __future__ import annotations
 
 import errno
-import math
+import logging
+import queue
+import threading
 
 import trio
 
@@ -43,6 +45,7 @@ from ..fs.tree import Dir
 from ..fs.waitqueue import WaitQueue
 
 U32 = packer(ktrace_u32)
+log = logging.getLogger(__name__)
 
 
 class TraceData(FileOperations):
@@ -135,7 +138,9 @@ class EnabledFile(ValueFile):
 class PagePublisher:
     """Stores finished pages into the page cache from a worker thread, in
     order, and keeps per CPU the ``produced`` position whose pages are all
-    stored (``published``)."""
+    stored (``published``, updated by the worker under a lock so that
+    GET_PRODUCED sees it at once).  The pending count, ``idle`` and the
+    wake-up of pollers are the task loop's (``run_sync_soon``)."""
 
     def __init__(self, tree: "KtraceTree"):
         self.tree = tree
@@ -144,7 +149,9 @@ class PagePublisher:
         self.generation = [0] * nr  # bumped by reset: older batches are stale
         self.pending = 0
         self.idle: trio.Event | None = None
-        self._send = None
+        self._queue: queue.SimpleQueue | None = None
+        self._token = None
+        self._lock = threading.Lock()  # published/generation: loop and worker
 
     # --- what readers see ---------------------------------------------------
 
@@ -159,55 +166,64 @@ class PagePublisher:
     # --- stores ---------------------------------------------------------------
 
     def reset(self, cpu: int) -> None:
-        self.generation[cpu] += 1
-        self.published[cpu] = self.tree.ktrace.buffers[cpu].produced
+        with self._lock:
+            self.generation[cpu] += 1
+            self.published[cpu] = self.tree.ktrace.buffers[cpu].produced
 
     def submit(self, stores: list, produced: dict[int, tuple[int, int]]) -> None:
         """Store ``[(inode, offset, bytes)]`` in order, then publish
         ``{cpu: (generation, produced)}`` and wake readers."""
-        if self._send is None and not self._start():
+        if self._queue is None and not self._start():
             for inode, offset, data in stores:  # no task loop (unit use): inline
                 store_pages(inode, offset, data)
-            self._published(produced)
+            self._publish([produced])
+            self._done(1)
             return
         self.pending += 1
-        self._send.send_nowait((stores, produced))
+        self._queue.put((stores, produced))
 
     def _start(self) -> bool:
         try:
-            trio.lowlevel.current_task()
+            self._token = trio.lowlevel.current_trio_token()
         except RuntimeError:
             return False
-        self._send, receive = trio.open_memory_channel(math.inf)
         self.idle = trio.Event()
-        self.idle.set()
-        trio.lowlevel.spawn_system_task(self._run, receive, name="ktrace-page-publisher")
+        self._queue = queue.SimpleQueue()
+        threading.Thread(target=self._worker, name="ktrace-page-publisher", daemon=True).start()
         return True
 
-    async def _run(self, receive) -> None:
-        async for first in receive:
-            batches = [first]
-            while True:
-                try:
-                    batches.append(receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            latest: dict = {}  # the last content of each page wins
-            for stores, _ in batches:
+    def _worker(self) -> None:
+        q = self._queue
+        while True:
+            batches = [q.get()]
+            while not q.empty():
+                batches.append(q.get())
+            for stores, _ in batches:  # in order: the newest content wins
                 for inode, offset, data in stores:
-                    latest.pop((inode, offset), None)
-                    latest[(inode, offset)] = data
-            await trio.to_thread.run_sync(_store_all, latest)
-            for _, produced in batches:
-                self._published(produced)
-            self.pending -= len(batches)
+                    try:
+                        store_pages(inode, offset, data)
+                    except Exception:  # never let the publisher die
+                        log.exception("storing %d bytes at %d of inode %d", len(data), offset, inode)
+            # published at once (GET_PRODUCED need not wait for the loop's
+            # next turn); the count and the wake-up go through the loop
+            self._publish([p for _, p in batches])
+            try:
+                self._token.run_sync_soon(self._done, len(batches))
+            except trio.RunFinishedError:
+                return
+
+    def _publish(self, batches: list) -> None:
+        with self._lock:
+            for produced in batches:
+                for cpu, (generation, pos) in produced.items():
+                    if generation == self.generation[cpu]:
+                        self.published[cpu] = max(self.published[cpu], pos)
+
+    def _done(self, count: int) -> None:
+        if self._queue is not None:
+            self.pending -= count
             if not self.pending:
                 self.idle.set()
-
-    def _published(self, produced: dict[int, tuple[int, int]]) -> None:
-        for cpu, (generation, pos) in produced.items():
-            if generation == self.generation[cpu]:
-                self.published[cpu] = max(self.published[cpu], pos)
         self.tree.trace_wait.wake()
 
     async def wait_idle(self) -> None:
@@ -216,11 +232,6 @@ class PagePublisher:
             if self.idle.is_set():
                 self.idle = trio.Event()
             await self.idle.wait()
-
-
-def _store_all(latest: dict) -> None:
-    for (inode, offset), data in latest.items():
-        store_pages(inode, offset, data)
 
 
 class KtraceTree:
@@ -280,9 +291,11 @@ class KtraceTree:
                 continue
             buf = self.ktrace.buffers[cpu]
             inode = self.cpu_files[cpu].inode
-            for slot in sorted(slots):
-                stores.append((inode, slot * PAGE_SIZE,
-                               bytes(buf.mem[slot * PAGE_SIZE:(slot + 1) * PAGE_SIZE])))
+            # one store per run of adjacent pages: each store takes the GIL
+            # back from the task loop, which holds it while the workload runs
+            for first, last in _runs(sorted(slots)):
+                stores.append((inode, first * PAGE_SIZE,
+                               bytes(buf.mem[first * PAGE_SIZE:(last + 1) * PAGE_SIZE])))
             slots.clear()
             produced[cpu] = (self.publisher.generation[cpu], buf.produced)
         if produced:
@@ -294,6 +307,20 @@ class KtraceTree:
             self.events.file(name, 0o660, EventControl(self, name))
         else:
             self.events.remove(name)
+
+
+def _runs(slots: list[int]):
+    """``(first, last)`` of each run of consecutive numbers in sorted *slots*."""
+    start = prev = None
+    for slot in slots:
+        if prev is not None and slot == prev + 1:
+            prev = slot
+            continue
+        if start is not None:
+            yield start, prev
+        start = prev = slot
+    if start is not None:
+        yield start, prev
 
 
 def _no_read() -> str:
