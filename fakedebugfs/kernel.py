@@ -52,6 +52,8 @@ class Kernel:
         if module in self.modules:
             raise ValueError(f"module {module!r} is already loaded")
         # refuse the whole module before anything changes (nothing half loaded)
+        if not module.replace("-", "_").isidentifier():
+            raise ValueError(f"bad module name {module!r} (letters, digits, _ and -)")
         names = [name for name, _ in events]
         if len(set(names)) != len(names):
             raise ValueError(f"module {module!r} declares an event twice")
@@ -62,7 +64,7 @@ class Kernel:
                                  f"'{entry.format}' to '{fmt}'")
         keys = []
         for name, fmt in events:
-            site = user_site(self.engine, name, fmt)
+            site = user_site(self.engine, module, name, fmt)
             self.ktrace.add_site(site)
             keys.append(site.tracepoint)
         self.modules[module] = keys

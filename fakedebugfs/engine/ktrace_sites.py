@@ -56,7 +56,7 @@ DEFAULT_SITES = (
                lambda v: (v[0], v[1])),
 )
 
-USER_SYSTEM = "ktrace"  # tracepoints of user-declared events: ktrace:<name>
+USER_SYSTEM = "ktrace"  # tracepoints of user-declared events: ktrace.<module>:<name>
 
 
 def parse_event_file(text: str) -> list[tuple[str, str]]:
@@ -89,9 +89,11 @@ def parse_event_file(text: str) -> list[tuple[str, str]]:
     return events
 
 
-def user_site(engine, name: str, fmt: str) -> KtraceSite:
-    """Define tracepoint ``ktrace:<name>`` for a user event and its site."""
+def user_site(engine, module: str, name: str, fmt: str) -> KtraceSite:
+    """Define tracepoint ``ktrace.<module>:<name>`` for a user event and its
+    site: each module's ``DO_TRACE`` is a call site of its own, so two modules
+    declaring one event share its entry but each fires only its own."""
     nargs = len(parse_format(fmt))
-    tp = engine.define(USER_SYSTEM, name, tuple(f"arg{i}" for i in range(nargs)))
+    tp = engine.define(f"{USER_SYSTEM}.{module}", name, tuple(f"arg{i}" for i in range(nargs)))
     tp.format = fmt
     return KtraceSite(name, fmt, tp.key)

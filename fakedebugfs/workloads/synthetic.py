@@ -3,7 +3,7 @@
 Each CPU runs tasks that enter and leave system calls, allocate and free
 memory (kmalloc, named caches, pages), switch, fork, exec and exit.  Every
 step fires exactly one tracepoint, so ``--count N`` means N events.  User
-events (``ktrace:<name>``) get values generated from their format strings.
+events (``ktrace.<module>:<name>``) get values generated from their format strings.
 The same seed gives the same sequence of events and, with the virtual
 clock, the same timestamps.
 """
