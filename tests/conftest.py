@@ -34,40 +34,51 @@ def is_mounted(path) -> bool:
         return any(line.split()[1] == real for line in fp)
 
 
-@pytest.fixture
-def fake(tmp_path):
-    mounts = []
+class Mounter:
+    """Mounts fakedebugfs under *base* and unmounts everything it mounted."""
 
-    def mount(*options, name="mnt"):
-        mnt = tmp_path / f"{name}{len(mounts)}"
+    def __init__(self, base: Path):
+        self.base = base
+        self.mounts: list[Path] = []
+
+    def __call__(self, *options, name="mnt"):
+        mnt = self.base / f"{name}{len(self.mounts)}"
         mnt.mkdir()
         mnt.chmod(0o755)
-        mounts.append(mnt)
+        self.mounts.append(mnt)
         run_cli("mount", mnt, *options)
         return mnt
 
-    yield mount
-    for mnt in mounts:
-        run_cli("umount", mnt, check=False)
-        if is_mounted(mnt):  # last resort, so nothing outlives the test
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-        assert not is_mounted(mnt), f"{mnt} left mounted"
+    def unmount_all(self) -> None:
+        for mnt in self.mounts:
+            run_cli("umount", mnt, check=False)
+            if is_mounted(mnt):  # last resort, so nothing outlives the test
+                subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+            assert not is_mounted(mnt), f"{mnt} left mounted"
+
+
+@pytest.fixture
+def fake(tmp_path):
+    mounter = Mounter(tmp_path)
+    yield mounter
+    mounter.unmount_all()
+
+
+def build_c(source, out_dir: Path, name=None, flags=()) -> Path:
+    """Compile tests/c/<source> (or a Path) with gcc -Wall -Wextra -Werror."""
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc is required (make install installs it)")
+    src = Path(source) if os.path.isabs(str(source)) else C_DIR / source
+    out = out_dir / (name or src.stem)
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(src), *flags],
+                   check=True, capture_output=True, text=True)
+    return out
 
 
 @pytest.fixture
 def cc(tmp_path):
-    if shutil.which("gcc") is None:
-        pytest.fail("gcc is required (make install installs it)")
-
-    def compile_c(source, name=None, flags=()):
-        """Compile tests/c/<source> (or a Path) to an executable."""
-        src = Path(source) if os.path.isabs(str(source)) else C_DIR / source
-        out = tmp_path / (name or src.stem)
-        subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-o", str(out), str(src), *flags],
-                       check=True, capture_output=True, text=True)
-        return out
-
-    return compile_c
+    """``cc(source, name=None, flags=())``: :func:`build_c` into the test's directory."""
+    return lambda source, name=None, flags=(): build_c(source, tmp_path, name, flags)
 
 
 def status(mnt) -> dict:

@@ -15,7 +15,6 @@ import errno
 import json
 import os
 import select
-import shutil
 import signal
 import stat
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 from construct import GreedyRange
 
-from conftest import C_DIR, FAKEDEBUGFS, run_cli, wait_done
+from conftest import FAKEDEBUGFS, build_c, run_cli, wait_done
 from fakedebugfs.engine.kallsyms import Kallsyms
 from fakedebugfs.engine.layouts import kmemtrace_event_v2008_07
 from fakedebugfs.kernel import Kernel
@@ -99,13 +98,8 @@ def relay_keeps(records, subbuf_size: int, n_subbufs: int) -> list[bool]:
 
 @pytest.fixture(scope="module")
 def kreader(tmp_path_factory):
-    """tests/c/kmemtrace_reader.c built with -Wall -Wextra -Werror."""
-    if shutil.which("gcc") is None:
-        pytest.fail("gcc is required (make install installs it)")
-    out = tmp_path_factory.mktemp("bin") / "kmemtrace_reader"
-    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(C_DIR / "kmemtrace_reader.c")], check=True, capture_output=True, text=True)
-    return out
+    """tests/c/kmemtrace_reader.c, compiled once."""
+    return build_c("kmemtrace_reader.c", tmp_path_factory.mktemp("bin"))
 
 
 def parse_reader(stdout: str) -> list[tuple]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import C_DIR, is_mounted, run_cli, status, wait_done
+from conftest import Mounter, build_c, is_mounted, run_cli, status, wait_done
 
 # include/linux/ktrace.h, spelled out here rather than imported from the package
 _IOC_WRITE, _IOC_READ = 1, 2
@@ -55,13 +55,8 @@ DEFAULT_EVENTS = {"kmemtrace_alloc", "kmemtrace_free", "syscall_entry", "syscall
 
 @pytest.fixture(scope="session")
 def reader(tmp_path_factory):
-    """tests/c/ktrace_reader.c, compiled once with -Wall -Werror."""
-    if shutil.which("gcc") is None:
-        pytest.fail("gcc is required (make install installs it)")
-    out = tmp_path_factory.mktemp("bin") / "ktrace_reader"
-    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(C_DIR / "ktrace_reader.c")], check=True, capture_output=True, text=True)
-    return out
+    """tests/c/ktrace_reader.c, compiled once."""
+    return build_c("ktrace_reader.c", tmp_path_factory.mktemp("bin"))
 
 
 class Reader:
@@ -426,23 +421,12 @@ def public_fake():
     so an unprivileged user can reach it."""
     base = Path(tempfile.mkdtemp(prefix="fakedebugfs-perm-", dir="/tmp"))
     base.chmod(0o755)
-    mounts = []
-
-    def mount(*options):
-        mnt = base / f"mnt{len(mounts)}"
-        mnt.mkdir()
-        mnt.chmod(0o755)
-        mounts.append(mnt)
-        run_cli("mount", mnt, *options)
-        return mnt
-
-    yield mount
-    for mnt in mounts:
-        run_cli("umount", mnt, check=False)
-        if is_mounted(mnt):
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-        assert not is_mounted(mnt), f"{mnt} left mounted"
-    shutil.rmtree(base, ignore_errors=True)
+    mounter = Mounter(base)
+    try:
+        yield mounter
+        mounter.unmount_all()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 PROBE = textwrap.dedent("""

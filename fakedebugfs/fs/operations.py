@@ -12,7 +12,6 @@ import errno
 import itertools
 import logging
 import os
-import stat
 import time
 
 import pyfuse3
