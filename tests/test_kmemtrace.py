@@ -412,6 +412,26 @@ def test_kmemtraced_and_report_end_to_end(fake, tmp_path, workload):
     assert len(bars) == min(20, len(want_sites))
 
 
+def test_report_does_not_blame_a_ragged_capture_end(fake, tmp_path):
+    """Readers stopping at different moments leave one CPU's tail missing;
+    pointer reuse across that end must not be reported as double frees."""
+    mnt = fake("--workload", "kmem", "--count", 20000, "--rate", 0, "--enable-all",
+               "--clock", "virtual", "--seed", 5)
+    wait_done(mnt)
+    out = tmp_path / "log"
+    run_cli("kmemtraced", mnt, "-o", out, "--duration", "0.3")
+    clean = json.loads(run_cli("kmemtrace-report", out, "--json").stdout)
+    assert clean["unchecked"] == 0 and clean["issues"]["double_free"] == 0
+    cpu1 = out / "cpu1.out"
+    data = cpu1.read_bytes()
+    cpu1.write_bytes(data[:len(data) * 2 // 3 // 64 * 64])  # whole 64-byte records
+    ragged = json.loads(run_cli("kmemtrace-report", out, "--json").stdout)
+    assert ragged["unchecked"] > 0
+    assert ragged["records"] + ragged["unchecked"] > ragged["complete_until"]
+    for kind in ("double_free", "unknown_free", "alloc_of_live"):
+        assert ragged["issues"][kind] == 0, kind
+
+
 def test_report_reads_the_seed003_layout(fake, tmp_path):
     mnt = fake("--workload", "kmem", "--count", "4000", "--rate", "0", "--enable-all",
                "--kmemtrace-abi", "2008-07", "--clock", "virtual", "--seed", "2")

@@ -64,6 +64,8 @@ class Analysis:
     problems: list = field(default_factory=list)
     live: dict = field(default_factory=dict)  # ptr -> alloc Record
     records: int = 0
+    complete_until: int | None = None  # last sequence number before the first gap
+    unchecked: int = 0  # records after that gap: no pointer checks
 
 
 def load(directory: str, abi: str | None = None):
@@ -92,19 +94,44 @@ def _keyed(records):
         yield key, rec.cpu, i, rec
 
 
+def complete_until(records) -> int | None:
+    """The last sequence number before the first gap in the merged records,
+    or None when they carry no sequence numbers (2008-07).
+
+    A capture of a running system ends raggedly: each CPU's reader stops at
+    its own moment, so past the first gap a pointer's alloc or free may be
+    missing and its reuse would look like a double free."""
+    expected = None
+    for key, _, _, rec in records:
+        if rec.seq is None:
+            return None
+        if expected is not None and key != expected:
+            return expected - 1
+        expected = key + 1
+    return None if expected is None else expected - 1
+
+
 def analyse(records) -> Analysis:
     an = Analysis()
+    an.complete_until = complete_until(records)
     freed: dict[int, Record] = {}
-    for *_, rec in records:
+    for key, _, _, rec in records:
         an.records += 1
+        check = an.complete_until is None or key <= an.complete_until
+        an.unchecked += not check
         if rec.alloc:
-            _on_alloc(an, rec, freed)
+            _on_alloc(an, rec, freed, check)
         else:
-            _on_free(an, rec, freed)
+            _on_free(an, rec, freed, check)
     return an
 
 
-def _on_alloc(an: Analysis, rec: Record, freed: dict) -> None:
+def _issue(an: Analysis, check: bool, kind: str, rec: Record) -> None:
+    if check:
+        an.issues[kind].append(rec)
+
+
+def _on_alloc(an: Analysis, rec: Record, freed: dict, check: bool = True) -> None:
     for usage in (an.sites[rec.call_site], an.sizes[rec.bytes_alloc], an.total):
         usage.allocs += 1
         usage.req += rec.bytes_req
@@ -114,16 +141,16 @@ def _on_alloc(an: Analysis, rec: Record, freed: dict) -> None:
     if rec.bytes_alloc < rec.bytes_req:
         an.issues["alloc_lt_req"].append(rec)
     if rec.ptr in an.live:
-        an.issues["alloc_of_live"].append(rec)
+        _issue(an, check, "alloc_of_live", rec)
     an.live[rec.ptr] = rec
     freed.pop(rec.ptr, None)
 
 
-def _on_free(an: Analysis, rec: Record, freed: dict) -> None:
+def _on_free(an: Analysis, rec: Record, freed: dict, check: bool = True) -> None:
     an.total.frees += 1
     origin = an.live.pop(rec.ptr, None)
     if origin is None:
-        an.issues["double_free" if rec.ptr in freed else "unknown_free"].append(rec)
+        _issue(an, check, "double_free" if rec.ptr in freed else "unknown_free", rec)
         freed[rec.ptr] = rec
         return
     freed[rec.ptr] = rec
@@ -176,6 +203,9 @@ def render(an: Analysis, syms, top: int = 0, examples: int = 3) -> str:
             f"  allocations:           {an.cross_allocs} ({_pct(an.cross_allocs, t.allocs)}%)",
             f"  frees:                 {an.cross_frees} ({_pct(an.cross_frees, t.frees)}%)",
             "", "Inconsistencies:"]
+    if an.unchecked:
+        out.append(f"  (the capture ends raggedly: {an.unchecked} records after sequence number "
+                   f"{an.complete_until}, the first gap, are not checked for pointer misuse)")
     for key, text in ISSUES.items():
         found = an.issues.get(key, [])
         out.append(f"  {text + ':':<58} {len(found)}")
@@ -194,6 +224,7 @@ def as_json(an: Analysis, syms) -> str:
         "total": vars(an.total), "records": an.records,
         "cross_allocs": an.cross_allocs, "cross_frees": an.cross_frees,
         "live": len(an.live),
+        "complete_until": an.complete_until, "unchecked": an.unchecked,
         "issues": {k: len(an.issues.get(k, [])) for k in ISSUES},
         "problems": len(an.problems),
     }, indent=1)
