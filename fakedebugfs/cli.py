@@ -66,8 +66,8 @@ def add_mount_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--buffer-size", type=size_arg, default=65536, metavar="BYTES",
                    help="ktrace per-CPU buffer size (default 65536, the RFC's)")
     g.add_argument("--workload", default="default", help="default, kmem, kmem-faults or none")
-    g.add_argument("--rate", type=float, default=10000.0, metavar="EVENTS_PER_S",
-                   help="workload pace; 0 means as fast as possible (default 10000)")
+    g.add_argument("--rate", type=float, default=30000.0, metavar="EVENTS_PER_S",
+                   help="workload pace; 0 means as fast as possible (default 30000)")
     g.add_argument("--count", type=positive, default=None, metavar="N",
                    help="emit exactly N events in total, then stop")
     g.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
