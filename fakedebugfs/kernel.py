@@ -33,7 +33,10 @@ class Kernel:
         self.modules: dict[str, list[str]] = {}
         if events_file:
             with open(events_file) as fp:
-                self.insmod("events", parse_event_file(fp.read()))
+                try:
+                    self.insmod("events", parse_event_file(fp.read()))
+                except ValueError as err:
+                    raise ValueError(f"{events_file}: {err}") from None
         if enable_all:
             self.enable_all()
 

@@ -142,7 +142,9 @@ class Server:
                 self.kernel.rmmod(req["module"])
                 return {"ok": True}
             return {"ok": False, "error": f"unknown command {cmd!r}"}
-        except (ValueError, KeyError, TypeError) as err:
+        except KeyError as err:  # str() of a KeyError is its repr
+            return {"ok": False, "error": str(err.args[0]) if err.args else "missing field"}
+        except (ValueError, TypeError) as err:
             return {"ok": False, "error": str(err)}
 
     # --- the whole life of a mount ---------------------------------------------
