@@ -81,6 +81,15 @@ def cc(tmp_path):
     return lambda source, name=None, flags=(): build_c(source, tmp_path, name, flags)
 
 
+def errno_of(fn, *args):
+    """The errno *fn* fails with, or None if it succeeds."""
+    try:
+        fn(*args)
+    except OSError as err:
+        return err.errno
+    return None
+
+
 def status(mnt) -> dict:
     import json
 

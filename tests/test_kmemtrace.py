@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from construct import GreedyRange
 
-from conftest import FAKEDEBUGFS, build_c, run_cli, wait_done
+from conftest import FAKEDEBUGFS, build_c, errno_of, run_cli, wait_done
 from fakedebugfs.engine.kallsyms import Kallsyms
 from fakedebugfs.engine.layouts import kmemtrace_event_v2008_07
 from fakedebugfs.kernel import Kernel
@@ -150,14 +150,6 @@ def drain_reader(binary, mnt):
 
 def overruns(mnt) -> int:
     return int((Path(mnt) / "kmemtrace" / "total_overruns").read_text())
-
-
-def errno_of(fn, *args):
-    try:
-        fn(*args)
-    except OSError as err:
-        return err.errno
-    return None
 
 
 def write_file(path, data: bytes):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Mounter, build_c, is_mounted, run_cli, status, wait_done
+from conftest import Mounter, build_c, errno_of, is_mounted, run_cli, status, wait_done
 
 # include/linux/ktrace.h, spelled out here rather than imported from the package
 _IOC_WRITE, _IOC_READ = 1, 2
@@ -126,15 +126,6 @@ def write_once(path, data: bytes) -> int:
         return os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def errno_of(fn, *args):
-    """The errno *fn* fails with, or None if it succeeds."""
-    try:
-        fn(*args)
-    except OSError as err:
-        return err.errno
-    return None
 
 
 def parse_info(text: str) -> dict[str, dict]:
