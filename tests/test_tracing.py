@@ -10,6 +10,7 @@ the offsets read from the mount's own ``format`` files.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import struct
@@ -515,3 +516,23 @@ def test_trace_marker(fake):
     write(tracing / "tracing_on", "0")
     assert write_errno(tracing / "trace_marker", b"x") == "EBADF"
     assert write_errno(tracing / "trace_options", b"\n") == "EINVAL"
+
+
+@pytest.mark.parametrize("name", ["trace_pipe", "per_cpu/cpu0/trace_pipe_raw"])
+def test_nonblock_set_after_open_gives_eagain(fake, name):
+    """Tools often open the pipes, then set O_NONBLOCK with fcntl(): an empty
+    pipe must answer EAGAIN at once instead of blocking, and a nonblocking
+    read returns what there is (for trace_pipe_raw, the partial page).
+    One CPU, so the marker lands in the buffer read."""
+    mnt = fake("--workload", "none", "--cpus", "1")
+    fd = os.open(mnt / "tracing" / name, os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        with pytest.raises(BlockingIOError):
+            os.read(fd, 4096)
+        write(mnt / "tracing" / "trace_marker", "hello")
+        assert os.read(fd, 4096)
+        with pytest.raises(BlockingIOError):
+            os.read(fd, 4096)
+    finally:
+        os.close(fd)

@@ -25,8 +25,9 @@ TIMEOUT = 1.0  # entry and attribute cache lifetime, seconds
 
 
 def has_ioctl_support() -> bool:
-    """True when the installed pyfuse3 carries our ioctl patch."""
-    return "ioctl" in pyfuse3.Operations.__dict__
+    """True when the installed pyfuse3 carries our patch (ioctl, interrupted
+    reads, the flags of each read)."""
+    return "ioctl" in pyfuse3.Operations.__dict__ and hasattr(pyfuse3, "read_flags")
 
 
 class _Guard:
@@ -162,6 +163,9 @@ class TreeOperations(pyfuse3.Operations):
 
     async def read(self, fh, off, size):
         f = self._file(fh)
+        flags = pyfuse3.read_flags.get()  # f_flags now: fcntl(F_SETFL) included
+        if flags is not None:
+            f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
         with _Guard(f"read {f.node.path()}"):
             return bytes(await f.node.fops.read(f, off, size))
 

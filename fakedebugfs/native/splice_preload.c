@@ -20,8 +20,8 @@
  *    right now (rounded down to whole 4096-byte pages when at least a page
  *    fits), so nothing read is ever lost: trace_pipe_raw hands out whole
  *    pages, one per read, and each lands in the pipe whole.
- *  - SPLICE_F_NONBLOCK, or O_NONBLOCK on fd_in: the fake file system only
- *    sees the flags a file was opened with, not a later fcntl(F_SETFL), so
+ *  - SPLICE_F_NONBLOCK, or O_NONBLOCK on fd_in: a read() cannot carry
+ *    SPLICE_F_NONBLOCK for a blocking fd_in, so
  *    the wrapper asks poll() with a zero timeout first and fails with EAGAIN
  *    when the file has nothing to read, like the kernel's splice of an empty
  *    trace_pipe_raw.  Blocking mode blocks in read(), where a signal gives
