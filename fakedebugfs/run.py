@@ -258,6 +258,8 @@ def spawn(argv: list[str], env: dict) -> int:
             for sig in FORWARDED + (signal.SIGCHLD, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            # if run is killed outright, COMMAND goes too (nothing left behind)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             os.execvpe(argv[0], argv, env)
         except OSError as err:
             os.write(w, f"{err.errno}".encode())

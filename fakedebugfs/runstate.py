@@ -50,12 +50,22 @@ def read_state(mountpoint: str) -> dict | None:
         return None
 
 
-def clear_state(mountpoint: str) -> None:
+def clear_state(mountpoint: str, drop_log: bool = False) -> None:
+    """Forget a mount; with *drop_log*, also its log unless something in it
+    (a warning, an error, a traceback) is worth keeping."""
+    p = paths(mountpoint)
     for name in ("state", "sock"):
         try:
-            paths(mountpoint)[name].unlink()
+            p[name].unlink()
         except FileNotFoundError:
             pass
+    if drop_log:
+        try:
+            text = p["log"].read_text(errors="replace")
+        except OSError:
+            return
+        if not any(word in text for word in ("WARNING", "ERROR", "Traceback")):
+            p["log"].unlink(missing_ok=True)
 
 
 def is_mounted(mountpoint: str) -> bool:

@@ -159,6 +159,7 @@ class Server:
             pyfuse3.init(ops, self.mountpoint, options)
         except RuntimeError as err:
             raise MountError(f"cannot mount {self.mountpoint}: {err}") from None
+        clean = False
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.serve_control, str(paths["sock"]))
@@ -169,9 +170,10 @@ class Server:
                     ready()
                 await pyfuse3.main(min_tasks=4, max_tasks=MAX_TASKS)
                 nursery.cancel_scope.cancel()
+            clean = True
         finally:
             _close()
-            runstate.clear_state(self.mountpoint)
+            runstate.clear_state(self.mountpoint, drop_log=clean)
 
 
 def _close() -> None:
