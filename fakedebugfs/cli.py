@@ -161,7 +161,7 @@ def cmd_umount(args) -> int:
         for cmd in (["fusermount3", "-u", "-z", mnt], ["umount", "-l", mnt]):
             if subprocess.run(cmd, capture_output=True).returncode == 0:
                 break
-    runstate.clear_state(mnt)
+    runstate.clear_state(mnt, drop_log=True)
     if runstate.is_mounted(mnt):
         raise CliError(f"{mnt}: still mounted")
     return 0
