@@ -13,7 +13,6 @@ import mmap
 import os
 import re
 import select
-import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -26,13 +25,21 @@ from ..engine.ktrace import (
     KTRACE_BUF_PUT_CONSUMED,
 )
 from ..engine.ktrace_format import KtraceFormat
-from ..engine.layouts import PAGE_SIZE, RB_COMMIT_MASK, buffer_data_page_header, packer
+from ..engine.layouts import (
+    PAGE_SIZE,
+    RB_COMMIT_MASK,
+    buffer_data_page_header,
+    ktrace_record_header,
+    ktrace_u32,
+    packer,
+)
 from ..engine.ringbuffer import decode_page_events
 
 _INFO_LINE = re.compile(r"^name '(?P<name>.*)' format '(?P<format>.*)' id (?P<id>\d+) "
                         r"(?P<state>enabled|disabled)$")
 _PAGE_HDR = packer(buffer_data_page_header)
-_U32 = struct.Struct("<I")
+_U32 = packer(ktrace_u32)  # the u32 of the KTRACE_BUF_* ioctls
+_EVENT_ID = packer(ktrace_record_header)  # the u16 in front of every payload
 
 
 @dataclass
@@ -100,7 +107,7 @@ def decode_page(page: bytes, cpu: int, types: dict[int, EventType]) -> Iterator[
     for kind, when, _, _, payload in decode_page_events(data, commit & RB_COMMIT_MASK, ts):
         if kind != "data":
             continue
-        event_id = struct.unpack_from("<H", payload)[0]
+        event_id = _EVENT_ID.unpack_from(payload)[0]
         etype = types.get(event_id)
         if etype is None:
             yield Record(cpu, when, event_id, f"unknown-{event_id}", (), payload.hex())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
+from .layouts import packer, trace_entry
 
 COMMON_FIELDS = (
     ("unsigned short", "common_type", 0, 2, 0),
@@ -24,7 +25,7 @@ COMMON_FIELDS = (
     ("unsigned char", "common_preempt_count", 3, 1, 0),
     ("int", "common_pid", 4, 4, 1),
 )
-ENTRY = struct.Struct("<HBBi")
+ENTRY = packer(trace_entry)  # struct trace_entry
 VMEMMAP_BASE = 0xFFFFEA0000000000  # struct page array (x86_64, no KASLR)
 STRUCT_PAGE_SIZE = 64
 
