@@ -252,8 +252,8 @@ class Ftrace:
         if kb <= 0:
             raise einval("size")
         for c in self._cpus(cpu):
+            self.buffers[c].resize(kb * 1024)  # ENOMEM leaves it as it was
             self.buffer_kb[c] = kb
-            self.buffers[c].resize(kb * 1024)
 
     def buffer_size_kb(self) -> str:
         sizes = set(self.buffer_kb)

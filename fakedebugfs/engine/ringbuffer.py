@@ -21,6 +21,7 @@ in the buffer, overrun or dropped: nothing disappears uncounted.
 
 from __future__ import annotations
 
+import errno
 import struct
 import time
 
@@ -46,6 +47,7 @@ from .layouts import (
 )
 
 _PAGE_HDR = packer(buffer_data_page_header)
+MAX_BUFFER_BYTES = 1 << 30  # per CPU: larger sizes answer ENOMEM
 _U32 = struct.Struct("<I")
 _U32x2 = struct.Struct("<II")
 _U64 = struct.Struct("<Q")
@@ -118,9 +120,18 @@ class CpuBuffer:
     # --- geometry ---------------------------------------------------------
 
     def resize(self, size: int) -> None:
-        """Reallocate for *size* bytes (at least two pages) and reset."""
-        self.nr_pages = max(2, size // PAGE_SIZE)
-        self.mem = bytearray(self.nr_pages * PAGE_SIZE)
+        """Reallocate for *size* bytes (at least two pages) and reset.
+
+        Raises ENOMEM past ``MAX_BUFFER_BYTES`` or when the memory cannot be
+        had, leaving the buffer as it was."""
+        nr_pages = max(2, size // PAGE_SIZE)
+        if nr_pages * PAGE_SIZE > MAX_BUFFER_BYTES:
+            raise OSError(errno.ENOMEM, "ring buffer too large")
+        try:
+            mem = bytearray(nr_pages * PAGE_SIZE)
+        except MemoryError:
+            raise OSError(errno.ENOMEM, "ring buffer too large") from None
+        self.nr_pages, self.mem = nr_pages, mem
         self.reset()
 
     @property

@@ -58,13 +58,19 @@ RW, RO, WO = 0o640, 0o440, 0o220
 
 
 def kstrtoul(data: bytes) -> int:
-    """``kstrtoul_from_user`` base 10: digits, one optional newline."""
+    """``kstrtoul_from_user`` base 10: an optional ``+``, digits, one optional
+    newline; EINVAL otherwise, ERANGE past 64 bits."""
     text = data.split(b"\0", 1)[0]
     if text.endswith(b"\n"):
         text = text[:-1]
+    if text.startswith(b"+"):
+        text = text[1:]
     if not text.isdigit():
         raise fail(errno.EINVAL)
-    return int(text)
+    value = int(text)
+    if value >> 64:
+        raise fail(errno.ERANGE)
+    return value
 
 
 def words(data: bytes) -> list[str]:
