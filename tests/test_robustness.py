@@ -74,8 +74,12 @@ def _open(path, flags):
         return None
 
 
-def test_junk_everywhere_never_breaks_the_server(fake):
-    mnt = fake("--workload", "default", "--rate", "5000", "--enable-all", "--cpus", "2")
+@pytest.mark.parametrize("options", [
+    ("--workload", "default", "--cpus", "2"),
+    ("--workload", "kmem", "--cpus", "3", "--kmemtrace-abi", "2008-07", "--buffer-size", "8192"),
+])
+def test_junk_everywhere_never_breaks_the_server(fake, options):
+    mnt = fake(*options, "--rate", "5000", "--enable-all")
     rng = random.Random(7)
     files = sorted(_files(mnt))
     assert len(files) > 100
