@@ -152,10 +152,10 @@ def cmd_umount(args) -> int:
     mnt = args.mountpoint
     state = runstate.read_state(mnt)
     pid = state.get("pid") if state else None
-    if pid and _alive(pid):
+    if pid and runstate.alive(pid):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
+        while runstate.alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
     if runstate.is_mounted(mnt):
         for cmd in (["fusermount3", "-u", "-z", mnt], ["umount", "-l", mnt]):
@@ -165,20 +165,6 @@ def cmd_umount(args) -> int:
     if runstate.is_mounted(mnt):
         raise CliError(f"{mnt}: still mounted")
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        with open(f"/proc/{pid}/stat") as fp:
-            return fp.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 # --- control socket ------------------------------------------------------------

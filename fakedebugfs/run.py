@@ -41,6 +41,7 @@ import signal
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from . import runstate
 
@@ -294,6 +295,19 @@ def wait_command(pid: int) -> int:
             pass
 
 
+def sweep_stale_workdirs(rundir) -> None:
+    """Remove the work folders of runs that were killed outright (SIGKILL
+    leaves no chance to clean up): their owner is gone, nothing is mounted."""
+    for work in Path(rundir).glob("run-*"):
+        try:
+            pid = int((work / "pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if runstate.alive(pid) or os.path.ismount(work / "mnt"):
+            continue
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run(args) -> int:
     from .cli import CliError, build_server
     from .server import MountError, check_can_mount
@@ -307,7 +321,10 @@ def run(args) -> int:
         raise CliError("needs root: it mounts in a private mount namespace")
     preload = preload_path()
 
+    sweep_stale_workdirs(runstate.rundir())
     work = tempfile.mkdtemp(prefix="run-", dir=runstate.rundir())
+    with open(os.path.join(work, "pid"), "w") as fp:
+        fp.write(f"{os.getpid()}\n")
     mnt = os.path.join(work, "mnt")
     os.mkdir(mnt, 0o755)
     os.chmod(work, 0o755)

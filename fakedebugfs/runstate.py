@@ -76,3 +76,18 @@ def is_mounted(mountpoint: str) -> bool:
             if len(fields) > 2 and fields[1].replace("\\040", " ") == real:
                 return True
     return False
+
+
+def alive(pid: int) -> bool:
+    """Whether process *pid* runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat") as fp:
+            return fp.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
