@@ -153,35 +153,32 @@ class Kmemtrace:
         return self.seq_num - (1 << 32) if self.seq_num & 0x80000000 else self.seq_num
 
     def log_alloc(self, cpu, ts, type_id, call_site, ptr, req, alloc, gfp, node) -> None:
-        abi = self.abi
-        if abi.name == "2008-07" and not ptr:
-            return
-        buf = self.chan.bufs[cpu]
-        pos = buf.reserve(abi.alloc.size)
-        if pos is None:
-            return
-        if abi.name == "2008-08":
-            abi.alloc.pack_into(buf.start, pos, abi.alloc_id, type_id, abi.alloc.size,
-                                self._next_seq(), call_site, ptr, req, alloc, gfp & U32, node)
+        if self.abi.name == "2008-08":
+            rest = (call_site, ptr, req, alloc, gfp & U32, node)
         else:
-            abi.alloc.pack_into(buf.start, pos, abi.alloc_id, type_id, abi.alloc.size,
-                                node, call_site, ptr, req, alloc, gfp, ts)
-        self.records += 1
+            rest = (node, call_site, ptr, req, alloc, gfp, ts)
+        self._log(cpu, self.abi.alloc, self.abi.alloc_id, type_id, ptr, rest)
 
     def log_free(self, cpu, ts, type_id, call_site, ptr) -> None:
-        abi = self.abi
-        if abi.name == "2008-07" and not ptr:
-            return
+        if self.abi.name == "2008-08":
+            rest = (call_site, ptr)
+        else:  # the 2008-07 probe leaves node, sizes and flags unset
+            rest = (-1, call_site, ptr, 0, 0, 0, ts)
+        self._log(cpu, self.abi.free, self.abi.free_id, type_id, ptr, rest)
+
+    def _log(self, cpu, layout, event_id, type_id, ptr, rest) -> None:
+        """``relay_write`` one record: reserve its room on *cpu*'s buffer
+        (or drop it, counted) and pack it there.  In 2008-08 the sequence
+        number comes after the reservation, so dropped events use none."""
+        if self.abi.name == "2008-07" and not ptr:
+            return  # "Don't trace ignored allocations."
         buf = self.chan.bufs[cpu]
-        pos = buf.reserve(abi.free.size)
+        pos = buf.reserve(layout.size)
         if pos is None:
             return
-        if abi.name == "2008-08":
-            abi.free.pack_into(buf.start, pos, abi.free_id, type_id, abi.free.size,
-                               self._next_seq(), call_site, ptr)
-        else:
-            abi.free.pack_into(buf.start, pos, abi.free_id, type_id, abi.free.size,
-                               -1, call_site, ptr, 0, 0, 0, ts)
+        if self.abi.name == "2008-08":
+            rest = (self._next_seq(),) + rest
+        layout.pack_into(buf.start, pos, event_id, type_id, layout.size, *rest)
         self.records += 1
 
     def status(self) -> dict:
