@@ -4,7 +4,7 @@ A tree file is a name, a mode and one :class:`FileOperations`.  The base
 class answers like a debugfs file lacking that operation: ``read`` and
 ``write`` fail with EINVAL, ``ioctl`` with ENOTTY, ``poll`` reports the
 default mask.  The helpers below are the kernel's usual building blocks:
-:class:`SeqFile` (``seq_file``: text made at open), :class:`ValueFile`
+:class:`SeqFile` (``seq_file``: text made at open), :class:`WriteFile`, :class:`ValueFile`
 (``simple_read_from_buffer`` + a parsed write), :func:`strict_strtoul`.
 """
 
@@ -115,22 +115,31 @@ class SeqFile(FileOperations):
         return f.private[off:off + size]
 
 
-class ValueFile(FileOperations):
-    """A text value made on every read; a write goes to *store* (raising
-    OSError to refuse), and is accepted whole."""
+class WriteFile(FileOperations):
+    """A file with a write operation only: a write goes to *store* (raising
+    OSError to refuse) and is accepted whole; a read fails with EINVAL, as
+    debugfs answers for a missing ``.read``."""
 
-    def __init__(self, show: Callable[[], str], store: Optional[Callable[[bytes], None]] = None):
-        self.show = show
+    def __init__(self, store: Optional[Callable[[bytes], None]] = None):
         self.store = store
-
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        return read_from_buffer(self.show(), off, size)
 
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
         if self.store is None:
             raise fail(errno.EINVAL)
         self.store(data)
         return len(data)
+
+
+class ValueFile(WriteFile):
+    """A text value made on every read, and written like a :class:`WriteFile`
+    (EINVAL without *store*)."""
+
+    def __init__(self, show: Callable[[], str], store: Optional[Callable[[bytes], None]] = None):
+        super().__init__(store)
+        self.show = show
+
+    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+        return read_from_buffer(self.show(), off, size)
 
 
 def strict_strtoul(data: bytes, base: int = 10) -> int:

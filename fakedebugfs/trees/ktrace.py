@@ -38,6 +38,7 @@ from ..fs.fops import (
     OpenFile,
     SeqFile,
     ValueFile,
+    WriteFile,
     fail,
     kernel_bool_write,
 )
@@ -260,7 +261,7 @@ class KtraceTree:
         root.file("enabled", 0o664, EnabledFile(self))
         root.file("info", 0o444, SeqFile(kt.info))
         root.file("overflow", 0o444, ValueFile(lambda: f"{kt.overflow()}\n"))
-        root.file("reset", 0o220, ValueFile(_no_read, self._write_reset))
+        root.file("reset", 0o220, WriteFile(self._write_reset))
         self.events = root.mkdir("events")
         for entry in kt.order:
             self.events.file(entry.name, 0o660, EventControl(self, entry.name))
@@ -321,10 +322,6 @@ def _runs(slots: list[int]):
         start = prev = slot
     if start is not None:
         yield start, prev
-
-
-def _no_read() -> str:
-    raise fail(errno.EINVAL)
 
 
 def create_tree(kernel) -> Dir:

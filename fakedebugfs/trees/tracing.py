@@ -27,7 +27,7 @@ import os
 
 from ..engine.ftrace import Ftrace
 from ..engine.layouts import PAGE_SIZE
-from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail
+from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail
 from ..fs.tree import Dir
 from ..fs.waitqueue import WaitQueue
 from .tracing_pipes import TracePipe, TracePipeRaw, TraceText
@@ -124,7 +124,7 @@ class TracingTree:
                                                   self._set_tracer))
         root.file("dynamic_events", RW, TruncFile(lambda: "", _only_blank, lambda: None))
         root.file("error_log", RW, TruncFile(lambda: "", lambda d: None, lambda: None))
-        root.file("free_buffer", 0o200, ValueFile(_no_read, lambda d: None))
+        root.file("free_buffer", 0o200, WriteFile(lambda d: None))
         root.mkdir("instances", 0o750)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
@@ -312,10 +312,6 @@ def _learn_comm(engine, pid: int) -> None:
                 engine.set_comm(pid, fp.read().strip())
         except OSError:
             pass
-
-
-def _no_read() -> str:
-    raise fail(errno.EINVAL)
 
 
 def _accept_ul(data: bytes) -> None:
