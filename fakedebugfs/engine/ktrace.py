@@ -112,6 +112,10 @@ class Ktrace:
         self.order: list[KtraceEntry] = []  # registration order, newest last
         self.buffers = [CpuBuffer(cpu, buf_size, overwrite=True) for cpu in engine.cpus()]
         self.on_change: list[Callable[[str, str], None]] = []  # ("add"|"remove", name)
+        # produced as readers see it (GET_PRODUCED): every finished page,
+        # unless whoever serves the pages shows them later (the FUSE tree
+        # counts a page once it is in the mapping)
+        self.visible_produced: Callable[[int], int] = lambda cpu: self.buffers[cpu].produced
 
     # --- registry (add_ktrace / remove_ktrace) ------------------------------
 
@@ -237,7 +241,7 @@ class Ktrace:
             return buf.size & U32
         if cmd == KTRACE_BUF_GET_PRODUCED:
             buf.pin(PIN_SECONDS)
-            return buf.produced & U32
+            return self.visible_produced(cpu) & U32
         if cmd == KTRACE_BUF_GET_CONSUMED:
             buf.pin(PIN_SECONDS)
             return buf.consumed & U32

@@ -29,7 +29,7 @@ import threading
 
 import trio
 
-from ..engine.ktrace import KTRACE_BUF_GET_PRODUCED, U32 as U32_MASK, Ktrace
+from ..engine.ktrace import Ktrace
 from ..engine.layouts import PAGE_SIZE, ktrace_u32, packer
 from ..fs.cache import store_pages
 from ..fs.fops import (
@@ -86,8 +86,6 @@ class TraceData(FileOperations):
             raise fail(errno.ENOTTY) from None
         if value is None:
             return 0, b""
-        if cmd == KTRACE_BUF_GET_PRODUCED:  # only pages the mapping shows
-            value = self.tree.publisher.visible_produced(self.cpu) & U32_MASK
         if out_size < 4:
             raise fail(errno.EFAULT)
         return 0, U32.pack(value)
@@ -243,6 +241,7 @@ class KtraceTree:
         self.trace_wait = WaitQueue()
         self.dirty: list[set[int]] = [set() for _ in ktrace.buffers]
         self.publisher = PagePublisher(self)
+        ktrace.visible_produced = self.publisher.visible_produced  # GET_PRODUCED
         self.root = self.create_debugfs()
         for cpu, buf in enumerate(ktrace.buffers):
             buf.on_page_done = self.dirty[cpu].add
