@@ -14,7 +14,6 @@ from __future__ import annotations
 import struct
 
 from construct import (
-    Array,
     Bytes,
     Int8ul,
     Int16ul,
@@ -119,12 +118,6 @@ kmemtrace_alloc_v2008_08 = Struct(
     "gfp_flags" / Int32ul,
     "target_cpu" / Int32sl,
 )
-
-# An array helper used by tests and clients: N consecutive records.
-def records(layout, count):
-    """An ``Array`` of *count* consecutive *layout* records."""
-    return Array(count, layout)
-
 
 _FMT = {
     Int8ul: "B", Int16ul: "H", Int32ul: "I", Int32sl: "i",
