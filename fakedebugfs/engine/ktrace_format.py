@@ -11,6 +11,7 @@ followed by those bytes.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ class Field:
         return self.conv == "s"
 
 
+@functools.lru_cache(maxsize=256)  # workloads ask for every event they fire
 def parse_format(fmt: str) -> tuple[Field, ...]:
     """The argument fields a format string describes, in order.
 
