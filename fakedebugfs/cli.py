@@ -205,7 +205,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_insmod(args) -> int:
-    from .engine.ktrace_sites import parse_event_file
+    from .engine.ktrace.sites import parse_event_file
 
     try:
         with open(args.file) as fp:

@@ -9,12 +9,12 @@ notifier has them.
 
 from __future__ import annotations
 
-from .engine.clock import make_clock
-from .engine.engine import Engine
-from .engine.ftrace import Ftrace
-from .engine.kmemtrace import Kmemtrace
-from .engine.ktrace import DEFAULT_BUF_SIZE, Ktrace
-from .engine.ktrace_sites import DEFAULT_SITES, parse_event_file, user_site
+from .engine.core.clock import make_clock
+from .engine.core.engine import Engine
+from .engine.ftrace.tracer import Ftrace
+from .engine.kmemtrace.tracer import Kmemtrace
+from .engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
+from .engine.ktrace.sites import DEFAULT_SITES, parse_event_file, user_site
 
 
 class Kernel:

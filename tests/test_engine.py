@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
-from fakedebugfs.engine.engine import Engine
-from fakedebugfs.engine.clock import VirtualClock
-from fakedebugfs.engine.ktrace import (
+from fakedebugfs.engine.core.engine import Engine
+from fakedebugfs.engine.core.clock import VirtualClock
+from fakedebugfs.engine.ktrace.tracer import (
     KTRACE_BUF_GET_CONSUMED,
     KTRACE_BUF_GET_PRODUCED,
     KTRACE_BUF_GET_SIZE,
@@ -26,8 +26,8 @@ from fakedebugfs.engine.ktrace import (
     KtraceSite,
     jhash,
 )
-from fakedebugfs.engine.ktrace_format import KtraceFormat, parse_format
-from fakedebugfs.engine.ringbuffer import CpuBuffer, decode_page_events, event_length
+from fakedebugfs.engine.ktrace.format import KtraceFormat, parse_format
+from fakedebugfs.engine.core.ringbuffer import CpuBuffer, decode_page_events, event_length
 from fakedebugfs.fs.fops import kernel_bool_write, strict_strtoul
 
 PAGE = 4096

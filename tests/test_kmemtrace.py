@@ -27,8 +27,8 @@ import pytest
 from construct import GreedyRange
 
 from conftest import FAKEDEBUGFS, build_c, errno_of, run_cli, wait_done
-from fakedebugfs.engine.kallsyms import Kallsyms
-from fakedebugfs.engine.layouts import kmemtrace_event_v2008_07
+from fakedebugfs.engine.core.kallsyms import Kallsyms
+from fakedebugfs.engine.core.layouts import kmemtrace_event_v2008_07
 from fakedebugfs.kernel import Kernel
 from fakedebugfs.workloads import make_workload
 
@@ -485,7 +485,7 @@ def test_relay_reads_exactly_what_was_written():
     back in order, never padding, and every refused record is counted."""
     import random
 
-    from fakedebugfs.engine.relay import RelayChannel
+    from fakedebugfs.engine.kmemtrace.relay import RelayChannel
 
     for trial in range(200):
         rng = random.Random(trial)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from ..engine.layouts import (
+from ..engine.core.layouts import (
     kmemtrace_alloc_v2008_08,
     kmemtrace_event_v2008_07,
     kmemtrace_event_v2008_08,

@@ -19,7 +19,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..engine.kallsyms import Kallsyms
+from ..engine.core.kallsyms import Kallsyms
 from .kmemtrace_records import Problem, Record, cpu_files, decode, detect_abi, seq_key
 
 KMALLOC, CACHE, PAGES = 0, 1, 2

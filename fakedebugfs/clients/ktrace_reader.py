@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..engine.ktrace import (
+from ..engine.ktrace.tracer import (
     KTRACE_BUF_GET_CONSUMED,
     KTRACE_BUF_GET_PRODUCED,
     KTRACE_BUF_GET_SIZE,
     KTRACE_BUF_PUT_CONSUMED,
 )
-from ..engine.ktrace_format import KtraceFormat
-from ..engine.layouts import (
+from ..engine.ktrace.format import KtraceFormat
+from ..engine.core.layouts import (
     PAGE_SIZE,
     RB_COMMIT_MASK,
     buffer_data_page_header,
@@ -33,7 +33,7 @@ from ..engine.layouts import (
     ktrace_u32,
     packer,
 )
-from ..engine.ringbuffer import decode_page_events
+from ..engine.core.ringbuffer import decode_page_events
 
 _INFO_LINE = re.compile(r"^name '(?P<name>.*)' format '(?P<format>.*)' id (?P<id>\d+) "
                         r"(?P<state>enabled|disabled)$")

@@ -1,6 +1,12 @@
 """The tracer engine: plain synchronous Python, no FUSE and no trio.
 
-Ring buffers (:mod:`.ringbuffer`), the relay channel, event registries,
-clocks (:mod:`.clock`), tracepoints and the binary layouts
-(:mod:`.layouts`) that every view, client and test shares.
+    core/       what every tracer shares: the binary layouts (construct,
+                beside the kernel structs they mirror), per-CPU ring buffers,
+                clocks, tracepoints, kallsyms, the tracepoint catalogue, GFP names
+    ftrace/     the tracer behind tracing/ (kernel/trace/trace*.c): events,
+                formats, filters, text output, seed 000's kmemtrace plugin
+    ktrace/     the 2009 ktrace RFC's tracer (seed 001)
+    kmemtrace/  the 2008 kmemtrace relay tracer (seeds 003, 004)
+
+Each tracer package exports its tracer class; the core imports no tracer.
 """

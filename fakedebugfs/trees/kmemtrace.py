@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import errno
 
-from ..engine.kmemtrace import Kmemtrace
+from ..engine.kmemtrace.tracer import Kmemtrace
 from ..fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, ValueFile, fail
 from ..fs.tree import Dir
 from ..fs.waitqueue import WaitQueue

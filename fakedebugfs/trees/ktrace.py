@@ -29,8 +29,8 @@ import threading
 
 import trio
 
-from ..engine.ktrace import Ktrace
-from ..engine.layouts import PAGE_SIZE, ktrace_u32, packer
+from ..engine.ktrace.tracer import Ktrace
+from ..engine.core.layouts import PAGE_SIZE, ktrace_u32, packer
 from ..fs.cache import store_pages
 from ..fs.fops import (
     POLLIN_RDNORM,

@@ -25,8 +25,8 @@ from __future__ import annotations
 import errno
 import os
 
-from ..engine.ftrace import Ftrace
-from ..engine.layouts import PAGE_SIZE
+from ..engine.ftrace.tracer import Ftrace
+from ..engine.core.layouts import PAGE_SIZE
 from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail
 from ..fs.tree import Dir
 from ..fs.waitqueue import WaitQueue

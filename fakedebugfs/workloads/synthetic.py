@@ -14,7 +14,7 @@ import bisect
 import itertools
 import random
 
-from ..engine.ktrace_format import parse_format
+from ..engine.ktrace.format import parse_format
 
 GFP_KERNEL = 0xCC0
 GFP_ATOMIC = 0x820  # __GFP_HIGH | __GFP_KSWAPD_RECLAIM

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .ktrace_format import KtraceFormat
-from .ringbuffer import CpuBuffer
+from .format import KtraceFormat
+from ..core.ringbuffer import CpuBuffer
 
 KTRACE_VERSION = "1.0.0"
 KTRACE_HASH_BITS = 6

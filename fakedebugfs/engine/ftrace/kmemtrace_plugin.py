@@ -29,7 +29,7 @@ wins unless said otherwise):
 
 from __future__ import annotations
 
-from .ftrace_events import TRACE_KMEM_ALLOC, TRACE_KMEM_FREE
+from .events import TRACE_KMEM_ALLOC, TRACE_KMEM_FREE
 
 # enum kmemtrace_type_id
 KMEMTRACE_TYPE_KMALLOC, KMEMTRACE_TYPE_CACHE, KMEMTRACE_TYPE_PAGES = 0, 1, 2
@@ -65,7 +65,7 @@ class NopTracer:
 
     def set_flag(self, name: str, on: bool) -> None:
         """``nop_set_flag``: accept one, refuse the other with EINVAL."""
-        from .ftrace import einval
+        from .tracer import einval
 
         if name == "test_nop_refuse":
             raise einval(name)
@@ -80,7 +80,7 @@ class NopTracer:
 
 def kmem_values(key: str, values: tuple) -> tuple:
     """``(call_site, ptr, bytes_req, bytes_alloc, gfp_flags, node)`` of a kmem
-    tracepoint's arguments (engine.catalogue order); pages are
+    tracepoint's arguments (engine.core.catalogue order); pages are
     ``PAGE_SIZE << order`` bytes at the page's address."""
     if key in ("kmem:kmalloc", "kmem:kmem_cache_alloc"):
         return tuple(values[:6])

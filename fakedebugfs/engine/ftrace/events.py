@@ -16,8 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
-from .layouts import packer, trace_entry
+from ..core.gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
+from ..core.layouts import packer, trace_entry
 
 COMMON_FIELDS = (
     ("unsigned short", "common_type", 0, 2, 0),
@@ -206,7 +206,7 @@ def _show_unknown(r, out):
     return ""
 
 
-# --- encoders: tracepoint arguments (engine.catalogue) -> fields ----------
+# --- encoders: tracepoint arguments (engine.core.catalogue) -> fields ----------
 
 KMEM_ALLOC_ARGS = ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node")
 

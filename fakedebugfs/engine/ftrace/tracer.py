@@ -17,12 +17,12 @@ import errno
 import heapq
 from typing import Iterator, Optional
 
-from .ftrace_events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
-from .ftrace_events_sched import SCHED_EVENTS
-from .ftrace_filter import compile_filter
-from .ftrace_kmem import KmemTracer, NopTracer
-from .ftrace_output import OutputContext, context, timestamp, trace_header
-from .ringbuffer import CpuBuffer, Event, event_length
+from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
+from .events_sched import SCHED_EVENTS
+from .filter import compile_filter
+from .kmemtrace_plugin import KmemTracer, NopTracer
+from .output import OutputContext, context, timestamp, trace_header
+from ..core.ringbuffer import CpuBuffer, Event, event_length
 
 DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64)
 TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import struct
 
-from .layouts import (
+from ..core.layouts import (
     PAGE_SIZE,
     kmemtrace_alloc_v2008_08,
     kmemtrace_event_v2008_07,

@@ -1,0 +1,1 @@
+"""The engine core: layouts, ring buffers, clocks, tracepoints, kallsyms."""
