@@ -1,0 +1,567 @@
+"""trace-cmd's ``trace.dat``, versions 6 and 7, read into a :class:`Recording`.
+
+Follows ``Documentation/trace-cmd/trace-cmd.dat.v6.5.txt`` and
+``trace-cmd.dat.v7.5.txt`` (layouts in :mod:`.tracedat_layouts`): the
+initial format, header_page/header_event, ftrace and event formats,
+kallsyms, printk formats, saved cmdlines, options (v6: after the CPU
+count; v7: chained OPTIONS sections) and flyrecord per-CPU data (v6: after
+the options; v7: BUFFER options pointing at BUFFER FLYRECORD sections,
+possibly compressed in chunks with zstd or zlib).  Every buffer (instance)
+is read, and the whole file is validated before :func:`read_tracedat`
+returns.
+
+``python -m fakedebugfs.replay.tracedat FILE|DIR`` prints a summary.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import sys
+import zlib
+
+from construct import Const, ConstructError, StreamError
+
+from .errors import ReplayFormatError
+from .formats import (
+    FormatSyntaxError,
+    parse_cmdlines,
+    parse_format,
+    parse_header_event,
+    parse_header_page,
+)
+from .recording import Buffer, CpuData, Recording
+from .tracedat_layouts import (
+    HEADER_EVENT_TAG,
+    HEADER_PAGE_TAG,
+    OPTION_IDS,
+    OPTION_NAMES,
+    SECTION_COMPRESSED,
+    SECTION_OPTIONS,
+    TAG_FLYRECORD,
+    TAG_LATENCY,
+    TAG_OPTIONS,
+    dat_layouts,
+    initial_format,
+)
+
+MAX_OPTIONS_SECTIONS = 1 << 16  # a loop of DONE offsets is corruption
+
+
+class Cursor:
+    """Parses layouts from a stream, naming the section and offset of any break.
+
+    *base* is the file offset of the stream's start; for a decompressed
+    section *packed_at* is the file offset of the compressed block instead.
+    """
+
+    def __init__(self, source: str, section: str, stream, size: int, base: int = 0,
+                 packed_at: int | None = None):
+        self.source, self.section = source, section
+        self.stream, self.size, self.base, self.packed_at = stream, size, base, packed_at
+
+    @property
+    def pos(self) -> int:
+        return self.stream.tell()
+
+    def left(self) -> int:
+        return self.size - self.pos
+
+    def seek(self, pos: int, what: str) -> None:
+        if not 0 <= pos <= self.size:
+            raise self.error(pos, f"{what} at 0x{pos:x} is past the end (0x{self.size:x})",
+                             truncated=pos > self.size)
+        self.stream.seek(pos)
+
+    def error(self, pos: int, message: str, truncated: bool = False,
+              section: str | None = None) -> ReplayFormatError:
+        section = section or self.section
+        if self.packed_at is not None:
+            return ReplayFormatError(self.source, f"{section} (byte 0x{pos:x} of the section "
+                                     f"compressed at 0x{self.packed_at:x})", None, message,
+                                     truncated)
+        return ReplayFormatError(self.source, section, self.base + pos, message, truncated)
+
+    def parse(self, layout, what: str):
+        """*layout* parsed at the current position."""
+        start = self.pos
+        try:
+            return layout.parse_stream(self.stream)
+        except StreamError:
+            raise self.error(start, f"{what} runs past the end ({self.size - start} bytes "
+                             "left)", truncated=True) from None
+        except (ConstructError, UnicodeDecodeError) as err:
+            raise self.error(start, f"bad {what}: {_one_line(err)}") from None
+
+    def blob(self, size_layout, what: str) -> bytes:
+        """A size-prefixed block (the size checked before anything is read)."""
+        size = self.parse(size_layout, f"size of {what}")
+        start = self.pos
+        if size > self.left():
+            raise self.error(start, f"{what} of {size} bytes runs past the end "
+                             f"({self.left()} bytes left)", truncated=True)
+        return self.stream.read(size)
+
+    def take(self, size: int, what: str) -> bytes:
+        start = self.pos
+        if size > self.left():
+            raise self.error(start, f"{what} of {size} bytes runs past the end "
+                             f"({self.left()} bytes left)", truncated=True)
+        return self.stream.read(size)
+
+    def sub(self, section: str) -> "Cursor":
+        return Cursor(self.source, section, self.stream, self.size, self.base, self.packed_at)
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+class Decompressor:
+    """The file's compression (v7.5 "INITIAL FORMAT": ``name\\0version\\0``)."""
+
+    def __init__(self, name: str, version: str):
+        self.name, self.version = name, version
+        if name == "zstd":
+            try:
+                import zstandard
+            except ImportError:  # pragma: no cover - a dependency in pyproject.toml
+                raise RuntimeError("reading zstd trace.dat files needs the zstandard "
+                                   "package") from None
+            self._zstd = zstandard.ZstdDecompressor()
+        elif name != "zlib":
+            raise ValueError(f"compression {name!r} {version!r} is not supported "
+                             "(none, zlib and zstd are)")
+
+    def __call__(self, data: bytes, size: int) -> bytes:
+        """*data* uncompressed; it must give exactly *size* bytes."""
+        if self.name == "zstd":
+            out = self._zstd.decompress(data, max_output_size=size)
+        else:
+            out = zlib.decompress(data)
+        if len(out) != size:
+            raise ValueError(f"uncompressed to {len(out)} bytes, the header says {size}")
+        return out
+
+
+class TraceDatReader:
+    """Reads one trace.dat file into a :class:`Recording`."""
+
+    def __init__(self, path: str):
+        self.path = os.fspath(path)
+        self.source = os.path.basename(self.path)
+        self.decompress: Decompressor | None = None
+
+    def read(self) -> Recording:
+        with open(self.path, "rb") as fp:
+            size = os.fstat(fp.fileno()).st_size
+            mapped = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            self.file = memoryview(mapped)
+            stream = io.BufferedReader(io.FileIO(fp.fileno(), closefd=False))
+            self.cur = Cursor(self.source, "initial format", stream, size)
+            return self._read()
+
+    # --- INITIAL FORMAT -----------------------------------------------------------
+
+    def _read(self) -> Recording:
+        cur = self.cur
+        head = cur.parse(initial_format, "magic, version, endianness and long size")
+        if head.version not in ("6", "7"):
+            raise cur.error(10, f"trace.dat version {head.version!r} is not supported "
+                            "(6 and 7 are)")
+        if head.endian not in (0, 1):
+            raise cur.error(10 + len(head.version) + 1, f"endianness byte {head.endian}, "
+                            "not 0 (little) or 1 (big)")
+        if head.long_size not in (4, 8):
+            raise cur.error(10 + len(head.version) + 2, f"long size {head.long_size}, "
+                            "not 4 or 8")
+        self.version = int(head.version)
+        self.endian = "big" if head.endian else "little"
+        self.L = dat_layouts(self.endian)
+        self.long_size = head.long_size
+        self.page_size = cur.parse(self.L.page_size, "page size").page_size
+        if not self.page_size or self.page_size & (self.page_size - 1):
+            raise cur.error(cur.pos - 4, f"page size {self.page_size} is not a power of 2")
+        self.options: dict = {}
+        self.buffer_options: list = []
+        if self.version == 6:
+            rec = self._read_v6()
+        else:
+            rec = self._read_v7()
+        rec.options = self.options
+        return rec.finish()
+
+    def _recording(self, headers: tuple, formats, kallsyms, printk, cmdlines) -> Recording:
+        header_page, header_event, hcur, hstart = headers
+        try:
+            page_header = parse_header_page(_text(header_page))
+            event_header = parse_header_event(_text(header_event))
+        except FormatSyntaxError as err:
+            raise hcur.error(hstart, str(err)) from None
+        rec = Recording(
+            source=self.source, kind=f"trace.dat v{self.version}", version=self.version,
+            endian=self.endian, long_size=self.long_size, page_size=self.page_size,
+            header_page=_text(header_page), header_event=_text(header_event),
+            page_header=page_header, event_header=event_header,
+            kallsyms=_text(kallsyms), printk_formats=_text(printk),
+            cmdlines=parse_cmdlines(_text(cmdlines)),
+            compression=(self.decompress.name, self.decompress.version)
+            if self.decompress else None,
+        )
+        for fmt in formats:
+            rec.add_format(fmt)
+        return rec
+
+    # --- metadata sections (same content in v6 and v7) ----------------------------
+
+    def _header_info(self, cur: Cursor) -> tuple[bytes, bytes, Cursor, int]:
+        cur = cur.sub("header_page/header_event")
+        start = cur.pos
+        cur.parse(Const(HEADER_PAGE_TAG), '"header_page" tag')
+        page = cur.blob(self.L.u64, "header_page")
+        cur.parse(Const(HEADER_EVENT_TAG), '"header_event" tag')
+        event = cur.blob(self.L.u64, "header_event")
+        return page, event, cur, start
+
+    def _ftrace_formats(self, cur: Cursor) -> list:
+        cur = cur.sub("ftrace event formats")
+        count = cur.parse(self.L.count32, "count of ftrace formats").count
+        return [self._format(cur, "ftrace", i) for i in range(count)]
+
+    def _event_formats(self, cur: Cursor) -> list:
+        cur = cur.sub("event formats")
+        systems = cur.parse(self.L.count32, "count of event systems").count
+        out = []
+        for _ in range(systems):
+            head = cur.parse(self.L.system_header, "event system name and count")
+            for i in range(head.count):
+                out.append(self._format(cur, head.name, i))
+        return out
+
+    def _format(self, cur: Cursor, system: str, index: int):
+        start = cur.pos
+        text = cur.blob(self.L.u64, f"format file {index} of system {system!r}")
+        try:
+            return parse_format(_text(text), system)
+        except FormatSyntaxError as err:
+            raise cur.error(start, f"format file {index} of system {system!r}: {err}") \
+                from None
+
+    def _kallsyms(self, cur: Cursor) -> bytes:
+        return cur.sub("kallsyms").blob(self.L.u32, "kallsyms")
+
+    def _printk(self, cur: Cursor) -> bytes:
+        return cur.sub("printk formats").blob(self.L.u32, "printk formats")
+
+    def _cmdlines(self, cur: Cursor) -> bytes:
+        return cur.sub("saved cmdlines").blob(self.L.u64, "saved cmdlines")
+
+    # --- v6 ---------------------------------------------------------------------------
+
+    def _read_v6(self) -> Recording:
+        cur = self.cur
+        headers = self._header_info(cur)
+        formats = self._ftrace_formats(cur) + self._event_formats(cur)
+        kallsyms, printk, cmdlines = self._kallsyms(cur), self._printk(cur), self._cmdlines(cur)
+        rec = self._recording(headers, formats, kallsyms, printk, cmdlines)
+        cpus = cur.sub("CPU count").parse(self.L.cpu_count, "CPU count").cpus
+        rec.cpus = cpus
+        top = self._v6_flyrecord(cur.sub("options"), rec, "", cpus, top=True)
+        rec.buffers.append(top)
+        for opt in self.buffer_options:
+            bcur = cur.sub(f"flyrecord header of buffer {opt.name!r}")
+            bcur.seek(opt.offset, f"buffer {opt.name!r}")
+            rec.buffers.append(self._v6_flyrecord(bcur, rec, opt.name, cpus, top=False))
+        if "cpucount" in self.options:
+            rec.cpus = self.options["cpucount"]
+        return rec
+
+    def _v6_flyrecord(self, cur: Cursor, rec: Recording, name: str, cpus: int,
+                      top: bool) -> Buffer:
+        """v6.5 "REST OF TRACE-CMD HEADER": [options], then latency text or flyrecord."""
+        tag = cur.take(10, "options/flyrecord/latency tag")
+        if tag == TAG_OPTIONS:
+            if top:
+                self._v6_options(cur.sub("options"))
+            else:  # options of a v6 instance: read past them
+                self._v6_options(cur.sub(f"options of buffer {name!r}"), keep=False)
+            tag = cur.take(10, "flyrecord/latency tag")
+        buf = Buffer(rec, name, self.page_size,
+                     clock=_current_clock(self.options.get("traceclock", "")))
+        if tag == TAG_LATENCY:
+            buf.latency_text = _text(cur.take(cur.left(), "latency text"))
+            return buf
+        if tag != TAG_FLYRECORD:
+            raise cur.error(cur.pos - 10, f"tag {bytes(tag)!r}, not \"flyrecord\", "
+                            "\"latency\" or \"options\"")
+        section = "flyrecord" if not name else f"flyrecord of buffer {name!r}"
+        fcur = cur.sub(f"{section} CPU table")
+        entries = [fcur.parse(self.L.flyrecord_cpu, f"offset and size of CPU {c}")
+                   for c in range(cpus)]
+        for c, ent in enumerate(entries):
+            buf.cpus[c] = self._raw_cpu(c, ent.offset, ent.size, f"{section} data of CPU {c}")
+        return buf
+
+    def _v6_options(self, cur: Cursor, keep: bool = True) -> None:
+        """v6.5 options: ``id``, then (unless id 0 ends them) ``size`` and data."""
+        while True:
+            oid = cur.parse(self.L.option_id, "option id").id
+            if oid == 0:
+                return
+            data, at = self._option_data(cur, oid)
+            if keep:
+                self._option(cur, oid, data, at)
+
+    # --- v7 ---------------------------------------------------------------------------
+
+    def _read_v7(self) -> Recording:
+        cur = self.cur
+        comp = cur.sub("compression header").parse(self.L.compression,
+                                                   "compression name and version")
+        if comp.name != "none":
+            try:
+                self.decompress = Decompressor(comp.name, comp.version)
+            except ValueError as err:
+                raise cur.error(cur.pos, str(err)) from None
+        first = cur.sub("initial format").parse(self.L.first_options,
+                                                "offset of the first options").offset
+        self.sections: dict[str, int] = {}
+        self._v7_options_chain(first)
+        missing = [s for s in ("header_info",) if s not in self.sections]
+        if missing:
+            raise cur.error(first, "no HEADER_INFO option: the file has no header_page")
+        headers = self._header_info(self._section("header_info"))
+        formats = []
+        for name, reader in (("ftrace_events", self._ftrace_formats),
+                             ("event_formats", self._event_formats)):
+            if name in self.sections:
+                formats += reader(self._section(name))
+        blobs = {}
+        for name, reader in (("kallsyms", self._kallsyms), ("printk", self._printk),
+                             ("cmdlines", self._cmdlines)):
+            blobs[name] = reader(self._section(name)) if name in self.sections else b""
+        rec = self._recording(headers, formats, blobs["kallsyms"], blobs["printk"],
+                              blobs["cmdlines"])
+        rec.cpus = self.options.get("cpucount", 0)
+        for opt in self.buffer_options:
+            rec.buffers.append(self._v7_buffer(rec, opt))
+        rec.buffers.sort(key=lambda b: b.name != "")
+        return rec
+
+    def _section_header(self, offset: int, want: int, what: str):
+        cur = self.cur.sub(f"{what} section header")
+        cur.seek(offset, f"{what} section")
+        hdr = cur.parse(self.L.section_header, f"{what} section header")
+        if hdr.id != want:
+            raise cur.error(offset, f"section id {hdr.id}, the option pointing here "
+                            f"says {want} ({what})")
+        return cur, hdr
+
+    def _section(self, name: str) -> Cursor:
+        """A cursor on the (uncompressed) data of the section an option points to."""
+        offset = self.sections[name]
+        what = name.replace("_", " ")
+        cur, hdr = self._section_header(offset, OPTION_IDS[name], what)
+        return self._section_data(cur, hdr, what)
+
+    def _section_data(self, cur: Cursor, hdr, what: str) -> Cursor:
+        start = cur.pos
+        if not hdr.flags & SECTION_COMPRESSED:
+            if hdr.size > cur.left():
+                raise cur.error(start, f"{what} section of {hdr.size} bytes runs past the end "
+                                f"({cur.left()} bytes left)", truncated=True)
+            return Cursor(self.source, what, io.BytesIO(cur.take(hdr.size, what)), hdr.size,
+                          base=start)
+        if self.decompress is None:
+            raise cur.error(start - 14, f"{what} section is compressed but the file says "
+                            "compression \"none\"")
+        data = self._block(cur.sub(what), what)
+        return Cursor(self.source, what, io.BytesIO(data), len(data), packed_at=start)
+
+    def _block(self, cur: Cursor, what: str) -> bytes:
+        """v7.5 "COMPRESSION FORMAT OF THE FILE SECTIONS": sizes, then the data."""
+        start = cur.pos
+        blk = cur.parse(self.L.compressed_block, f"compression header of {what}")
+        packed = cur.take(blk.compressed_size, f"compressed {what}")
+        try:
+            return self.decompress(packed, blk.size)
+        except Exception as err:  # zstd/zlib errors have no common base
+            raise cur.error(start, f"{what} does not uncompress: {_one_line(err)}") from None
+
+    def _v7_options_chain(self, offset: int) -> None:
+        seen = set()
+        while offset:
+            if offset in seen or len(seen) > MAX_OPTIONS_SECTIONS:
+                raise self.cur.error(offset, "options sections loop back")
+            seen.add(offset)
+            cur, hdr = self._section_header(offset, 0, "options")
+            data = self._section_data(cur, hdr, "options")
+            offset = self._v7_options(data)
+
+    def _v7_options(self, cur: Cursor) -> int:
+        """v7.5 "OPTIONS SECTION"; returns the next section's offset (DONE)."""
+        while True:
+            oid = cur.parse(self.L.option_id, "option id").id
+            data, at = self._option_data(cur, oid)
+            if oid == 0:
+                return self._number(data, self.L.u64_option, cur, at, "DONE")
+            self._option(cur, oid, data, at)
+
+    # --- options ------------------------------------------------------------------
+
+    def _option_data(self, cur: Cursor, oid: int) -> tuple[bytes, int]:
+        name = OPTION_NAMES.get(oid, f"option {oid}").upper()
+        size = cur.parse(self.L.option_size, f"size of option {name}").size
+        at = cur.pos
+        return cur.take(size, f"option {name}"), at
+
+    def _number(self, data: bytes, layout, cur: Cursor, at: int, name: str):
+        if len(data) < layout.sizeof():
+            raise cur.error(at, f"option {name} has {len(data)} bytes, not "
+                            f"{layout.sizeof()}")
+        return layout.parse(data).value
+
+    def _option(self, cur: Cursor, oid: int, data: bytes, at: int) -> None:
+        """Keep one option (v7.5 "OPTIONS SECTION" list; v6 uses the same ids)."""
+        name = OPTION_NAMES.get(oid)
+        L = self.L
+        sub = Cursor(self.source, f"option {(name or str(oid)).upper()}", io.BytesIO(data),
+                     len(data), base=cur.base + at if cur.packed_at is None else 0,
+                     packed_at=cur.packed_at)
+        if name in SECTION_OPTIONS:
+            self.sections[name] = self._number(data, L.u64_option, cur, at, name.upper())
+        elif name == "buffer":
+            layout = L.buffer_v6 if self.version == 6 else L.buffer_v7
+            self.buffer_options.append(sub.parse(layout, "BUFFER option"))
+        elif name == "buffer_text":
+            opt = sub.parse(L.buffer_text, "BUFFER_TEXT option")
+            opt.latency = True
+            self.buffer_options.append(opt)
+        elif name in ("cpucount",):
+            self.options[name] = self._number(data, L.u32_option, cur, at, name.upper())
+        elif name == "traceid":
+            self.options[name] = self._number(data, L.u64_option, cur, at, name.upper())
+        elif name == "tsc2nsec":
+            opt = sub.parse(L.tsc2nsec, "TSC2NSEC option")
+            self.options[name] = {"multiplier": opt.multiplier, "shift": opt.shift,
+                                  "offset": opt.offset}
+        elif name == "time_shift":
+            opt = sub.parse(L.time_shift, "TIME_SHIFT option")
+            self.options[name] = {"peer_trace_id": opt.peer_trace_id, "flags": opt.flags,
+                                  "cpus": [{"times": list(c.times), "offsets": list(c.offsets),
+                                            "scalings": list(c.scalings)} for c in opt.cpu]}
+        elif name == "guest":
+            opt = sub.parse(L.guest, "GUEST option")
+            self.options.setdefault(name, []).append(
+                {"name": opt.name, "trace_id": opt.trace_id,
+                 "cpus": {c.cpu: c.pid for c in opt.cpu}})
+        elif name in ("cpustat", "hook", "procmaps", "last_boot_info"):
+            self.options.setdefault(name, []).append(_cstring(data))
+        elif name in ("date", "offset", "traceclock", "uname", "version"):
+            self.options[name] = _cstring(data)
+        elif name == "strings":
+            pass  # v7 names of sections; the reader does not need them
+        else:
+            self.options.setdefault("unknown", []).append((oid, bytes(data)))
+
+    # --- flyrecord data -------------------------------------------------------------
+
+    def _raw_cpu(self, cpu: int, offset: int, size: int, section: str) -> CpuData:
+        total = len(self.file)
+        if size and offset + size > total:
+            raise ReplayFormatError(self.source, section, offset,
+                                    f"{size} bytes of pages run past the end of the file "
+                                    f"(0x{total:x})", truncated=True)
+        return CpuData(cpu, self.file[offset:offset + size] if size else b"", offset,
+                       self.source, section)
+
+    def _v7_buffer(self, rec: Recording, opt) -> Buffer:
+        name = opt.name
+        label = "flyrecord" if not name else f"flyrecord of buffer {name!r}"
+        what = "buffer flyrecord" if not getattr(opt, "latency", False) else "buffer text"
+        cur, hdr = self._section_header(opt.offset, 22 if what == "buffer text" else 3,
+                                        f"{what} {name!r}" if name else what)
+        compressed = bool(hdr.flags & SECTION_COMPRESSED)
+        if compressed and self.decompress is None:
+            raise cur.error(opt.offset, f"{label} is compressed but the file says "
+                            "compression \"none\"")
+        if getattr(opt, "latency", False):
+            buf = Buffer(rec, name, self.page_size, clock=opt.clock)
+            text = self._chunks(cur, "latency text")[0] if compressed else \
+                cur.take(hdr.size, "latency text")
+            buf.latency_text = _text(text)
+            return buf
+        buf = Buffer(rec, name, opt.page_size or self.page_size, clock=opt.clock)
+        for ent in opt.cpu:
+            section = f"{label} data of CPU {ent.cpu}"
+            if ent.cpu in buf.cpus:
+                raise cur.error(opt.offset, f"CPU {ent.cpu} listed twice in buffer {name!r}")
+            if not compressed:
+                buf.cpus[ent.cpu] = self._raw_cpu(ent.cpu, ent.offset, ent.size, section)
+                continue
+            if not ent.size:
+                buf.cpus[ent.cpu] = CpuData(ent.cpu, b"", ent.offset, self.source, section)
+                continue
+            ccur = self.cur.sub(section)
+            ccur.seek(ent.offset, section)
+            if ent.offset + ent.size > ccur.size:
+                raise ccur.error(ent.offset, f"{ent.size} bytes of compressed pages run past "
+                                 f"the end of the file (0x{ccur.size:x})", truncated=True)
+            data, chunks = self._chunks(ccur, section)
+            buf.cpus[ent.cpu] = CpuData(ent.cpu, data, ent.offset, self.source, section,
+                                        chunks)
+        return buf
+
+    def _chunks(self, cur: Cursor, what: str) -> tuple[bytes, list[tuple[int, int]]]:
+        """v7.5 "COMPRESSION FORMAT OF THE TRACE DATA": a count, then blocks."""
+        count = cur.parse(self.L.chunk_count, f"chunk count of {what}").count
+        parts, chunks, pos = [], [], 0
+        for i in range(count):
+            at = cur.pos
+            data = self._block(cur, f"{what} chunk {i}")
+            chunks.append((pos, at))
+            parts.append(data)
+            pos += len(data)
+        return b"".join(parts), chunks
+
+
+def _cstring(data: bytes) -> str:
+    return bytes(data).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _current_clock(text: str) -> str | None:
+    """``[local] global ...``: the clock in brackets."""
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
+
+
+def read_tracedat(path) -> Recording:
+    """Read and validate a trace.dat (v6 or v7); raise :class:`ReplayFormatError`."""
+    return TraceDatReader(path).read()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fakedebugfs.replay.tracedat FILE|DIR``: print a summary."""
+    from . import open_recording
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print("usage: python -m fakedebugfs.replay.tracedat TRACE.DAT|RAW-CAPTURE-DIR",
+              file=sys.stderr)
+        return 2
+    try:
+        rec = open_recording(args[0])
+    except (ReplayFormatError, OSError) as err:
+        print(err, file=sys.stderr)
+        return 1
+    print(rec.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
