@@ -4,6 +4,12 @@ A thin adapter in the manner of pyfuse3's ``examples/tmpfs.py``: it maps
 FUSE requests to the nodes' file operations and OSErrors to errnos.  A
 client's bytes can never stop the server: an unexpected exception in a file
 operation is logged and answered with EIO.
+
+Scripted faults (:mod:`fakedebugfs.instrument.faults`) act here, before the
+file operation runs: a stall waits (a signal still interrupts a read, and a
+stopping server answers EINTR), an errno fault fails the request, a short
+read asks the file for fewer bytes (so a consuming file keeps the rest for
+the next read), a poll delay holds back the wake-up notification.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ import os
 import time
 
 import pyfuse3
+import trio
 
 from .fops import OpenFile, PollTable
 from .tree import Dir, File, InodeTable
+from .waitqueue import WaitQueue
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +66,10 @@ class TreeOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
 
-    def __init__(self, root: Dir, uid: int = 0, gid: int = 0):
+    def __init__(self, root: Dir, uid: int = 0, gid: int = 0, faults=None):
         super().__init__()
+        self.faults = faults  # a FaultTable, or None
+        self._stall_wait = WaitQueue() if faults is not None else None
         self.table = InodeTable(root)
         self.table.on_remove = self._removed
         self.uid, self.gid = uid, gid
@@ -146,6 +156,8 @@ class TreeOperations(pyfuse3.Operations):
         node = self._node(inode)
         if isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.EISDIR)
+        if self.faults is not None and self.faults.active:
+            await self._inject(node, "open")
         f = OpenFile(node, flags, next(self._fh), pid=ctx.pid, uid=ctx.uid)
         with _Guard(f"open {node.path()}"):
             node.fops.open(f)
@@ -166,11 +178,15 @@ class TreeOperations(pyfuse3.Operations):
         flags = pyfuse3.read_flags.get()  # f_flags now: fcntl(F_SETFL) included
         if flags is not None:
             f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
+        if self.faults is not None and self.faults.active:
+            size = await self._inject(f.node, "read", size)
         with _Guard(f"read {f.node.path()}"):
             return bytes(await f.node.fops.read(f, off, size))
 
     async def write(self, fh, off, buf):
         f = self._file(fh)
+        if self.faults is not None and self.faults.active:
+            await self._inject(f.node, "write")
         with _Guard(f"write {f.node.path()}"):
             return await f.node.fops.write(f, off, bytes(buf))
 
@@ -185,14 +201,44 @@ class TreeOperations(pyfuse3.Operations):
 
     async def poll(self, inode, fh, poll_handle, ctx):
         f = self._file(fh)
+        if self.faults is not None and self.faults.active:
+            await self._inject(f.node, "poll")
+            delay = self.faults.peek(_rel(f.node), "poll", "poll_delay")
+            if delay is not None and poll_handle is not None:
+                poll_handle = _DelayedNotify(poll_handle, self.faults, _rel(f.node))
         with _Guard(f"poll {f.node.path()}"):
             return f.node.fops.poll(f, PollTable(poll_handle, fh))
 
     async def ioctl(self, inode, fh, cmd, arg, in_buf, out_size, flags, ctx):
         f = self._file(fh)
+        if self.faults is not None and self.faults.active:
+            await self._inject(f.node, "ioctl")
         with _Guard(f"ioctl {f.node.path()}"):
             result, out = f.node.fops.ioctl(f, cmd, in_buf, out_size)
             return result, out[:out_size]
+
+    # --- scripted faults ----------------------------------------------------
+
+    async def _inject(self, node, op: str, size: int = 0) -> int:
+        """The faults scripted for *op* on *node*: a stall, then an errno;
+        for a read, returns the size to ask the file for (short reads; not
+        for page-cache fills of mappable files, which must be whole)."""
+        path = _rel(node)
+        stall = self.faults.take(path, op, "stall")
+        if stall is not None:
+            try:
+                with trio.move_on_after(stall.ms / 1000):
+                    await self._stall_wait.wait()  # only a server shutdown wakes it
+            except OSError as err:
+                raise pyfuse3.FUSEError(err.errno) from None
+        fault = self.faults.take(path, op, "errno")
+        if fault is not None:
+            raise pyfuse3.FUSEError(fault.errno)
+        if op == "read" and not node.fops.mappable:
+            fault = self.faults.take(path, op, "short_read")
+            if fault is not None:
+                size = min(size, fault.bytes)
+        return size
 
     # --- tree changes while mounted ---------------------------------------
 
@@ -203,3 +249,36 @@ class TreeOperations(pyfuse3.Operations):
                                            deleted=node.inode, ignore_enoent=True)
         except Exception as err:  # not mounted yet, or already gone
             log.debug("invalidate %s: %s", node.name, err)
+
+
+def _rel(node) -> str:
+    """A node's path as faults match it: relative to the mount root."""
+    return node.path().lstrip("/")
+
+
+class _DelayedNotify:
+    """A poll handle whose wake-ups a ``poll_delay`` fault holds back: each
+    :meth:`notify` uses one count of the fault and reaches the kernel
+    ``ms`` later (at once when no count is left)."""
+
+    __slots__ = ("handle", "faults", "path")
+
+    def __init__(self, handle, faults, path: str):
+        self.handle, self.faults, self.path = handle, faults, path
+
+    def notify(self) -> None:
+        fault = self.faults.take(self.path, "poll", "poll_delay")
+        if fault is None:
+            self.handle.notify()
+            return
+        try:
+            trio.lowlevel.spawn_system_task(self._later, fault.ms / 1000)
+        except RuntimeError:  # no trio loop (unit use): deliver now
+            self.handle.notify()
+
+    async def _later(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        try:
+            self.handle.notify()
+        except Exception as err:  # the poller went away; a system task must not raise
+            log.debug("delayed poll notify failed: %s", err)

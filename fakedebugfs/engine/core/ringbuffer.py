@@ -17,6 +17,12 @@ Overwrite mode (``RB_FL_OVERWRITE``) drops the oldest page when the writer
 needs it and counts its unread events as *overrun*; otherwise new events are
 dropped and counted as *dropped*.  Every written event ends up read, still
 in the buffer, overrun or dropped: nothing disappears uncounted.
+
+Faults (``fakedebugfs.instrument.faults``) lose events on purpose, counted
+as the kernel counts an overwrite: :meth:`CpuBuffer.lose_events` makes the
+next N events overrun (the tail page is finished first, so the gap falls
+between two pages and the page after it carries the missed count), and
+:meth:`CpuBuffer.drop_pages` drops the oldest unread pages at once.
 """
 
 from __future__ import annotations
@@ -115,6 +121,9 @@ class CpuBuffer:
         self.overwrite = overwrite
         # called with the slot index of each page the writer finishes
         self.on_page_done: Optional[Callable[[int], None]] = None
+        # faults: pending losses outlive a reset (they are not content)
+        self.lose_next = 0  # the next events to lose as overrun
+        self.drop_pending = 0  # pages to drop once no reader pins them
         self.resize(size)
 
     # --- geometry ---------------------------------------------------------
@@ -146,6 +155,7 @@ class CpuBuffer:
         """``ring_buffer_reset_cpu``: drop all content and counters."""
         self.mem[:] = bytes(len(self.mem))
         self.page_entries = [0] * self.nr_pages
+        self.page_real_end = [0] * self.nr_pages  # data end before the padding (0: full)
         self.produced = 0
         self.consumed = 0
         self.tail = 0
@@ -159,6 +169,7 @@ class CpuBuffer:
         self.dropped = 0  # events refused: buffer full without overwrite, or too big
         self.consumed_events = 0  # events taken by readers
         self.missed = 0  # lost since a reader last took a page
+        self.gaps: list[list[int]] = []  # [pos, lost]: lost before the page at pos
         self.pinned_until = 0.0  # a ktrace reader is copying [consumed, produced)
 
     # --- writer -----------------------------------------------------------
@@ -167,6 +178,9 @@ class CpuBuffer:
         """Reserve and commit one event (``ring_buffer_write``).
 
         Returns False when the event was lost (and counted)."""
+        if self.lose_next or self.drop_pending:
+            if self._fault_loses():
+                return False
         length = len(payload)
         size = event_length(length)
         if size > BUF_PAGE_SIZE:
@@ -205,10 +219,64 @@ class CpuBuffer:
         _U64.pack_into(mem, base + 8, self.tail)
         return True
 
+    # --- faults: events lost on purpose, counted as overrun ------------------
+
+    def lose_events(self, count: int) -> None:
+        """Lose the next *count* events this buffer would record, as if they
+        had been written and overwritten: ``entries`` and ``overrun`` both
+        grow, so the unread count (``stats`` entries) does not change."""
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        self.lose_next += count
+
+    def _fault_loses(self) -> bool:
+        """Apply pending faults before a write; True when this event is lost."""
+        if self.drop_pending and not self.pinned():
+            self._drop_pages_now(self.drop_pending)
+            self.drop_pending = 0
+        if not self.lose_next:
+            return False
+        if self.tail:  # the gap starts on a fresh page (``rb_move_tail``)
+            self._finish_page()
+        self.lose_next -= 1
+        self.entries += 1
+        self.overrun += 1
+        if self.gaps and self.gaps[-1][0] == self.produced:
+            self.gaps[-1][1] += 1
+        else:
+            self.gaps.append([self.produced, 1])
+        return True
+
+    def drop_pages(self, count: int) -> int:
+        """Drop the *count* oldest unread complete pages now, their unread
+        events counted as overrun, as the writer's overwrite does
+        (``rb_handle_head_page``).  While a ktrace reader pins the pages the
+        drop waits for the pin to end.  Returns the events lost now."""
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        if self.pinned():
+            self.drop_pending += count
+            return 0
+        return self._drop_pages_now(count)
+
+    def _drop_pages_now(self, count: int) -> int:
+        before = self.overrun
+        for _ in range(min(count, (self.produced - self.consumed) // PAGE_SIZE)):
+            self._drop_oldest()
+        return self.overrun - before
+
+    def _settle_gaps(self) -> None:
+        """Losses before the page at ``consumed`` become the reader's missed
+        count (``cpu_buffer->lost_events`` at the reader-page swap)."""
+        while self.gaps and self.gaps[0][0] <= self.consumed:
+            self.missed += self.gaps.pop(0)[1]
+
     def _finish_page(self) -> None:
-        """Close the tail page: pad it and make it readable (``rb_move_tail``)."""
-        self._pad_tail()
+        """Close the tail page: pad it and make it readable (``rb_move_tail``);
+        where its data ends is kept (``real_end``, ``rb_reset_tail``)."""
         done = self.slot(self.produced)
+        self.page_real_end[done] = self.tail if self.tail < BUF_PAGE_SIZE else 0
+        self._pad_tail()
         self.page_entries[done] = self.tail_entries
         self.produced += PAGE_SIZE
         self.tail = 0
@@ -263,6 +331,9 @@ class CpuBuffer:
 
     def unpin(self) -> None:
         self.pinned_until = 0.0
+        if self.drop_pending:
+            self._drop_pages_now(self.drop_pending)
+            self.drop_pending = 0
 
     def pinned(self) -> bool:
         return self.pinned_until != 0.0 and time.monotonic() < self.pinned_until
@@ -293,13 +364,17 @@ class CpuBuffer:
         """Take the next page for a reader (``ring_buffer_read_page``).
 
         A complete page is handed over whole; otherwise, unless *full_only*,
-        the unread part of the tail page is copied out.  The commit word
-        carries ``RB_MISSED_EVENTS`` (and the count, ``RB_MISSED_STORED``) when
+        the unread part of the tail page is copied out.  A complete page ends
+        at its ``real_end`` (its padding is not handed over), which leaves
+        room for a missed-events count.  The commit word carries
+        ``RB_MISSED_EVENTS`` (and the count, ``RB_MISSED_STORED``) when
         events were lost since the previous page.  Returns None when empty.
         """
+        if self.gaps:
+            self._settle_gaps()
         if self.consumed != self.produced:
             ts, commit = self.page_view(self.consumed)
-            commit &= RB_COMMIT_MASK
+            commit = self.page_real_end[self.slot(self.consumed)] or commit & RB_COMMIT_MASK
             if self.read:
                 ts = self.read_ts
             start = self.slot(self.consumed) * PAGE_SIZE + BUF_PAGE_HDR_SIZE
@@ -405,4 +480,5 @@ class CpuBuffer:
         for _ in range(max(0, pages)):
             self.consumed_events += self.page_entries[self.slot(self.consumed)] - self.read_entries
             self._advance_page()
+        self._settle_gaps()
         self.missed = 0

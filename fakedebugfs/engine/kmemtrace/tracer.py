@@ -28,7 +28,8 @@ callback adds one per refused sub-buffer switch.  A full buffer keeps
 refusing, and every record that arrives meanwhile asks again, so each
 dropped record counts exactly once: records read + total_overruns = events
 traced (the seeds' "number of bytes which were dropped" is not what the
-code counts).
+code counts).  A fault (:meth:`Kmemtrace.lose_events`) drops the next records
+of a CPU the same way, each counted once in ``total_overruns``.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class Kmemtrace:
         self.buf_overruns = 0  # u32, debugfs_create_u32("total_overruns")
         self.seq_num = 0  # atomic_t kmemtrace_seq_num
         self.records = 0  # records written (not an ABI value: for status)
+        self.lose_next = [0] * engine.nr_cpus  # faults: records to drop per CPU
         self.enabled = False
         self._probes = []
         for key, alloc, type_id, args in PROBES:
@@ -113,9 +115,19 @@ class Kmemtrace:
     def _subbuf_start(self, buf, subbuf, prev_subbuf, prev_padding) -> bool:
         """``kmemtrace_subbuf_start``: count an overrun when the buffer is full."""
         if buf.full():
-            self.buf_overruns = (self.buf_overruns + 1) & U32
+            self._overrun()
             return False
         return True
+
+    def _overrun(self) -> None:
+        self.buf_overruns = (self.buf_overruns + 1) & U32
+
+    def lose_events(self, cpu: int, count: int) -> None:
+        """Drop the next *count* records of *cpu* as a full channel drops
+        them: no sequence number used, each counted in ``total_overruns``."""
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        self.lose_next[cpu] += count
 
     def set_enabled(self, on: bool) -> None:
         """``kmemtrace_enabled_set``: start or stop the probes."""
@@ -172,6 +184,10 @@ class Kmemtrace:
         number comes after the reservation, so dropped events use none."""
         if self.abi.name == "2008-07" and not ptr:
             return  # "Don't trace ignored allocations."
+        if self.lose_next[cpu]:
+            self.lose_next[cpu] -= 1
+            self._overrun()
+            return
         buf = self.chan.bufs[cpu]
         pos = buf.reserve(layout.size)
         if pos is None:
@@ -180,6 +196,20 @@ class Kmemtrace:
             rest = (self._next_seq(),) + rest
         layout.pack_into(buf.start, pos, event_id, type_id, layout.size, *rest)
         self.records += 1
+
+    def unread(self, whole_subbufs: bool = False) -> list[int]:
+        """Bytes not yet read on each CPU (with *whole_subbufs*: only those in
+        finished sub-buffers, which a relay reader polls for)."""
+        out = []
+        size = self.chan.subbuf_size
+        for buf in self.chan.bufs:
+            done = (buf.subbufs_produced - buf.subbufs_consumed) * size
+            current = min(buf.offset, size)  # the sub-buffer being written
+            if done:
+                out.append(done - buf.bytes_consumed + (0 if whole_subbufs else current))
+            else:
+                out.append(0 if whole_subbufs else max(0, current - buf.bytes_consumed))
+        return out
 
     def status(self) -> dict:
         return {"enabled": self.enabled, "abi": self.abi.name, "records": self.records,

@@ -1,0 +1,440 @@
+"""Scripted faults (``fakedebugfs.instrument.faults``), each exactly accounted.
+
+Engine faults are checked in process against a twin: the same seeded
+workload on the virtual clock run on a second, unfaulted Kernel gives the
+events the faulted one must show, minus exactly the lost ones, and the
+kernel's counters (``stats`` overrun, ktrace ``overflow``, kmemtrace
+``total_overruns``) must count them exactly.  The same faults are then
+driven through real mounts and real readers: trace-cmd (its report must
+print the dropped line with the count), the reference ktrace reader, relay
+reads; file faults with cat, os.read, poll and ioctl.
+
+The missed-events flags are written out from include/linux/ring_buffer.h,
+not taken from the code under test.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FAKEDEBUGFS, wait_done
+from fakedebugfs.engine.core.ringbuffer import decode_page_events
+from fakedebugfs.instrument.faults import FaultTable, parse_fault
+from fakedebugfs.kernel import Kernel
+from fakedebugfs.workloads import make_workload
+
+RB_MISSED_EVENTS = 1 << 31  # include/linux/ring_buffer.h
+RB_MISSED_STORED = 1 << 30
+COMMIT_MASK = (1 << 27) - 1  # the flags live above the commit's bits
+HDR = 16  # struct buffer_data_page: u64 time_stamp, local_t commit
+N = 4000
+SEED = 5
+
+
+# --- in process: a faulted kernel against its unfaulted twin ------------------------
+
+def kmem_kernel(fault=None, at: int = N // 3, drain_first: bool = False, seed: int = SEED):
+    """A 2-CPU kernel after *N* events of the kmem workload with everything
+    enabled; *fault* is added after *at* events (after the readers took all
+    there was, tail page included, with *drain_first*).  Returns (kernel,
+    pages drained before the fault by tracer)."""
+    k = Kernel(cpus=2, clock="virtual", seed=seed, enable_all=True, buffer_size=1 << 20)
+    wl = make_workload("kmem", k, seed=seed, count=N)
+    wl.run(at)
+    early = {"ftrace": [], "ktrace": []}
+    if drain_first:
+        for name in early:
+            early[name] = drain(getattr(k, name).buffers[0])
+    if fault is not None:
+        k.faults.add(fault)
+    while not wl.done:
+        wl.run(500)
+    return k, early
+
+
+def drain(buf) -> list[bytes]:
+    """Every page a trace_pipe_raw reader gets, the tail page's rest included."""
+    pages = []
+    while (page := buf.read_page()) is not None:
+        pages.append(page)
+    return pages
+
+
+def page_events(page: bytes) -> list[tuple[int, bytes]]:
+    ts, commit = struct.unpack_from("<QQ", page)
+    return [(when, payload) for kind, when, _, _, payload
+            in decode_page_events(memoryview(page)[HDR:], commit & COMMIT_MASK, ts)
+            if kind == "data"]
+
+
+def missed(page: bytes):
+    """(flagged, stored count or None) of a page's commit word."""
+    commit = struct.unpack_from("<Q", page, 8)[0]
+    if not commit & RB_MISSED_EVENTS:
+        return False, None
+    if not commit & RB_MISSED_STORED:
+        return True, None
+    return True, struct.unpack_from("<Q", page, HDR + (commit & COMMIT_MASK))[0]
+
+
+def assert_missed(page: bytes, lost: int) -> None:
+    """The page says *lost* events were missed before it: the count is
+    stored after the data unless fewer than 8 bytes are left there."""
+    flag, count = missed(page)
+    assert flag, "no RB_MISSED_EVENTS"
+    if count is None:
+        commit = struct.unpack_from("<Q", page, 8)[0] & COMMIT_MASK
+        assert commit > 4080 - 8, "count not stored though it fits"
+    else:
+        assert count == lost
+
+
+def stats(text: str) -> dict:
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
+
+
+def assert_gap(pages: list[bytes], base: list, lost: int) -> None:
+    """*pages* hold the events of *base* but for *lost* consecutive ones,
+    and the first page after the gap (only it) carries the stored count."""
+    events, flagged = [], []
+    for page in pages:
+        if missed(page)[0]:
+            assert_missed(page, lost)
+            flagged.append(len(events))
+        events += page_events(page)
+    assert len(flagged) == 1, f"{len(flagged)} pages flagged, want one"
+    gap_at = flagged[0]
+    assert events == base[:gap_at] + base[gap_at + lost:]
+    assert len(events) + lost == len(base)
+
+
+@pytest.mark.parametrize("tracer", ["ftrace", "ktrace"])
+@pytest.mark.parametrize("drain_first", [False, True])
+def test_overrun_events_ring_buffer_exact(tracer, drain_first):
+    """``overrun`` of M events: the next M events of CPU 0 are gone, counted
+    as overrun (stats: overrun M, entries M fewer; ktrace: overflow M), and
+    the page after the gap carries RB_MISSED_EVENTS with M stored.  Also when a reader had just taken the tail page's start."""
+    m = 137
+    twin, twin_early = kmem_kernel(drain_first=drain_first)
+    k, early = kmem_kernel({"kind": "overrun", "cpu": 0, "events": m, "tracer": tracer},
+                           drain_first=drain_first)
+    buf, twin_buf = getattr(k, tracer).buffers[0], getattr(twin, tracer).buffers[0]
+    assert early[tracer] == twin_early[tracer]
+    if tracer == "ftrace":
+        got, want = stats(k.ftrace.stats(0)), stats(twin.ftrace.stats(0))
+        assert int(got["overrun"]) == int(want["overrun"]) + m == m
+        assert int(got["entries"]) == int(want["entries"]) - m  # what the buffer holds
+    else:
+        assert k.ktrace.overflow() == twin.ktrace.overflow() + m == m
+    base = [e for p in drain(twin_buf) for e in page_events(p)]
+    assert_gap(drain(buf), base, m)
+    # the other CPU and the other tracers lost nothing
+    other = "ktrace" if tracer == "ftrace" else "ftrace"
+    assert drain(getattr(k, other).buffers[0]) == drain(getattr(twin, other).buffers[0])
+    assert drain(getattr(k, tracer).buffers[1]) == drain(getattr(twin, tracer).buffers[1])
+    assert k.kmemtrace.buf_overruns == 0
+    assert k.faults.list() == []
+
+
+def relay_records(kernel) -> list[bytes]:
+    """Every record of the kmemtrace channel (2008-08 layout: u16 size at 2)."""
+    out = []
+    for buf in kernel.kmemtrace.chan.bufs:
+        data = b""
+        while chunk := buf.read(1 << 20):
+            data += chunk
+        off = 0
+        while off < len(data):
+            size = struct.unpack_from("<H", data, off + 2)[0]
+            out.append(data[off:off + size])
+            off += size
+    return out
+
+
+def test_overrun_events_kmemtrace_exact():
+    """kmemtrace: M records of CPU 0 dropped as a full channel drops them:
+    total_overruns = M, records read + M = records of the twin, and the
+    sequence numbers stay gap-free (dropped records take none)."""
+    m = 211
+    twin, _ = kmem_kernel()
+    k, _ = kmem_kernel({"kind": "overrun", "cpu": 0, "events": m, "tracer": "kmemtrace"})
+    got, want = relay_records(k), relay_records(twin)
+    assert k.kmemtrace.buf_overruns == m
+    assert len(got) + m == len(want)
+    seqs = sorted(struct.unpack_from("<i", r, 4)[0] for r in got)
+    assert seqs == list(range(1, len(got) + 1))
+    assert drain(k.ftrace.buffers[0]) == drain(twin.ftrace.buffers[0])
+
+
+def test_overrun_all_tracers_each_lose_m():
+    m = 50
+    twin, _ = kmem_kernel()
+    k, _ = kmem_kernel({"kind": "overrun", "cpu": 1, "events": m, "tracer": "all"})
+    assert k.ftrace.buffers[1].overrun == k.ktrace.overflow() == k.kmemtrace.buf_overruns == m
+    for tracer in ("ftrace", "ktrace"):
+        base = [e for p in drain(getattr(twin, tracer).buffers[1]) for e in page_events(p)]
+        assert_gap(drain(getattr(k, tracer).buffers[1]), base, m)
+    assert len(relay_records(k)) + m == len(relay_records(twin))
+
+
+@pytest.mark.parametrize("tracer", ["ftrace", "ktrace"])
+def test_overrun_pages_drops_oldest_exact(tracer):
+    """``pages`` K: the K oldest unread pages go now, their events counted
+    as overrun, and the next page a reader gets carries their count."""
+    twin, _ = kmem_kernel(at=N)
+    k, _ = kmem_kernel(at=N)
+    twin_pages = drain(getattr(twin, tracer).buffers[0])
+    lost = len(page_events(twin_pages[0])) + len(page_events(twin_pages[1]))
+    added = k.faults.add({"kind": "overrun", "cpu": 0, "pages": 2, "tracer": tracer})
+    assert added["lost"] == {tracer: lost}
+    pages = drain(getattr(k, tracer).buffers[0])
+    assert_missed(pages[0], lost)
+    assert [page_events(p) for p in pages] == [page_events(p) for p in twin_pages[2:]]
+    if tracer == "ftrace":
+        assert int(stats(k.ftrace.stats(0))["overrun"]) == lost
+    else:
+        assert k.ktrace.overflow() == lost
+
+
+def test_pages_wait_for_a_pinned_ktrace_reader():
+    """A ktrace reader between GET_PRODUCED and PUT_CONSUMED keeps its
+    pages: the drop happens when it lets go, and is counted then."""
+    k, _ = kmem_kernel(at=N)
+    buf = k.ktrace.buffers[0]
+    buf.pin(5)
+    consumed = buf.consumed
+    k.faults.add({"kind": "overrun", "cpu": 0, "pages": 1, "tracer": "ktrace"})
+    assert (buf.consumed, k.ktrace.overflow()) == (consumed, 0)
+    first = buf.page_entries[buf.slot(buf.consumed)]
+    buf.unpin()
+    assert k.ktrace.overflow() == first > 0
+
+
+def test_remaining_and_clear():
+    """Pending losses are used up oldest fault first; clearing one takes
+    back what it had not done."""
+    k = Kernel(cpus=1, clock="virtual", enable_all=True)
+    a = k.faults.add({"kind": "overrun", "cpu": 0, "events": 5})
+    b = k.faults.add({"kind": "overrun", "cpu": 0, "events": 3})
+    for i in range(2):
+        k.ftrace.marker(1, b"x")
+    left = {f["id"]: f["remaining"] for f in k.faults.list()}
+    assert left == {a["id"]: 3, b["id"]: 3}
+    k.faults.clear(a["id"])
+    assert [(f["id"], f["remaining"]) for f in k.faults.list()] == [(b["id"], 3)]
+    for i in range(4):
+        k.ftrace.marker(1, b"x")
+    assert k.faults.list() == []
+    assert k.ftrace.buffers[0].overrun == 5  # 2 + 3: the cleared 3 never happened
+    assert k.ftrace.entries(0) == 1
+    with pytest.raises(KeyError):
+        k.faults.clear(a["id"])
+
+
+@pytest.mark.parametrize("spec,word", [
+    ({"kind": "flood"}, "'kind'"),
+    ({"kind": "overrun", "cpu": 0}, "'events' and 'pages'"),
+    ({"kind": "overrun", "cpu": -1, "events": 1}, "'cpu'"),
+    ({"kind": "overrun", "cpu": 0, "events": 0}, "'events'"),
+    ({"kind": "overrun", "cpu": 0, "events": 1, "tracer": "perf"}, "'tracer'"),
+    ({"kind": "overrun", "cpu": 0, "pages": 1, "tracer": "kmemtrace"}, "'pages'"),
+    ({"kind": "errno", "path": "tracing/trace", "errno": "EWHAT"}, "'errno'"),
+    ({"kind": "errno", "path": "tracing/trace", "errno": 4, "op": "mmap"}, "'op'"),
+    ({"kind": "errno", "path": "", "errno": 4}, "'path'"),
+    ({"kind": "errno", "path": "x", "errno": 4, "count": 0}, "'count'"),
+    ({"kind": "errno", "path": "x", "errno": 4, "count": True}, "'count'"),
+    ({"kind": "errno", "path": "x", "errno": "ENOSYS"}, "'errno'"),
+    ({"kind": "stall", "path": "x"}, "'ms'"),
+    ({"kind": "stall", "path": "x", "ms": -1}, "'ms'"),
+    ({"kind": "short_read", "path": "x", "bytes": 0}, "'bytes'"),
+    ({"kind": "poll_delay", "path": "x", "ms": 5, "op": "read"}, "'op'"),
+    ({"kind": "stall", "path": "x", "ms": 5, "colour": "red"}, "'colour'"),
+])
+def test_bad_specs_name_the_key(spec, word):
+    with pytest.raises(ValueError) as info:
+        parse_fault(spec)
+    message = str(info.value)
+    assert word in message and "\n" not in message
+
+
+def test_cpu_is_checked_against_the_kernel():
+    table = Kernel(cpus=2).faults
+    with pytest.raises(ValueError, match="'cpu' 2"):
+        table.add({"kind": "overrun", "cpu": 2, "events": 1})
+    assert table.list() == []
+
+
+def test_take_matches_glob_op_and_counts():
+    table = FaultTable()
+    assert not table.active and table.take("tracing/trace", "read", "errno") is None
+    table.add({"kind": "errno", "path": "/tracing/per_cpu/cpu*/trace_pipe_raw", "op": "read",
+               "errno": "EIO", "count": 2})
+    assert table.active
+    assert table.take("tracing/per_cpu/cpu1/trace_pipe_raw", "open", "errno") is None
+    assert table.take("tracing/trace", "read", "errno") is None
+    f = table.take("tracing/per_cpu/cpu1/trace_pipe_raw", "read", "errno")
+    assert f.errno == errno.EIO and f.remaining == 1
+    assert table.list()[0]["remaining"] == 1
+    assert table.take("tracing/per_cpu/cpu0/trace_pipe_raw", "read", "errno") is not None
+    assert not table.active and table.list() == []
+
+
+# --- through real mounts ---------------------------------------------------------------
+
+def control(mnt, cmd: str, **args) -> dict:
+    """One request on the mount's control socket (protocol version 1)."""
+    import socket
+
+    from fakedebugfs import runstate
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    try:
+        sock.connect(runstate.read_state(str(mnt))["sock"])
+        sock.sendall(json.dumps({"v": 1, "cmd": cmd, **args}).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            assert chunk, "control socket closed"
+            data += chunk
+    finally:
+        sock.close()
+    reply = json.loads(data)
+    assert reply["ok"], reply
+    return reply
+
+
+def fault(mnt, **spec) -> dict:
+    return control(mnt, "fault", spec=spec)["fault"]
+
+
+def read_all(path, size: int = 65536, nonblock: bool = True) -> list[bytes]:
+    """Every read(2) of *path* until EOF or EAGAIN, one chunk per call."""
+    fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0))
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(fd, size)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(fd)
+    return chunks
+
+
+def twin_ftrace_events(seed: int, count: int, cpu: int) -> list:
+    k = Kernel(cpus=2, clock="virtual", seed=seed, enable_all=True)
+    wl = make_workload("kmem", k, seed=seed, count=count)
+    while not wl.done:
+        wl.run(1000)
+    return [e for p in drain(k.ftrace.buffers[cpu]) for e in page_events(p)]
+
+
+KMEM_RUN = ("--workload", "kmem", "--enable-all", "--clock", "virtual")
+
+
+def test_overrun_on_a_mount_stats_and_trace_pipe_raw(fake):
+    """An injected overrun of M events on CPU 0 while the workload runs:
+    ``per_cpu/cpu0/stats`` says overrun M, trace_pipe_raw's pages hold every
+    other event of CPU 0 and the page after the gap carries M."""
+    n, m, seed = 6000, 250, 11
+    mnt = fake(*KMEM_RUN, "--count", n, "--rate", 3000, "--seed", seed)
+    added = fault(mnt, kind="overrun", cpu=0, events=m)
+    assert added["remaining"] == m
+    wait_done(mnt)
+    assert control(mnt, "faults")["faults"] == []  # all M used up
+    text = (mnt / "tracing/per_cpu/cpu0/stats").read_text()
+    assert re.search(r"^overrun: (\d+)$", text, re.M).group(1) == str(m)
+    data = b"".join(read_all(mnt / "tracing/per_cpu/cpu0/trace_pipe_raw"))
+    assert len(data) % 4096 == 0
+    pages = [data[i:i + 4096] for i in range(0, len(data), 4096)]
+    assert_gap(pages, twin_ftrace_events(seed, n, 0), m)
+    assert "overrun: 0" in (mnt / "tracing/per_cpu/cpu1/stats").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="fakedebugfs run needs root")
+@pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed")
+def test_tracecmd_reports_injected_overrun(tmp_path):
+    """The Must-show: trace-cmd extract + report of a fake that lost M events
+    on CPU 0 prints ``CPU:0 [M EVENTS DROPPED]`` once, and the events it
+    reports for CPU 0 plus M are exactly the events CPU 0 recorded."""
+    n, m, seed = 6000, 300, 11
+    dat, stats_file, left = tmp_path / "trace.dat", tmp_path / "stats", tmp_path / "faults"
+    client = ("import json, sys; from test_faults import control; "
+              "print(json.dumps(control(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))))")
+    spec = json.dumps({"spec": {"kind": "overrun", "cpu": 0, "events": m}})
+    script = (f'"{sys.executable}" -c "$CLIENT" "$FAKEDEBUGFS_MOUNT" fault \'{spec}\' >/dev/null && '
+              f'"{FAKEDEBUGFS}" status "$FAKEDEBUGFS_MOUNT" --wait-done >/dev/null && '
+              f'"{sys.executable}" -c "$CLIENT" "$FAKEDEBUGFS_MOUNT" faults "{{}}" > {left} && '
+              f'cat /sys/kernel/tracing/per_cpu/cpu0/stats > {stats_file} && '
+              f'trace-cmd extract -o {dat} >/dev/null 2>&1')
+    proc = subprocess.run([FAKEDEBUGFS, "run", *KMEM_RUN, "--count", str(n), "--rate", "3000",
+                           "--seed", str(seed), "--", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ, CLIENT=client, PYTHONPATH=str(Path(__file__).parent)))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(left.read_text())["faults"] == []
+    assert re.search(r"^overrun: (\d+)$", stats_file.read_text(), re.M).group(1) == str(m)
+    report = subprocess.run(["trace-cmd", "report", "-i", str(dat)], capture_output=True,
+                            text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    dropped = re.findall(r"^CPU:(\d+) \[(\d+) EVENTS DROPPED\]$", report.stdout, re.M)
+    assert dropped == [("0", str(m))]
+    cpu0 = re.findall(r"^\s*\S.*?-\d+\s+\[000\]\s", report.stdout, re.M)
+    assert len(cpu0) + m == len(twin_ftrace_events(seed, n, 0))
+
+
+def test_ktrace_overflow_counts_injected_overrun(fake):
+    """ktrace: M events of CPU 0 lost; the reference reader (mmap + ioctl)
+    reads the rest, ``overflow`` says M: read + overflow = emitted."""
+    from fakedebugfs.clients.ktrace_reader import read_all as ktrace_read
+
+    n, m = 6000, 333
+    mnt = fake("--workload", "default", "--count", n, "--rate", 3000, "--enable-all",
+               "--buffer-size", "1M", "--seed", 4)
+    fault(mnt, kind="overrun", cpu=0, events=m, tracer="ktrace")
+    st = wait_done(mnt)
+    records = list(ktrace_read(str(mnt), disable=True))
+    assert (mnt / "ktrace/overflow").read_text() == f"{m}\n"
+    assert len(records) + m == st["emitted"] == n
+
+
+def test_kmemtrace_total_overruns_counts_injected_overrun(fake):
+    """kmemtrace: M records of CPU 0 dropped; ``total_overruns`` says M and
+    the records read from the relay files + M = the records of the twin."""
+    n, m, seed = 6000, 123, 8
+    mnt = fake(*KMEM_RUN, "--count", n, "--rate", 3000, "--seed", seed)
+    fault(mnt, kind="overrun", cpu=0, events=m, tracer="kmemtrace")
+    wait_done(mnt)
+    got = 0
+    for cpu in (0, 1):
+        data = b"".join(read_all(mnt / f"kmemtrace/cpu{cpu}"))
+        off = 0
+        while off < len(data):
+            off += struct.unpack_from("<H", data, off + 2)[0]
+            got += 1
+    assert (mnt / "kmemtrace/total_overruns").read_text() == f"{m}\n"
+    k = Kernel(cpus=2, clock="virtual", seed=seed, enable_all=True)
+    wl = make_workload("kmem", k, seed=seed, count=n)
+    while not wl.done:
+        wl.run(1000)
+    assert got + m == len(relay_records(k))
