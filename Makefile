@@ -35,7 +35,7 @@ $(STAMPS)/venv: $(STAMPS)/debs
 # pyfuse3 from its source distribution, with our ioctl/interrupt patch, Cython re-run.
 $(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCH)
 	rm -rf $(BUILD)/pyfuse3 && mkdir -p $(BUILD)/pyfuse3
-	$(PIP) download -q --no-deps --no-binary :all: -d $(BUILD)/pyfuse3 pyfuse3==$(PYFUSE3_VER)
+	$(PIP) download -q --no-deps --no-binary pyfuse3 -d $(BUILD)/pyfuse3 pyfuse3==$(PYFUSE3_VER)
 	tar xzf $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER).tar.gz -C $(BUILD)/pyfuse3
 	cd $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER) && patch -p1 -s < $(CURDIR)/$(PATCH) \
 	  && rm -f src/pyfuse3/__init__.c

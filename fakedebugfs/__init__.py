@@ -1,9 +1,30 @@
-"""fakedebugfs: the kernel's debugfs tracing trees over FUSE.
+"""fakedebugfs: the kernel's debugfs tracing trees over FUSE, as a test instrument.
 
-Layout: :mod:`.engine` (sans-I/O tracer engine), :mod:`.workloads` (event
+    from fakedebugfs import Fake
+    with Fake(cpus=2) as fk:
+        fk.emit("kmem:kmalloc", cpu=1, pid=42, comm="app", bytes_req=8)
+
+Layout: :mod:`.engine` (sans-I/O tracer engine: core/ and one package per
+tracer), :mod:`.instrument` (injection and faults), :mod:`.workloads` (event
 sources), :mod:`.trees` (one module per debugfs tree), :mod:`.fs` (the
-pyfuse3 adapter), :mod:`.server` (the trio server), :mod:`.clients`
-(readers and reports), :mod:`.cli`.
+pyfuse3 adapter), :mod:`.server` (the trio server), :mod:`.control` (the
+control socket), :mod:`.api` (the Python API), :mod:`.pytest_plugin`,
+:mod:`.clients` (readers and reports), :mod:`.cli`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_API = ("Fake", "Event", "MountOptions", "FakeError", "MountError", "ServerGone",
+        "ProtocolError", "RequestError", "EventError", "DefineError", "FaultError",
+        "ScenarioError", "WaitTimeout")
+
+__all__ = list(_API)
+
+
+def __getattr__(name):
+    """The API, imported on first use (``import fakedebugfs`` stays cheap)."""
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'fakedebugfs' has no attribute {name!r}")

@@ -1,8 +1,12 @@
-"""The ``fakedebugfs`` command.
+"""The ``fakedebugfs`` command: a thin layer over :mod:`fakedebugfs.api`.
 
     fakedebugfs mount MOUNTPOINT [options]     serve the trees (background unless --foreground)
     fakedebugfs umount MOUNTPOINT              stop the server and unmount (also a dead one's)
     fakedebugfs status MOUNTPOINT [--wait-done]
+    fakedebugfs emit MOUNTPOINT SYSTEM:EVENT FIELD=VALUE ... | --file SCENARIO
+    fakedebugfs define MOUNTPOINT SYSTEM:EVENT DECL ...
+    fakedebugfs fault MOUNTPOINT KIND KEY=VALUE ... | --list | --clear [ID]
+    fakedebugfs wait MOUNTPOINT idle|consumed|done
     fakedebugfs insmod MOUNTPOINT MODULE FILE  load ktrace events declared in FILE
     fakedebugfs rmmod MOUNTPOINT MODULE
     fakedebugfs ktrace-read MOUNTPOINT         the reference ktrace reader (poll + mmap + ioctl)
@@ -11,134 +15,147 @@
     fakedebugfs kmemtrace-check FILE...        is each cpuN.out well formed?
     fakedebugfs run [options] -- COMMAND ...   COMMAND sees a fake at /sys/kernel/{debug,tracing}
 
-Every error is one line on stderr and a nonzero exit status.
+Every error is one line on stderr: exit status 2 for what the user gave
+(arguments, fields, scenario lines), 1 for what went wrong running it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from . import runstate
+from .api.options import MountOptions
+from .api.scenario import (ArgError, add_define_arguments, add_emit_arguments,
+                           add_fault_arguments, define_step, emit_step, fault_step, load_scenario)
+from .control.errors import FakeError, MountError, RequestError
+
+USAGE_ERROR = 2
 
 
 class CliError(Exception):
-    pass
+    """A failure to report as one line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
 
 
-def size_arg(text: str) -> int:
-    """Bytes, with an optional K/M/G suffix (powers of 1024)."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.strip().lower().rstrip("b")
-    mult = units.get(t[-1:], 1)
-    if mult != 1:
-        t = t[:-1]
-    try:
-        value = int(t) * mult
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value < 8192 or value % 4096:
-        raise argparse.ArgumentTypeError(f"{text}: a multiple of 4096 bytes, at least 8192")
-    return value
+class Parser(argparse.ArgumentParser):
+    """Argument errors as one line plus a hint, not the whole usage."""
+
+    def error(self, message):
+        self.exit(USAGE_ERROR, f"{self.prog}: {message}\n"
+                               f"(see `{self.prog} --help`)\n")
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
-    return value
-
+# --- mount options: the table of api.options -----------------------------------
 
 def add_mount_options(p: argparse.ArgumentParser) -> None:
-    """The options every command that starts a fake takes."""
+    """The options every command that starts a fake takes, from
+    :class:`~fakedebugfs.api.options.MountOptions`."""
     g = p.add_argument_group("simulated kernel")
-    g.add_argument("--cpus", type=positive, default=2, help="number of CPUs (default 2)")
-    g.add_argument("--buffer-size", type=size_arg, default=65536, metavar="BYTES",
-                   help="ktrace per-CPU buffer size (default 65536, the RFC's)")
-    g.add_argument("--workload", default="default", help="default, kmem, kmem-faults or none")
-    g.add_argument("--rate", type=float, default=30000.0, metavar="EVENTS_PER_S",
-                   help="workload pace; 0 means as fast as possible (default 30000)")
-    g.add_argument("--count", type=positive, default=None, metavar="N",
-                   help="emit exactly N events in total, then stop")
-    g.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    g.add_argument("--clock", choices=("monotonic", "virtual"), default="monotonic",
-                   help="trace clock; virtual is deterministic")
-    g.add_argument("--enable-all", action="store_true",
-                   help="start with tracing and every event enabled")
-    g.add_argument("--events", metavar="FILE", help="extra ktrace events, one 'NAME FORMAT' a line")
-    g.add_argument("--kmemtrace-abi", choices=("2008-08", "2008-07"), default="2008-08",
-                   help="kmemtrace relay layout: seed 004 (default) or seed 003")
-    g.add_argument("--kmemtrace-subbufs", type=positive, default=20, metavar="N",
-                   help="relay sub-buffers per CPU (kmemtrace.subbufs, default 20)")
-    g.add_argument("--kmemtrace-subbuf-events", type=positive, default=8192, metavar="N",
-                   help="events per relay sub-buffer (default 8192)")
-    g.add_argument("-v", "--verbose", action="store_true", help="log requests and errors")
+    for f in dataclasses.fields(MountOptions):
+        name = "--" + f.name.replace("_", "-")
+        meta = f.metadata
+        if f.type in (bool, "bool"):
+            flags = ("-v", name) if f.name == "verbose" else (name,)
+            g.add_argument(*flags, action="store_true", help=meta["help"])
+            continue
+        kwargs = {"default": f.default, "help": meta["help"], "type": _arg(meta["convert"])}
+        if getattr(meta["convert"], "choices", None):
+            kwargs["choices"] = meta["convert"].choices
+            kwargs.pop("type")
+        elif meta["metavar"]:
+            kwargs["metavar"] = meta["metavar"]
+        g.add_argument(name, **kwargs)
 
 
-def kernel_options(args) -> dict:
-    return dict(cpus=args.cpus, buffer_size=args.buffer_size, clock=args.clock, seed=args.seed,
-                enable_all=args.enable_all, events_file=args.events,
-                kmemtrace_abi=args.kmemtrace_abi, kmemtrace_subbufs=args.kmemtrace_subbufs,
-                kmemtrace_subbuf_events=args.kmemtrace_subbuf_events)
+def _arg(convert):
+    def parse(text: str):
+        try:
+            return convert(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def mount_options(args) -> MountOptions:
+    """The MountOptions of parsed arguments, checked."""
+    values = {name: getattr(args, name) for name in MountOptions.names()}
+    try:
+        return MountOptions.make(**values)
+    except ValueError as err:
+        raise CliError(str(err), USAGE_ERROR) from None
 
 
 def build_server(args, mountpoint: str):
-    from .kernel import Kernel
-    from .server import Server
-    from .workloads import make_workload
+    """The server for *args*' mount options (``run`` uses it)."""
+    from .api.options import build_server as build
 
-    if args.cpus < 1 or args.cpus > 256:
-        raise CliError("--cpus must be between 1 and 256")
-    if args.events and not os.path.isfile(args.events):
-        raise CliError(f"--events {args.events}: no such file")
     try:
-        kernel = Kernel(**kernel_options(args))
-        workload = make_workload(args.workload, kernel, seed=args.seed, count=args.count)
-    except (ValueError, OSError) as err:
+        return build(mount_options(args), mountpoint)
+    except MountError as err:
         raise CliError(str(err)) from None
-    return Server(kernel, mountpoint, workload, rate=args.rate)
 
 
 # --- mount / umount -----------------------------------------------------------
 
 def cmd_mount(args) -> int:
-    from .server import MountError, check_can_mount
+    from .server import check_can_mount
 
+    opts = mount_options(args)
     try:
         check_can_mount(args.mountpoint)
     except MountError as err:
         raise CliError(str(err)) from None
+    if args.die_with_parent:
+        _die_with_parent()
     server = build_server(args, args.mountpoint)
     if args.foreground:
-        return _serve(server, ready=lambda: print(f"mounted {server.mountpoint}", flush=True))
+        return _serve(server, opts, args.ready_fd)
     return _daemonize(server, args.mountpoint)
 
 
-def _serve(server, ready) -> int:
-    import trio
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the Python API's server goes when its test goes."""
+    import ctypes
 
-    from .server import MountError
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:
+        raise CliError("the parent is gone")
+
+
+def _serve(server, opts, ready_fd) -> int:
+    from .api.launcher import serve
+
+    def ready():
+        if ready_fd is not None:
+            os.write(ready_fd, b"ok\n")
+            os.close(ready_fd)
+        else:
+            print(f"mounted {server.mountpoint}", flush=True)
 
     try:
-        trio.run(server.run, ready)
+        serve(server, ready)
     except MountError as err:
+        if ready_fd is not None:
+            os.write(ready_fd, f"{err}\n".encode())
         raise CliError(str(err)) from None
     return 0
 
 
 def _daemonize(server, mountpoint: str) -> int:
     """Fork the server; return once it is mounted (or report why not)."""
-    from .daemon import fork_server
+    from .api.launcher import fork_server
 
     _, message = fork_server(server, str(runstate.paths(mountpoint)["log"]), prepare=os.setsid)
     if message != "ok":
@@ -148,8 +165,12 @@ def _daemonize(server, mountpoint: str) -> int:
 
 def cmd_umount(args) -> int:
     """Stop the server (SIGTERM) and make sure the mount is gone, even when
-    the server was killed and left a dead mount behind."""
+    the server was killed and left a dead mount behind.  Refuses a mount
+    point where something else is mounted."""
     mnt = args.mountpoint
+    fstype = runstate.mounted_fstype(mnt)
+    if fstype is not None and fstype != runstate.FSTYPE:
+        raise CliError(f"{mnt}: not a fakedebugfs mount (it is {fstype}); use umount(8)")
     state = runstate.read_state(mnt)
     pid = state.get("pid") if state else None
     if pid and runstate.alive(pid):
@@ -167,40 +188,82 @@ def cmd_umount(args) -> int:
     return 0
 
 
-# --- control socket ------------------------------------------------------------
+# --- the control socket ------------------------------------------------------------
 
-def control(mountpoint: str, request: dict) -> dict:
-    state = runstate.read_state(mountpoint)
-    if not state:
-        raise CliError(f"{mountpoint}: no fakedebugfs server is serving it")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(state["sock"])
-        except OSError as err:
-            raise CliError(f"{mountpoint}: server not answering ({err.strerror})") from None
-        s.sendall(json.dumps(request).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    reply = json.loads(data or b"{}")
-    if not reply.get("ok"):
-        raise CliError(reply.get("error", "no answer"))
-    return reply
+def control(mountpoint: str, cmd: str, **args) -> dict:
+    """One control request; a refusal becomes a CliError (exit 2 for bad input)."""
+    from .control.client import ControlClient
+
+    with ControlClient(mountpoint) as client:
+        return client.call(cmd, **args)
 
 
 def cmd_status(args) -> int:
-    deadline = time.monotonic() + args.timeout
-    reply = control(args.mountpoint, {"cmd": "status"})
-    while args.wait_done and not reply["done"]:
-        if time.monotonic() > deadline:
-            raise CliError(f"workload not done after {args.timeout} s")
-        time.sleep(0.05)
-        reply = control(args.mountpoint, {"cmd": "status"})
-    reply.pop("ok", None)
+    reply = control(args.mountpoint, "status")
+    if args.wait_done and not reply["done"]:
+        control(args.mountpoint, "wait", io_timeout=args.timeout + 10, until="done",
+                timeout=args.timeout)
+        reply = control(args.mountpoint, "status")
     print(json.dumps(reply, indent=2 if sys.stdout.isatty() else None))
+    return 0
+
+
+def cmd_emit(args) -> int:
+    if args.file:
+        if args.event or args.fields:
+            raise CliError("give either SYSTEM:EVENT FIELD=VALUE ... or --file, not both",
+                           USAGE_ERROR)
+        steps = load_scenario(args.file)
+        reply = control(args.mountpoint, "scenario", io_timeout=3600, steps=steps)
+        print(f"{reply['applied']} steps applied")
+        return 0
+    if not args.event:
+        raise CliError("name an event (SYSTEM:EVENT) or give --file SCENARIO", USAGE_ERROR)
+    step = emit_step(args)
+    reply = control(args.mountpoint, "emit", events=step["events"], strict=step["strict"])
+    if args.verbose:
+        print(f"{reply['emitted']} emitted")
+    return 0
+
+
+def cmd_define(args) -> int:
+    step = define_step(args)
+    step.pop("op")
+    reply = control(args.mountpoint, "define", **step)
+    print(f"{reply['event']} id {reply['id']}")
+    return 0
+
+
+def cmd_fault(args) -> int:
+    if args.list:
+        for fault in control(args.mountpoint, "faults")["faults"]:
+            print(json.dumps(fault))
+        return 0
+    if args.clear is not None:
+        control(args.mountpoint, "clear_faults", **({} if args.clear == "all"
+                                                     else {"id": _int(args.clear)}))
+        return 0
+    if not args.kind:
+        raise CliError("name a fault kind (overrun, errno, stall, short_read, poll_delay), "
+                       "or --list / --clear", USAGE_ERROR)
+    reply = control(args.mountpoint, "fault", spec=fault_step(args)["spec"])
+    print(json.dumps(reply["fault"]))
+    return 0
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CliError(f"--clear takes a fault id or 'all', got {text!r}", USAGE_ERROR) from None
+
+
+def cmd_wait(args) -> int:
+    extra = {"tracers": args.tracer} if args.tracer else {}
+    reply = control(args.mountpoint, "wait", io_timeout=args.timeout + 10, until=args.until,
+                    timeout=args.timeout, complete_pages=args.complete_pages, **extra)
+    if args.verbose:
+        print(f"waited {reply['waited']} s")
     return 0
 
 
@@ -213,14 +276,14 @@ def cmd_insmod(args) -> int:
     except OSError as err:
         raise CliError(f"{args.file}: {err.strerror}") from None
     except ValueError as err:
-        raise CliError(f"{args.file}: {err}") from None
-    reply = control(args.mountpoint, {"cmd": "insmod", "module": args.module, "events": events})
+        raise CliError(f"{args.file}: {err}", USAGE_ERROR) from None
+    reply = control(args.mountpoint, "insmod", module=args.module, events=events)
     print(" ".join(reply["events"]))
     return 0
 
 
 def cmd_rmmod(args) -> int:
-    control(args.mountpoint, {"cmd": "rmmod", "module": args.module})
+    control(args.mountpoint, "rmmod", module=args.module)
     return 0
 
 
@@ -263,99 +326,173 @@ def cmd_build_native(args) -> int:
     return 0
 
 
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text}")
+    return value
+
+
 # --- argument parsing ---------------------------------------------------------
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fakedebugfs", description=(
-        "A FUSE file system serving the kernel's debugfs tracing trees "
-        "(ktrace/, tracing/, kmemtrace/) from an in-process tracer engine."))
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _sub(sub, name: str, func, **kwargs) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, **kwargs)
+    p.set_defaults(func=func)
+    return p
 
-    m = sub.add_parser("mount", help="mount the trees at MOUNTPOINT",
-                       description="Mount the trees; returns once the mount is ready.")
+
+def _instrument_commands(sub) -> None:
+    e = _sub(sub, "emit", cmd_emit, help="inject events (or apply a scenario file)",
+             description="Inject an event into every tracer that has it enabled, on the "
+                         "given CPU and task; or apply a scenario file (emit, define, fault, "
+                         "sleep steps, checked whole before any is applied).")
+    e.add_argument("mountpoint")
+    add_emit_arguments(e, optional=True)
+    e.add_argument("--file", metavar="SCENARIO", help="apply the steps of SCENARIO")
+    e.add_argument("-v", "--verbose", action="store_true", help="print how many were emitted")
+
+    d = _sub(sub, "define", cmd_define, help="define a new tracefs event",
+             description="Create events/SYSTEM/EVENT/ with a format computed from C "
+                         "declarations, as the kernel lays out a TRACE_EVENT.")
+    d.add_argument("mountpoint")
+    add_define_arguments(d)
+
+    f = _sub(sub, "fault", cmd_fault, help="script a fault: lost events, errors, stalls",
+             description="Lose events as overruns, make operations on a path fail, stall, "
+                         "read short, or delay poll wake-ups.")
+    f.add_argument("mountpoint")
+    add_fault_arguments(f, optional=True)
+    f.add_argument("--list", action="store_true", help="print the active faults")
+    f.add_argument("--clear", nargs="?", const="all", metavar="ID", help="remove one or all")
+
+    w = _sub(sub, "wait", cmd_wait, help="wait until idle, consumed or done",
+             description="idle: the workload is done and every event is visible; consumed: "
+                         "readers took every event; done: the workload reached --count.")
+    w.add_argument("mountpoint")
+    w.add_argument("until", choices=("idle", "consumed", "done"))
+    w.add_argument("--timeout", type=seconds, default=30.0, help="seconds (default 30)")
+    w.add_argument("--tracer", action="append", choices=("ftrace", "ktrace", "kmemtrace"),
+                   help="consumed: only these tracers' buffers (repeatable)")
+    w.add_argument("--complete-pages", action="store_true",
+                   help="consumed: only whole pages must have been read")
+    w.add_argument("-v", "--verbose", action="store_true")
+
+
+def _mount_commands(sub) -> None:
+    m = _sub(sub, "mount", cmd_mount, help="mount the trees at MOUNTPOINT",
+             description="Mount the trees; returns once the mount is ready.")
     m.add_argument("mountpoint")
     m.add_argument("--foreground", action="store_true", help="stay in front until unmounted")
+    m.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    m.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
     add_mount_options(m)
-    m.set_defaults(func=cmd_mount)
 
-    u = sub.add_parser("umount", help="unmount (also recovers a mount whose server died)")
+    u = _sub(sub, "umount", cmd_umount, help="unmount (also recovers a mount whose server died)")
     u.add_argument("mountpoint")
-    u.set_defaults(func=cmd_umount)
 
-    s = sub.add_parser("status", help="print the server's status as JSON")
+    s = _sub(sub, "status", cmd_status, help="print the server's status as JSON")
     s.add_argument("mountpoint")
     s.add_argument("--wait-done", action="store_true", help="wait until the workload is done")
-    s.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
-    s.set_defaults(func=cmd_status)
+    s.add_argument("--timeout", type=seconds, default=300, help="seconds to wait (default 300)")
 
-    i = sub.add_parser("insmod", help="load a module of ktrace events (files appear)")
+    i = _sub(sub, "insmod", cmd_insmod, help="load a module of ktrace events (files appear)")
     i.add_argument("mountpoint")
     i.add_argument("module")
     i.add_argument("file", help="one 'NAME FORMAT' a line")
-    i.set_defaults(func=cmd_insmod)
 
-    r = sub.add_parser("rmmod", help="unload a module (its event files go)")
+    r = _sub(sub, "rmmod", cmd_rmmod, help="unload a module (its event files go)")
     r.add_argument("mountpoint")
     r.add_argument("module")
-    r.set_defaults(func=cmd_rmmod)
 
-    k = sub.add_parser("ktrace-read", help="read ktrace buffers with poll + mmap + ioctl",
-                       description="The reference ktrace reader: knows only the RFC's "
-                                   "protocol and ktrace/info; prints events as text or JSON lines.")
+    rn = _sub(sub, "run", cmd_run,
+              help="run COMMAND with a fake of its own at /sys/kernel/{debug,tracing}",
+              description="Start a fake (same options as mount), or use the one mounted at "
+                          "--attach, and run COMMAND in a private mount namespace where it is "
+                          "/sys/kernel/debug and /sys/kernel/tracing (listed as debugfs and "
+                          "tracefs), with splice() made to work; exits with COMMAND's status.")
+    add_mount_options(rn)
+    rn.add_argument("--attach", metavar="MOUNTPOINT",
+                    help="use the fake already mounted there instead of starting one")
+    rn.add_argument("--unsealed", action="store_true",
+                    help="let COMMAND keep CAP_SYS_ADMIN, so it can mount the real tracefs "
+                         "or debugfs and reach the real kernel's tracing (default: sealed)")
+    rn.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+
+
+def _client_commands(sub) -> None:
+    k = _sub(sub, "ktrace-read", cmd_ktrace_read,
+             help="read ktrace buffers with poll + mmap + ioctl",
+             description="The reference ktrace reader: knows only the RFC's "
+                         "protocol and ktrace/info; prints events as text or JSON lines.")
     k.add_argument("mountpoint", help="where fakedebugfs (or debugfs) is mounted")
     k.add_argument("--json", action="store_true", help="one JSON object per event")
     k.add_argument("--follow", action="store_true",
                    help="keep reading until interrupted (default: drain and stop)")
     k.add_argument("--disable", action="store_true",
                    help="write 0 to ktrace/enabled first so every event can be drained")
-    k.add_argument("--timeout", type=float, default=0.2,
+    k.add_argument("--timeout", type=seconds, default=0.2,
                    help="without --follow: stop after this many idle seconds (default 0.2)")
-    k.set_defaults(func=cmd_ktrace_read)
 
-    rn = sub.add_parser("run", help="run COMMAND with a fake of its own at /sys/kernel/{debug,tracing}",
-                        description="Start a fake (same options as mount) and run COMMAND in a "
-                                    "private mount namespace where it is /sys/kernel/debug and "
-                                    "/sys/kernel/tracing (listed as debugfs and tracefs), with "
-                                    "splice() made to work; exits with COMMAND's status.")
-    add_mount_options(rn)
-    rn.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
-    rn.set_defaults(func=cmd_run)
-
-    kd = sub.add_parser("kmemtraced", help="log kmemtrace's relay files to cpuN.out files",
-                        description="One poll+read reader per CPU of MOUNTPOINT/kmemtrace/cpuN; "
-                                    "stops on Ctrl-C/SIGTERM (or --duration), drains, then "
-                                    "warns if total_overruns is nonzero.")
+    kd = _sub(sub, "kmemtraced", cmd_kmemtraced, help="log kmemtrace's relay files to cpuN.out",
+              description="One poll+read reader per CPU of MOUNTPOINT/kmemtrace/cpuN; "
+                          "stops on Ctrl-C/SIGTERM (or --duration), drains, then "
+                          "warns if total_overruns is nonzero.")
     kd.add_argument("mountpoint", help="where fakedebugfs (or debugfs) is mounted")
     kd.add_argument("-o", "--output", default=".", metavar="DIR",
                     help="directory for cpuN.out (default: current)")
-    kd.add_argument("--duration", type=float, default=0, metavar="SECONDS",
+    kd.add_argument("--duration", type=seconds, default=0, metavar="SECONDS",
                     help="stop by itself after this long (default: run until interrupted)")
-    kd.set_defaults(func=cmd_kmemtraced)
 
-    kr = sub.add_parser("kmemtrace-report", help="summarise kmemtraced's cpuN.out files",
-                        description="Per call site and per size: allocations, bytes requested "
-                                    "and allocated, fragmentation; totals; cross-CPU "
-                                    "allocations and frees; inconsistent frees and sizes.")
+    kr = _sub(sub, "kmemtrace-report", cmd_kmemtrace_report,
+              help="summarise kmemtraced's cpuN.out files",
+              description="Per call site and per size: allocations, bytes requested "
+                          "and allocated, fragmentation; totals; cross-CPU "
+                          "allocations and frees; inconsistent frees and sizes.")
     kr.add_argument("directory", nargs="?", default=".", help="where the cpuN.out files are")
     kr.add_argument("--abi", choices=("2008-08", "2008-07"), help="record layout (default: detect)")
-    kr.add_argument("--top", type=positive, default=0, metavar="N", help="only the N largest call sites")
+    kr.add_argument("--top", type=positive, default=0, metavar="N",
+                    help="only the N largest call sites")
     kr.add_argument("--kallsyms", metavar="FILE", help="symbols in /proc/kallsyms format "
                                                        "(default: the simulated kernel's)")
     kr.add_argument("--raw", action="store_true", help="print call sites as addresses")
     kr.add_argument("--json", action="store_true", help="the figures as JSON")
     kr.add_argument("--chart", metavar="FILE", help="fragmentation per call site, .svg or .png")
-    kr.set_defaults(func=cmd_kmemtrace_report)
 
-    kc = sub.add_parser("kmemtrace-check", help="check cpuN.out files for malformed data",
-                        description="Record sizes, ids, ordering (sequence numbers or "
-                                    "timestamps) and stray padding; exit 1 on any error.")
+    kc = _sub(sub, "kmemtrace-check", cmd_kmemtrace_check,
+              help="check cpuN.out files for malformed data",
+              description="Record sizes, ids, ordering (sequence numbers or "
+                          "timestamps) and stray padding; exit 1 on any error.")
     kc.add_argument("files", nargs="+", metavar="FILE")
     kc.add_argument("--abi", choices=("2008-08", "2008-07"), help="record layout (default: detect)")
-    kc.set_defaults(func=cmd_kmemtrace_check)
 
-    b = sub.add_parser("build-native", help="compile the C helpers (preload library, readers)")
+    b = _sub(sub, "build-native", cmd_build_native,
+             help="compile the C helpers (preload library, readers)")
     b.add_argument("--quiet", action="store_true")
-    b.set_defaults(func=cmd_build_native)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="fakedebugfs", description=(
+        "A FUSE file system serving the kernel's debugfs tracing trees "
+        "(ktrace/, tracing/, kmemtrace/) from an in-process tracer engine, "
+        "with events, faults and scenarios injected on demand."))
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=Parser)
+    _mount_commands(sub)
+    _instrument_commands(sub)
+    _client_commands(sub)
     return p
 
 
@@ -366,10 +503,18 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except CliError as err:
-        print(f"fakedebugfs {args.command}: {err}", file=sys.stderr)
-        return 1
+        return _fail(args, str(err), err.code)
+    except (ArgError, RequestError) as err:
+        return _fail(args, str(err), USAGE_ERROR)
+    except FakeError as err:
+        return _fail(args, str(err), 1)
     except KeyboardInterrupt:
         return 130
+
+
+def _fail(args, message: str, code: int) -> int:
+    print(f"fakedebugfs {args.command}: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -9,9 +9,15 @@ import os
 from pathlib import Path
 
 
+RUNDIR_ENV = "FAKEDEBUGFS_RUNDIR"
+
+
 def rundir() -> Path:
-    """/run/fakedebugfs for root, else $XDG_RUNTIME_DIR or /tmp."""
-    if os.geteuid() == 0:
+    """/run/fakedebugfs for root, else $XDG_RUNTIME_DIR or /tmp; $FAKEDEBUGFS_RUNDIR
+    if set (a rootless `run` sets it: uid 0 in its user namespace is not root)."""
+    if os.environ.get(RUNDIR_ENV):
+        base = Path(os.environ[RUNDIR_ENV])
+    elif os.geteuid() == 0:
         base = Path("/run/fakedebugfs")
     else:
         base = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/fakedebugfs-{os.getuid()}") / "fakedebugfs"
@@ -68,14 +74,23 @@ def clear_state(mountpoint: str, drop_log: bool = False) -> None:
             p["log"].unlink(missing_ok=True)
 
 
-def is_mounted(mountpoint: str) -> bool:
+FSTYPE = "fuse.fakedebugfs"  # how /proc/mounts lists a fakedebugfs mount
+
+
+def mounted_fstype(mountpoint: str) -> str | None:
+    """The type of what is mounted at *mountpoint* (the topmost mount), or None."""
     real = canonical(mountpoint)
+    found = None
     with open("/proc/self/mounts") as fp:
         for line in fp:
             fields = line.split()
             if len(fields) > 2 and fields[1].replace("\\040", " ") == real:
-                return True
-    return False
+                found = fields[2]
+    return found
+
+
+def is_mounted(mountpoint: str) -> bool:
+    return mounted_fstype(mountpoint) is not None
 
 
 def alive(pid: int) -> bool:

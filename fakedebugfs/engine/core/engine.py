@@ -1,18 +1,30 @@
 """The tracer engine: CPUs, clock, tracepoints, tasks and symbols.
 
 Plain synchronous Python with no FUSE or trio inside.  Event sources call
-:meth:`Engine.emit`; the tracers of the three trees (ktrace, ftrace,
-kmemtrace) attach probes to the tracepoints they serve.
+:meth:`Engine.emit` (stamped with the engine clock) or hand many events at
+once to :meth:`Engine.emit_batch` (each with its own timestamp: injection,
+replay); the tracers of the three trees (ktrace, ftrace, kmemtrace) attach
+probes to the tracepoints they serve.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from .catalogue import TRACEPOINTS
 from .clock import MonotonicClock
 from .kallsyms import Kallsyms
 from .tracepoint import Tracepoint
+
+
+class Pending(NamedTuple):
+    """One event to fire: what :meth:`Engine.emit_batch` takes."""
+
+    tp: Tracepoint
+    cpu: int
+    pid: int
+    ts: int
+    values: tuple
 
 
 class Engine:
@@ -28,6 +40,7 @@ class Engine:
         self.tracepoints: dict[str, Tracepoint] = {}
         self.comms: dict[int, str] = {0: "<idle>"}
         self.emitted = 0
+        self.last_ts = [0] * nr_cpus  # per CPU: the trace clock never goes back
         self.listeners: list = []  # callables run after each batch (wake-ups)
         for system, name, args in TRACEPOINTS:
             self.define(system, name, args)
@@ -56,7 +69,29 @@ class Engine:
     def emit(self, tp: Tracepoint, cpu: int, pid: int, values: tuple) -> None:
         """Fire *tp* on *cpu* in task *pid*, stamped with the engine clock."""
         self.emitted += 1
-        tp.fire(cpu, pid, self.clock.now(), values)
+        ts = self.clock.now()
+        self.last_ts[cpu] = ts
+        tp.fire(cpu, pid, ts, values)
+
+    def emit_batch(self, events: Iterable[Pending]) -> int:
+        """Fire many events, each with its own CPU, task and timestamp
+        (``ts`` of each not below its CPU's last one: callers check with
+        :meth:`check_ts`).  Returns how many were fired."""
+        n = 0
+        last = self.last_ts
+        for tp, cpu, pid, ts, values in events:
+            last[cpu] = ts
+            tp.fire(cpu, pid, ts, values)
+            n += 1
+        self.emitted += n
+        return n
+
+    def check_ts(self, cpu: int, ts: int) -> None:
+        """Refuse a timestamp before *cpu*'s last event: the kernel's trace
+        clock is monotonic per CPU (ValueError)."""
+        if ts < self.last_ts[cpu]:
+            raise ValueError(f"ts {ts} is before CPU {cpu}'s last event ({self.last_ts[cpu]}): "
+                             "the trace clock never goes back")
 
     def batch_done(self) -> None:
         """Tell listeners (readers' wake-ups) that a burst of events ended."""

@@ -1,14 +1,21 @@
-"""Forking a mount's server and waiting until it is mounted.
-
-Used by ``fakedebugfs mount`` (the server outlives the command) and by
-``fakedebugfs run`` (the server dies with it).  The child logs to a file and
-reports over a pipe: ``ok`` once mounted, else the one-line reason.
-"""
+"""Starting a mount's server: in this process (``--foreground``), forked
+(``fakedebugfs mount``, ``fakedebugfs run``) or as a child process that dies
+with its parent (the Python API)."""
 
 from __future__ import annotations
 
 import os
 from typing import Callable, Optional
+
+from ..control.errors import MountError
+
+
+def serve(server, ready: Optional[Callable[[], None]] = None) -> None:
+    """Run *server* until it is unmounted; *ready* is called once mounted.
+    Raises MountError when it cannot mount."""
+    import trio
+
+    trio.run(server.run, ready)
 
 
 def fork_server(server, log_path: str,
@@ -17,8 +24,6 @@ def fork_server(server, log_path: str,
 
     Returns ``(pid, message)``: *message* is ``"ok"`` once the file system is
     mounted, otherwise why the server could not mount (it has exited)."""
-    from .cli import CliError, _serve
-
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -27,13 +32,10 @@ def fork_server(server, log_path: str,
             os.close(r)
             if prepare is not None:
                 prepare()
-            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            code = _serve(server, ready=lambda: os.write(w, b"ok\n"))
-        except CliError as err:
+            _redirect_stdio(log_path)
+            serve(server, ready=lambda: os.write(w, b"ok\n"))
+            code = 0
+        except MountError as err:
             os.write(w, f"{err}\n".encode())
         except BaseException as err:  # report anything to the waiting parent
             os.write(w, f"server failed: {err!r} (see {log_path})\n".encode())
@@ -43,3 +45,13 @@ def fork_server(server, log_path: str,
     with os.fdopen(r, "rb") as fp:
         message = fp.readline().decode().strip()
     return pid, message or f"server exited before mounting (see {log_path})"
+
+
+def _redirect_stdio(log_path: str) -> None:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)

@@ -1,0 +1,204 @@
+"""The options of a fake, one table for the CLI and the Python API.
+
+Each option is a field of :class:`MountOptions` whose metadata gives its
+help text and how a command-line string becomes its value; the CLI's
+``--name`` flags and the API's keyword arguments are made from the same
+fields, and :meth:`MountOptions.check` refuses bad values the same way for
+both (before anything is mounted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ..control.errors import MountError
+
+MAX_CPUS = 256
+
+
+def size_value(value) -> int:
+    """Bytes, an int or a string with an optional K/M/G suffix (powers of 1024):
+    a multiple of 4096, at least 8192."""
+    if isinstance(value, str):
+        units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+        t = value.strip().lower().rstrip("b")
+        mult = units.get(t[-1:], 1)
+        try:
+            value = int(t[:-1] if mult != 1 else t) * mult
+        except ValueError:
+            raise ValueError(f"not a size: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 8192 or value % 4096:
+        raise ValueError(f"{value}: a multiple of 4096 bytes, at least 8192")
+    return value
+
+
+def count_value(value) -> int:
+    """A whole number >= 0."""
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ValueError(f"not a whole number: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def cpus_value(value) -> int:
+    value = count_value(value)
+    if not 1 <= value <= MAX_CPUS:
+        raise ValueError(f"must be between 1 and {MAX_CPUS}, got {value}")
+    return value
+
+
+def rate_value(value) -> float:
+    """Events per second: a finite number >= 0 (0: as fast as possible)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"not a number: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a finite number of events/s >= 0 (0: flat out), got {value!r}")
+    return float(value)
+
+
+def int_value(value) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            raise ValueError(f"not an integer: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"not an integer: {value!r}")
+    return value
+
+
+def choice(*names: str) -> Callable[[Any], str]:
+    def check(value) -> str:
+        if value not in names:
+            raise ValueError(f"{value!r}: choose from {', '.join(names)}")
+        return value
+    check.choices = names  # type: ignore[attr-defined]
+    return check
+
+
+def workload_value(value) -> str:
+    from ..workloads import WORKLOADS
+
+    if value not in WORKLOADS:
+        raise ValueError(f"unknown workload {value!r} (choose from {', '.join(WORKLOADS)})")
+    return value
+
+
+def file_value(value) -> Optional[str]:
+    if value is None:
+        return None
+    value = os.fspath(value)
+    if not os.path.isfile(value):
+        raise ValueError(f"{value}: no such file")
+    return value
+
+
+def flag(value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be True or False, got {value!r}")
+    return value
+
+
+def _opt(default, convert, help: str, metavar: Optional[str] = None):
+    return field(default=default, metadata={"convert": convert, "help": help, "metavar": metavar})
+
+
+@dataclass
+class MountOptions:
+    """Everything a fake can be started with (the CLI's mount options)."""
+
+    cpus: int = _opt(2, cpus_value, "number of CPUs (default 2)", "N")
+    buffer_size: int = _opt(65536, size_value,
+                            "ktrace per-CPU buffer size (default 65536, the RFC's)", "BYTES")
+    workload: str = _opt("default", workload_value,
+                         "default, kmem, kmem-faults or none (default: default)", "NAME")
+    rate: float = _opt(30000.0, rate_value,
+                       "workload pace in events/s; 0 means as fast as possible (default 30000)",
+                       "EVENTS_PER_S")
+    count: Optional[int] = _opt(None, count_value, "emit exactly N events in total, then stop", "N")
+    seed: int = _opt(0, int_value, "workload seed (default 0)", "S")
+    clock: str = _opt("monotonic", choice("monotonic", "virtual"),
+                      "trace clock; virtual is deterministic (default monotonic)")
+    enable_all: bool = _opt(False, flag, "start with tracing and every event enabled")
+    events: Optional[str] = _opt(None, file_value,
+                                 "extra ktrace events, one 'NAME FORMAT' a line", "FILE")
+    kmemtrace_abi: str = _opt("2008-08", choice("2008-08", "2008-07"),
+                              "kmemtrace relay layout: seed 004 (default) or seed 003")
+    kmemtrace_subbufs: int = _opt(20, count_value,
+                                  "relay sub-buffers per CPU (kmemtrace.subbufs, default 20)", "N")
+    kmemtrace_subbuf_events: int = _opt(8192, count_value,
+                                        "events per relay sub-buffer (default 8192)", "N")
+    verbose: bool = _opt(False, flag, "log requests and errors")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def make(cls, **values) -> "MountOptions":
+        """Options from keyword arguments, checked (ValueError naming the option)."""
+        unknown = sorted(set(values) - set(cls.names()))
+        if unknown:
+            raise TypeError(f"unknown option {unknown[0]!r} (options: {', '.join(cls.names())})")
+        opts = cls(**values)
+        opts.check()
+        return opts
+
+    def check(self) -> None:
+        """Convert and check every value in place."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            try:
+                setattr(self, f.name, f.metadata["convert"](value))
+            except ValueError as err:
+                raise ValueError(f"--{f.name.replace('_', '-')}: {err}") from None
+
+    def argv(self) -> list[str]:
+        """The same options as command-line arguments (defaults left out)."""
+        out = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            flag_name = "--" + f.name.replace("_", "-")
+            if isinstance(value, bool):
+                out.append(flag_name)
+            else:
+                out += [flag_name, str(value)]
+        return out
+
+    def kernel_kwargs(self) -> dict:
+        """Arguments of :class:`fakedebugfs.kernel.Kernel`."""
+        return dict(cpus=self.cpus, buffer_size=self.buffer_size, clock=self.clock,
+                    seed=self.seed, enable_all=self.enable_all, events_file=self.events,
+                    kmemtrace_abi=self.kmemtrace_abi, kmemtrace_subbufs=self.kmemtrace_subbufs,
+                    kmemtrace_subbuf_events=self.kmemtrace_subbuf_events)
+
+
+def build_server(options: MountOptions, mountpoint: str):
+    """The server of a mount with *options* (kernel and workload made)."""
+    from ..kernel import Kernel
+    from ..server import Server
+    from ..workloads import make_workload
+
+    try:
+        kernel = Kernel(**options.kernel_kwargs())
+        workload = make_workload(options.workload, kernel, seed=options.seed,
+                                 count=options.count)
+    except (ValueError, OSError) as err:
+        raise MountError(str(err)) from None
+    return Server(kernel, mountpoint, workload, rate=options.rate)

@@ -1,0 +1,287 @@
+"""The server's side of the control protocol (:mod:`.protocol`).
+
+:class:`ControlService` answers one request at a time for a running mount:
+it checks, then applies, and never raises (a refused request gets its kind
+and a one-line message).  Injection, definitions and faults are the
+instrument's (:mod:`fakedebugfs.instrument`); this module only routes and
+waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from typing import Callable, Optional
+
+import trio
+
+from .. import __version__
+from ..instrument.inject import InjectError, Injector
+from .protocol import PROTOCOL_VERSION, ok, refused
+
+log = logging.getLogger(__name__)
+
+WAIT_POLL = 0.005  # seconds between checks of a wait condition
+_DECL_NAME = re.compile(r"([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*$")
+
+
+class Refused(Exception):
+    """A request refused with *kind* (nothing applied)."""
+
+    def __init__(self, kind: str, message: str, **details):
+        super().__init__(message)
+        self.kind = kind
+        self.details = details
+
+
+class ControlService:
+    """Answers control requests for one :class:`~fakedebugfs.server.Server`."""
+
+    def __init__(self, server):
+        self.server = server
+        self.kernel = server.kernel
+        self.injector = Injector(self.kernel)
+        self.scenarios = 0  # running now
+        self.commands: dict[str, Callable] = {
+            "hello": self.hello, "status": self.status, "emit": self.emit,
+            "define": self.define, "fault": self.fault, "faults": self.faults,
+            "clear_faults": self.clear_faults, "scenario": self.scenario, "wait": self.wait,
+            "insmod": self.insmod, "rmmod": self.rmmod,
+        }
+
+    async def handle(self, req) -> dict:
+        """The reply to one decoded request."""
+        try:
+            if not isinstance(req, dict):
+                raise Refused("request", "a request is a JSON object")
+            version = req.get("v", 1)
+            if version != PROTOCOL_VERSION:
+                raise Refused("protocol", f"control protocol {version!r} is not spoken here "
+                                          f"(this server speaks {PROTOCOL_VERSION})")
+            handler = self.commands.get(req.get("cmd"))
+            if handler is None:
+                raise Refused("request", f"unknown command {req.get('cmd')!r} "
+                                         f"(known: {', '.join(self.commands)})")
+            result = handler(req)
+            if hasattr(result, "__await__"):
+                result = await result
+            return ok(**result)
+        except Refused as err:
+            return refused(err.kind, str(err), **err.details)
+        except InjectError as err:
+            return refused("event", str(err))
+        except KeyError as err:
+            return refused("request", f"missing argument {err.args[0]!r}")
+        except (ValueError, TypeError) as err:
+            return refused("request", str(err))
+        except Exception as err:  # a client's bytes never stop the server
+            log.exception("control request %r failed", req)
+            return refused("error", f"internal error: {err!r}")
+
+    # --- information ------------------------------------------------------------
+
+    def hello(self, req) -> dict:
+        return {"protocol": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
+                "mountpoint": self.server.mountpoint, "cpus": self.kernel.engine.nr_cpus,
+                "clock": "virtual" if self.kernel.engine.clock.deterministic else "monotonic"}
+
+    def status(self, req) -> dict:
+        status = self.server.status()
+        status["injected"] = self.injector.injected
+        return status
+
+    # --- events -------------------------------------------------------------------
+
+    def _prepare(self, events, strict: bool) -> list:
+        if not isinstance(events, list):
+            raise Refused("request", "events must be a list")
+        out = []
+        for i, ev in enumerate(events):
+            if not isinstance(ev, dict) or "event" not in ev:
+                raise Refused("event", f"event #{i + 1}: needs an 'event' name")
+            out.append(self.injector.prepare(
+                ev["event"], cpu=ev.get("cpu", 0), pid=ev.get("pid", 0), comm=ev.get("comm"),
+                ts=ev.get("ts"), fields=ev.get("fields") or {}, strict=strict))
+        return out
+
+    def emit(self, req) -> dict:
+        """Check every event, then fire them all (or none)."""
+        events = req["events"] if "events" in req else [req]
+        prepared = self._prepare(events, bool(req.get("strict")))
+        return {"emitted": self.injector.fire(prepared)}
+
+    def define(self, req) -> dict:
+        system, name = req["system"], req["name"]
+        fields = req.get("fields") or []
+        try:
+            ev = self.kernel.define_event(system, name, fields, req.get("print_fmt"))
+        except (ValueError, TypeError) as err:
+            raise Refused("define", str(err)) from None
+        self.injector.forget(f"{system}:{name}")
+        return {"event": f"{system}:{name}", "id": getattr(ev, "id", None)}
+
+    # --- faults ---------------------------------------------------------------------
+
+    def _faults(self):
+        table = getattr(self.kernel, "faults", None)
+        if table is None:
+            raise Refused("fault", "this server has no fault table")
+        return table
+
+    def fault(self, req) -> dict:
+        spec = req["spec"]
+        if not isinstance(spec, dict):
+            raise Refused("fault", "spec must be an object with a 'kind'")
+        try:
+            added = self._faults().add(spec)
+        except (ValueError, TypeError) as err:
+            raise Refused("fault", str(err)) from None
+        self.kernel.engine.batch_done()  # lost pages and flags reach readers now
+        return {"fault": added}
+
+    def faults(self, req) -> dict:
+        return {"faults": self._faults().list()}
+
+    def clear_faults(self, req) -> dict:
+        self._faults().clear(req.get("id"))
+        return {}
+
+    # --- scenarios ------------------------------------------------------------------
+
+    async def scenario(self, req) -> dict:
+        """Check every step (nothing applied if one is bad), then run them in
+        order; the reply comes when the last step is done."""
+        steps = req["steps"]
+        if not isinstance(steps, list):
+            raise Refused("scenario", "steps must be a list")
+        checked = self._check_steps(steps)
+        self.scenarios += 1
+        try:
+            for step, prepared in zip(steps, checked):
+                await self._run_step(step, prepared)
+        finally:
+            self.scenarios -= 1
+        return {"applied": len(steps)}
+
+    def _check_steps(self, steps: list) -> list:
+        defined: dict[str, set] = {}
+        checked = []
+        for i, step in enumerate(steps):
+            where = {"line": step.get("line"), "index": i} if isinstance(step, dict) else {"index": i}
+            try:
+                checked.append(self._check_step(step, defined))
+            except (Refused, InjectError, KeyError, ValueError, TypeError) as err:
+                text = f"missing {err.args[0]!r}" if isinstance(err, KeyError) else str(err)
+                label = f"line {where['line']}" if where.get("line") else f"step {i + 1}"
+                raise Refused("scenario", f"{label}: {text}", **where) from None
+        return checked
+
+    def _check_step(self, step, defined: dict):
+        if not isinstance(step, dict):
+            raise Refused("scenario", "a step is an object")
+        op = step.get("op")
+        if op == "sleep":
+            seconds = step["seconds"]
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                    or not math.isfinite(seconds) or seconds < 0:
+                raise Refused("scenario", f"sleep takes a number of seconds >= 0, got {seconds!r}")
+            return None
+        if op == "define":
+            key = f"{step['system']}:{step['name']}"
+            defined[key] = _declared_names(step.get("fields") or [])
+            return None
+        if op == "fault":
+            check = getattr(self._faults(), "check", None)
+            if check is not None:
+                check(step["spec"])
+            return None
+        if op == "emit":
+            return self._check_emit(step, defined)
+        raise Refused("scenario", f"unknown step {op!r} (emit, define, fault, sleep)")
+
+    def _check_emit(self, step, defined: dict):
+        events = step["events"]
+        late = [ev for ev in events if isinstance(ev, dict) and ev.get("event") in defined]
+        for ev in late:  # defined by an earlier step: names checked now, values when fired
+            unknown = sorted(set(ev.get("fields") or {}) - defined[ev["event"]])
+            if unknown:
+                raise Refused("scenario", f"{ev['event']} has no field {unknown[0]!r}")
+        if late:
+            return None
+        return self._prepare(events, bool(step.get("strict")))
+
+    async def _run_step(self, step: dict, prepared) -> None:
+        op = step["op"]
+        if op == "sleep":
+            await trio.sleep(step["seconds"])
+        elif op == "define":
+            self.define(step)
+        elif op == "fault":
+            self.fault(step)
+        elif prepared is not None:
+            self.injector.fire(prepared)
+        else:
+            self.emit(step)
+
+    # --- waiting --------------------------------------------------------------------
+
+    async def wait(self, req) -> dict:
+        """Return once the condition holds; kind ``timeout`` otherwise."""
+        until = req.get("until", "idle")
+        timeout = float(req.get("timeout", 30))
+        if not math.isfinite(timeout) or timeout < 0:
+            raise Refused("request", f"timeout must be >= 0 seconds, got {timeout}")
+        checks = {"idle": self._idle, "done": lambda r: self.server.done,
+                  "consumed": self._consumed}
+        check = checks.get(until)
+        if check is None:
+            raise Refused("request", f"wait until {until!r}? (idle, consumed, done)")
+        start = trio.current_time()
+        with trio.move_on_after(timeout):
+            while not check(req):
+                await trio.sleep(WAIT_POLL)
+            return {"waited": round(trio.current_time() - start, 6)}
+        raise Refused("timeout", f"not {until} after {timeout:g} s: {self._why_not(until, req)}")
+
+    def _idle(self, req) -> bool:
+        """The workload is done, no scenario runs, every finished ktrace page
+        is visible to readers."""
+        return self.server.done and not self.scenarios and self.kernel.published()
+
+    def _consumed(self, req) -> bool:
+        return not self.kernel.unread(req.get("tracers"), bool(req.get("complete_pages")))
+
+    def _why_not(self, until: str, req) -> str:
+        if until == "consumed":
+            return f"unread {self.kernel.unread(req.get('tracers'), bool(req.get('complete_pages')))}"
+        if not self.server.done:
+            return "the workload is still running"
+        if self.scenarios:
+            return "a scenario is still running"
+        return "ktrace pages are still being published"
+
+    # --- ktrace modules ---------------------------------------------------------------
+
+    def insmod(self, req) -> dict:
+        names = self.kernel.insmod(req["module"], [tuple(e) for e in req["events"]])
+        self.kernel.engine.batch_done()
+        return {"events": names}
+
+    def rmmod(self, req) -> dict:
+        try:
+            self.kernel.rmmod(req["module"])
+        except KeyError as err:
+            raise Refused("request", str(err.args[0])) from None
+        return {}
+
+
+def _declared_names(decls) -> set:
+    """Field names of C declarations (``unsigned long addr``, ``char comm[16]``)."""
+    names = set()
+    for decl in decls:
+        match = _DECL_NAME.search(str(decl))
+        if match:
+            names.add(match.group(1))
+    return names
