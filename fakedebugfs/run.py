@@ -11,6 +11,7 @@ namespace arranged like a real kernel's:
                           fake's root bound over it
     /proc/kallsyms        the engine's symbol table, so call sites resolve
     /proc/sys/kernel/ftrace_enabled   a writable regular file holding "1"
+    /proc/sys/kernel/kptr_restrict    a writable copy of the real one
 
 Every other tracefs or debugfs mount is removed from the namespace first,
 so the first ``tracefs`` line is ours.  The real tracefs and debugfs are
@@ -29,6 +30,22 @@ SIGHUP and SIGQUIT sent to ``run`` are forwarded to the command (a
 terminal's own signals reach it directly, being in our process group).  When
 it ends, the bind mounts go, the server is stopped and unmounts, and ``run``
 exits with the command's status (128 + N when signal N killed it).
+
+Sealed (the default): the command is started without CAP_SYS_ADMIN and
+CAP_SYS_PTRACE in its bounding and inheritable sets (:mod:`fakedebugfs.seal`),
+so it cannot mount the real tracefs or debugfs, unmount the fake, enter
+another mount namespace or walk into one through ``/proc/<pid>/root``;
+perf_event_open(2) and bpf(2) need CAP_PERFMON and CAP_BPF, which it keeps.
+``--unsealed`` starts it with every capability ``run`` has.
+
+Rootless: without root, ``run`` first enters a user namespace of its own
+(:mod:`fakedebugfs.userns`), where it is uid 0 over a new mount namespace.
+There it cannot mount a real tracefs or debugfs: it covers every tracefs
+and debugfs mount it inherited (and /sys/kernel/{tracing,debug}) with the
+fake, and mounts over the ``/proc/mounts`` symlink a copy of the mount
+table whose first lines are ``tracefs`` at /sys/kernel/tracing and
+``debugfs`` at /sys/kernel/debug.  The command runs as uid 0 of that
+namespace, which is the invoking user outside it.
 """
 
 from __future__ import annotations
@@ -43,13 +60,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import runstate
+from . import runstate, seal, userns
 
 CLONE_NEWNS = 0x00020000
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
+UMOUNT_NOFOLLOW = 8
 PR_SET_PDEATHSIG = 1
 SI_KERNEL = 0x80
 
@@ -57,6 +75,7 @@ TRACEFS = "/sys/kernel/tracing"
 DEBUGFS = "/sys/kernel/debug"
 KALLSYMS = "/proc/kallsyms"
 FTRACE_ENABLED = "/proc/sys/kernel/ftrace_enabled"
+KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -85,7 +104,7 @@ def mount(source, target, fstype=None, flags=0) -> None:
            f"mount {source} on {target}")
 
 
-def umount(target, flags=MNT_DETACH) -> None:
+def umount(target, flags=MNT_DETACH | UMOUNT_NOFOLLOW) -> None:
     _check(_libc.umount2(_b(target), flags), f"umount {target}")
 
 
@@ -111,27 +130,100 @@ def preload_path() -> str:
 
 # --- the namespace ----------------------------------------------------------------
 
-def enter_private_namespace() -> None:
-    """unshare(CLONE_NEWNS) and make every mount private: nothing done
-    from now on propagates to the host."""
+def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> None:
+    """unshare(CLONE_NEWNS) (with a user namespace of its own when
+    *rootless*) and make every mount private: nothing done from now on
+    propagates to the host."""
     try:
-        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        if rootless:
+            userns.enter()
+        else:
+            _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    except userns.UsernsError as err:
+        raise RunError(str(err)) from None
     except OSError as err:
-        raise RunError(f"{err.strerror} (fakedebugfs run needs root)") from None
+        raise RunError(f"{err.strerror} (fakedebugfs run needs root, or user namespaces)") from None
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as err:  # e.g. AppArmor lets unshare succeed without capabilities
+        raise RunError(userns.explain(err.errno, "mount --make-rprivate /") if rootless
+                       else err.strerror) from None
     # Copies of other fakes' mounts would keep their connections referenced
-    # from here after their owners unmount them: drop them.
+    # from here after their owners unmount them: drop them (a user
+    # namespace cannot: its copies are locked, and go when the run ends).
     for point, fstype in reversed(mountinfo()):
-        if fstype == "fuse.fakedebugfs":
+        if fstype == "fuse.fakedebugfs" and point != keep:
             try:
                 umount(point)
             except OSError:
                 pass
 
 
-def arrange_namespace(mnt: str, work: str, kallsyms_text: str) -> list[str]:
+def arrange_namespace(mnt: str, work: str, kallsyms_text: str,
+                      rootless: bool = False) -> list[str]:
     """Put the fake where tools look for it; returns the mounts made
     (innermost last) so they can be undone."""
+    if rootless:
+        made = cover_namespace(mnt, work)
+    else:
+        made = replace_tracing_mounts(mnt, work)
+    check_covered(mnt)
+    made += bind_proc_files(work, kallsyms_text)
+    if rootless:
+        try:
+            made.append(userns.publish_mounts(work))
+        except OSError as err:
+            raise RunError(f"cannot mount a mount table over /proc/mounts ({err.strerror}): "
+                           f"trace-cmd would not find the fake") from None
+    return made
+
+
+def _tracing_source(mnt: str, work: str) -> str:
+    """The fake's ``tracing/``, or an empty directory if it has none (never
+    the real tracefs)."""
+    tracing = os.path.join(mnt, "tracing")
+    if os.path.isdir(tracing):
+        return tracing
+    empty = os.path.join(work, "empty")
+    os.makedirs(empty, exist_ok=True)
+    return empty
+
+
+def check_covered(mnt: str) -> None:
+    fake_dev = os.stat(mnt).st_dev
+    if os.stat(DEBUGFS).st_dev != fake_dev or \
+            (os.path.isdir(os.path.join(mnt, "tracing")) and os.stat(TRACEFS).st_dev != fake_dev):
+        raise RunError("the fake does not cover /sys/kernel/debug and /sys/kernel/tracing")
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def cover_namespace(mnt: str, work: str) -> list[str]:
+    """In a user namespace: the inherited tracefs and debugfs mounts are
+    locked (mount_namespaces(7)) and cannot be unmounted, and no new one
+    can be made; bind the fake over each of them, and over
+    /sys/kernel/{tracing,debug}, outermost first."""
+    tracing = _tracing_source(mnt, work)
+    targets = {TRACEFS: tracing, DEBUGFS: mnt}
+    for point, fstype in mountinfo():
+        if fstype == "tracefs":
+            targets.setdefault(point, tracing)
+        elif fstype == "debugfs":
+            targets.setdefault(point, mnt)
+    made: list[str] = []
+    for point in sorted(targets, key=lambda p: p.count("/")):
+        if any(_under(point, top) for top in made) or not os.path.isdir(point):
+            continue
+        mount(targets[point], point, None, MS_BIND)
+        made.append(point)
+    return made
+
+
+def replace_tracing_mounts(mnt: str, work: str) -> list[str]:
+    """As root: a real debugfs and tracefs at their usual places (for their
+    /proc/mounts lines), the fake bound over each."""
     made: list[str] = []
     # No other tracefs/debugfs line may come before ours: drop them all
     # (deepest first), in this namespace only.
@@ -152,31 +244,33 @@ def arrange_namespace(mnt: str, work: str, kallsyms_text: str) -> list[str]:
     if has_tracing:
         mount("tracefs", TRACEFS, "tracefs")
         made.append(TRACEFS)
-        mount(os.path.join(mnt, "tracing"), TRACEFS, None, MS_BIND)
-        made.append(TRACEFS)
-    else:  # no tracing tree yet: an empty directory, never the real tracefs
-        empty = os.path.join(work, "empty")
-        os.makedirs(empty, exist_ok=True)
-        mount(empty, TRACEFS, None, MS_BIND)
-        made.append(TRACEFS)
+    mount(_tracing_source(mnt, work), TRACEFS, None, MS_BIND)
+    made.append(TRACEFS)
+    return made
 
-    fake_dev = os.stat(mnt).st_dev
-    if os.stat(DEBUGFS).st_dev != fake_dev or \
-            (has_tracing and os.stat(TRACEFS).st_dev != fake_dev):
-        raise RunError("the fake does not cover /sys/kernel/debug and /sys/kernel/tracing")
 
-    if os.path.exists(KALLSYMS):
-        path = os.path.join(work, "kallsyms")
+def bind_proc_files(work: str, kallsyms_text: str) -> list[str]:
+    """Files of our own over /proc files tools read or write: the engine's
+    /proc/kallsyms; /proc/sys/kernel/ftrace_enabled holding "1" (the real
+    one refuses writes on this kernel); /proc/sys/kernel/kptr_restrict
+    holding the real value, which trace-cmd sets to 0 while it reads
+    kallsyms and back (a sysctl only CAP_SYS_ADMIN may write, and the
+    host's own, which the command has no business changing)."""
+    files = {KALLSYMS: kallsyms_text, FTRACE_ENABLED: "1\n"}
+    try:
+        with open(KPTR_RESTRICT) as fp:
+            files[KPTR_RESTRICT] = fp.read()
+    except OSError:
+        pass
+    made: list[str] = []
+    for target, text in files.items():
+        if not os.path.exists(target):
+            continue
+        path = os.path.join(work, os.path.basename(target))
         with open(path, "w") as fp:
-            fp.write(kallsyms_text)
-        mount(path, KALLSYMS, None, MS_BIND)
-        made.append(KALLSYMS)
-    if os.path.exists(FTRACE_ENABLED):
-        path = os.path.join(work, "ftrace_enabled")
-        with open(path, "w") as fp:
-            fp.write("1\n")
-        mount(path, FTRACE_ENABLED, None, MS_BIND)
-        made.append(FTRACE_ENABLED)
+            fp.write(text)
+        mount(path, target, None, MS_BIND)
+        made.append(target)
     return made
 
 
@@ -192,7 +286,7 @@ def undo_mounts(made: list[str]) -> None:
 
 def start_server(server, mnt: str, log_path: str) -> int:
     """Fork the server (in this namespace); return its pid once mounted."""
-    from .daemon import fork_server
+    from .api.launcher import fork_server
 
     parent = os.getpid()
 
@@ -248,9 +342,11 @@ def stop_server(pid: int, mnt: str) -> None:
 
 # --- the command ------------------------------------------------------------------
 
-def spawn(argv: list[str], env: dict) -> int:
-    """fork + exec with default signal handling; exec errors are reported
-    through a close-on-exec pipe (exit 127 / 126 like a shell)."""
+def spawn(argv: list[str], env: dict, sealed: bool = True) -> int:
+    """fork + exec with default signal handling, *sealed* (see
+    :mod:`fakedebugfs.seal`); errors are reported through a close-on-exec
+    pipe (exit 127 / 126 like a shell).  The command never starts unsealed
+    by accident: if the seal fails, it does not start."""
     r, w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
@@ -261,17 +357,26 @@ def spawn(argv: list[str], env: dict) -> int:
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             # if run is killed outright, COMMAND goes too (nothing left behind)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            try:
+                if sealed:
+                    seal.drop_capabilities()
+            except OSError as err:
+                os.write(w, f"seal {err.errno}".encode())
+                os._exit(126)
             os.execvpe(argv[0], argv, env)
         except OSError as err:
-            os.write(w, f"{err.errno}".encode())
+            os.write(w, f"exec {err.errno}".encode())
         finally:
             os._exit(127)
     os.close(w)
     with os.fdopen(r, "rb") as fp:
-        data = fp.read()
+        data = fp.read().decode()
     if data:
         os.waitpid(pid, 0)
-        code = int(data)
+        what, code = data.split()[0], int(data.split()[1])
+        if what == "seal":
+            raise RunError(f"cannot seal the command ({os.strerror(code)}); "
+                           f"--unsealed runs it with every capability", 126)
         raise RunError(f"{argv[0]}: {os.strerror(code)}", 127 if code == errno.ENOENT else 126)
     return pid
 
@@ -317,10 +422,18 @@ def run(args) -> int:
         argv = argv[1:]
     if not argv:
         raise CliError("no command given (fakedebugfs run [options] -- COMMAND ...)")
-    if os.geteuid() != 0:
-        raise CliError("needs root: it mounts in a private mount namespace")
+    if getattr(args, "attach", None):
+        return run_attached(args, argv)
+    rootless = os.geteuid() != 0
+    if rootless:
+        try:
+            userns.check_fuse()
+        except userns.UsernsError as err:
+            raise CliError(str(err)) from None
     preload = preload_path()
 
+    if rootless:  # uid 0 in the user namespace: keep our own run directory
+        os.environ[runstate.RUNDIR_ENV] = str(runstate.rundir())
     sweep_stale_workdirs(runstate.rundir())
     work = tempfile.mkdtemp(prefix="run-", dir=runstate.rundir())
     with open(os.path.join(work, "pid"), "w") as fp:
@@ -339,16 +452,16 @@ def run(args) -> int:
             raise CliError(str(err)) from None
         server = build_server(args, mnt)
         kallsyms_text = server.kernel.engine.kallsyms.proc_kallsyms()
-        enter_private_namespace()
+        enter_private_namespace(rootless)
         server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
-        made = arrange_namespace(mnt, work, kallsyms_text)
+        made = arrange_namespace(mnt, work, kallsyms_text, rootless)
 
         env = dict(os.environ)
         old = env.get("LD_PRELOAD", "").strip()
         env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
         env["FAKEDEBUGFS_MOUNT"] = mnt
         try:
-            pid = spawn(argv, env)
+            pid = spawn(argv, env, sealed=not getattr(args, "unsealed", False))
         except RunError as err:
             print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
             return err.args[1]
@@ -361,5 +474,49 @@ def run(args) -> int:
         undo_mounts(made)
         if server_pid is not None:
             stop_server(server_pid, mnt)
+        shutil.rmtree(work, ignore_errors=True)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(FORWARDED) | {signal.SIGCHLD})
+
+
+# --- a command against a fake that is already mounted ------------------------------
+
+def run_attached(args, argv: list[str]) -> int:
+    """``run --attach MNT``: COMMAND sees the fake mounted at MNT (the Python
+    API's ``Fake.run``) instead of one of its own; that fake stays mounted."""
+    from .cli import CliError
+    from .control.client import ControlClient
+    from .control.errors import FakeError
+
+    mnt = runstate.canonical(args.attach)
+    if runstate.mounted_fstype(mnt) != runstate.FSTYPE:
+        raise CliError(f"--attach {args.attach}: no fakedebugfs is mounted there")
+    if os.geteuid() != 0:
+        raise CliError("--attach needs root")
+    try:
+        with ControlClient(mnt) as client:
+            kallsyms_text = client.call("kallsyms")["text"]
+    except FakeError as err:
+        raise CliError(f"--attach {args.attach}: {err}") from None
+    preload = preload_path()
+    work = tempfile.mkdtemp(prefix="attach-", dir=runstate.rundir())
+    made: list[str] = []
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
+    try:
+        enter_private_namespace(keep=mnt)
+        made = arrange_namespace(mnt, work, kallsyms_text)
+        env = dict(os.environ)
+        old = env.get("LD_PRELOAD", "").strip()
+        env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
+        env["FAKEDEBUGFS_MOUNT"] = mnt
+        try:
+            pid = spawn(argv, env, sealed=not getattr(args, "unsealed", False))
+        except RunError as err:
+            print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
+            return err.args[1]
+        return wait_command(pid)
+    except (RunError, OSError) as err:
+        raise CliError(str(err)) from None
+    finally:
+        undo_mounts(made)
         shutil.rmtree(work, ignore_errors=True)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(FORWARDED) | {signal.SIGCHLD})

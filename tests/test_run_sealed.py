@@ -1,0 +1,272 @@
+"""``fakedebugfs run``: sealed as root, rootless for everyone else.
+
+As root, the command runs without CAP_SYS_ADMIN and CAP_SYS_PTRACE
+(fakedebugfs.seal): it cannot mount the real tracefs or debugfs, unmount
+the fake, or walk into the host's mounts through /proc/<pid>/root, while
+perf (perf_event_open) keeps working; ``--unsealed`` gives them back.
+
+Without root, ``run`` enters a user namespace of its own
+(fakedebugfs.userns).  Those tests run the real CLI as uid 65534 with
+Debian's /usr/bin/python3 (root's interpreter lives under /root, which
+nobody else may enter), importing this checkout and the venv's
+site-packages.  Each starts in a private mount namespace of the test
+where /dev/fuse is a device node of the test's own, so this machine's
+/dev/fuse (often 0600 in containers) is never changed.  After every test
+the host's mounts must show nothing of a run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import fakedebugfs
+import pyfuse3
+from conftest import FAKEDEBUGFS
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests start runs as root and "
+                                                         "as uid 65534 (setpriv)")
+
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"
+CAP_SYS_PTRACE, CAP_SYS_ADMIN = 19, 21
+
+
+def fake_lines() -> list[str]:
+    """Host mount lines a run could leak: any fakedebugfs or tracefs/debugfs line."""
+    with open("/proc/self/mounts") as fp:
+        return sorted(line for line in fp
+                      if "fakedebugfs" in line or line.split()[2] in ("tracefs", "debugfs"))
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    before = fake_lines()
+    yield
+    # other tests' fakes may come and go concurrently: compare ours only
+    leaked = [line for line in set(fake_lines()) - set(before)
+              if "/run-" in line or " /sys/kernel/" in line or "/sealed-" in line]
+    assert not leaked, f"fakedebugfs run left mounts in the host namespace: {leaked}"
+
+
+def run(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([FAKEDEBUGFS, "run", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def capabilities(status_text: str, field: str) -> int:
+    return int(re.search(rf"^{field}:\s*([0-9a-f]+)$", status_text, re.M).group(1), 16)
+
+
+# --- sealed, as root --------------------------------------------------------------
+
+@pytest.mark.parametrize("fstype", ["tracefs", "debugfs"])
+def test_sealed_mount_fails(tmp_path, fstype):
+    target = tmp_path / "x"
+    target.mkdir()
+    p = run("--", "mount", "-t", fstype, "nodev", target)
+    assert p.returncode != 0, p.stdout
+    assert "permission denied" in p.stderr.lower()  # mount(8) on EPERM
+    assert not os.path.ismount(target)
+
+
+def test_sealed_sees_only_the_fake(tmp_path):
+    """/sys/kernel/tracing and /sys/kernel/debug are the fake's; the fake
+    cannot be unmounted to uncover the real ones, and the host's mounts
+    cannot be reached through /proc/<pid>/root."""
+    host = f"/proc/{os.getpid()}/root/sys/kernel/tracing/tracing_on"
+    script = textwrap.dedent(f"""
+        head -1 /sys/kernel/tracing/README
+        head -1 /sys/kernel/debug/tracing/README
+        grep -E '^Cap(Eff|Bnd|Inh|Amb):' /proc/self/status
+        umount /sys/kernel/tracing && echo UMOUNTED
+        cat {host} && echo HOST_REACHED
+        true
+    """)
+    p = run("--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    readme = p.stdout.splitlines()[:2]
+    assert all("fakedebugfs" in line for line in readme), p.stdout  # the fake's README
+    for field in ("CapEff", "CapBnd", "CapInh", "CapAmb"):
+        caps = capabilities(p.stdout, field)
+        assert not caps & (1 << CAP_SYS_ADMIN | 1 << CAP_SYS_PTRACE), (field, p.stdout)
+    assert "UMOUNTED" not in p.stdout
+    assert "HOST_REACHED" not in p.stdout
+
+
+def test_unsealed_mount_works(tmp_path):
+    target = tmp_path / "x"
+    target.mkdir()
+    script = f"mount -t tracefs nodev {target} && test -e {target}/tracing_on && umount {target}"
+    p = run("--unsealed", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    assert not os.path.ismount(target)
+
+
+def test_unsealed_keeps_capabilities():
+    p = run("--unsealed", "--", "grep", "^CapBnd:", "/proc/self/status")
+    assert p.returncode == 0, p.stderr
+    assert capabilities(p.stdout, "CapBnd") & (1 << CAP_SYS_ADMIN)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_sealed_perf_still_counts():
+    """perf_event_open needs CAP_PERFMON, which the seal keeps."""
+    p = run("--", "perf", "stat", "-x,", "-e", "task-clock", "true")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^[0-9.]+,msec,task-clock", p.stderr, re.M), p.stderr
+
+
+# --- rootless ---------------------------------------------------------------------
+
+def _system_python_problem() -> str | None:
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return f"{SYSTEM_PYTHON} is needed to run fakedebugfs as uid {NOBODY}"
+    v = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
+                       capture_output=True, text=True).stdout.strip()
+    if v != str(tuple(sys.version_info[:2])):
+        return f"{SYSTEM_PYTHON} is {v}, the venv's pyfuse3 was built for {sys.version_info[:2]}"
+    for tool in ("setpriv", "unshare", "mknod"):
+        if shutil.which(tool) is None:
+            return f"{tool} (util-linux/coreutils) is needed"
+    return None
+
+
+@pytest.fixture
+def nobody_dir():
+    """A directory uid 65534 may write (tmp_path is under root's 0700 one)."""
+    d = tempfile.mkdtemp(prefix="sealed-")
+    os.chown(d, NOBODY, NOBODY)
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def rootless(work: Path, run_args, fuse_mode=0o666, prelude="") -> subprocess.CompletedProcess:
+    """``fakedebugfs run RUN_ARGS`` as uid 65534, in a private mount
+    namespace whose /dev/fuse is a node of mode *fuse_mode*; *prelude* (a
+    command line) runs as root before dropping to uid 65534, which *exec*s
+    the command given as "$@"."""
+    if problem := _system_python_problem():
+        pytest.skip(problem)
+    site = str(Path(pyfuse3.__file__).parents[1])
+    repo = str(Path(fakedebugfs.__file__).parents[1])
+    dev = work / "dev"
+    dev.mkdir()
+    setup = textwrap.dedent(f"""
+        set -e
+        mount -t tmpfs -o mode=755 tmpfs {dev}
+        mknod -m {fuse_mode:o} {dev}/fuse c 10 229
+        mount --bind {dev}/fuse /dev/fuse
+        cd {work}
+        exec {prelude} "$@"
+    """)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(work),
+           "XDG_RUNTIME_DIR": str(work), "FAKEDEBUGFS_BUILD": str(work / "build"),
+           "PYTHONPATH": f"{repo}:{site}"}
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", setup, "setup",
+           "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+           SYSTEM_PYTHON, "-m", "fakedebugfs", "run", *map(str, run_args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+
+
+def _userns_forbidden() -> str | None:
+    from fakedebugfs.userns import forbidding_setting
+
+    if setting := forbidding_setting():
+        return f"this system forbids unprivileged user namespaces ({setting})"
+    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                        "unshare", "-Urm", "true"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return f"unprivileged user namespaces fail here: {p.stderr.strip()}"
+    return None
+
+
+@pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed")
+def test_rootless_trace_cmd_records(nobody_dir):
+    if reason := _userns_forbidden():
+        pytest.skip(reason)
+    out = nobody_dir / "trace.dat"
+    p = rootless(nobody_dir, ["--workload", "kmem", "--enable-all", "--",
+                              "trace-cmd", "record", "-e", "kmem", "-o", out, "sleep", "2"])
+    assert p.returncode == 0, p.stderr
+    assert out.stat().st_uid == NOBODY  # uid 0 inside is uid 65534 outside
+    report = subprocess.run(["trace-cmd", "report", "-i", str(out)], capture_output=True,
+                            text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    events = re.findall(r"^\s*\S.*?\[\d+\]\s+[\d.]+:\s+(kmalloc|kfree|kmem_cache_\w+):",
+                        report.stdout, re.M)
+    assert len(events) > 100, report.stdout[:2000]
+    assert {"kmalloc", "kfree"} <= set(events)
+
+
+def test_rootless_sees_only_the_fake(nobody_dir):
+    if reason := _userns_forbidden():
+        pytest.skip(reason)
+    target = nobody_dir / "x"
+    script = textwrap.dedent(f"""
+        id -u
+        head -1 /proc/mounts
+        head -1 /sys/kernel/tracing/README
+        head -1 /sys/kernel/debug/tracing/README
+        mkdir {target}; mount -t tmpfs none {target} && echo MOUNTED
+        true
+    """)
+    p = rootless(nobody_dir, ["--", "sh", "-c", script])
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "0"  # root of its user namespace
+    assert lines[1].split()[1:3] == ["/sys/kernel/tracing", "tracefs"]  # what libtracefs reads
+    assert "fakedebugfs" in lines[2] and "fakedebugfs" in lines[3]
+    assert "MOUNTED" not in p.stdout  # sealed there too
+
+
+def test_rootless_without_dev_fuse(nobody_dir):
+    p = rootless(nobody_dir, ["--", "true"], fuse_mode=0o600)
+    assert p.returncode != 0
+    assert "/dev/fuse is not readable and writable by uid 65534 (mode 0600)" in p.stderr
+
+
+USERNS_LIMIT = textwrap.dedent("""
+    # Become root of a user namespace mapping uids 0-65535 to themselves,
+    # forbid user namespaces below it (user.max_user_namespaces is per
+    # namespace), then exec argv[1:] (which drops to uid 65534 itself).
+    import ctypes, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        if libc.unshare(0x10000000) != 0:
+            sys.exit("unshare: " + os.strerror(ctypes.get_errno()))
+        os.write(w, b"x")
+        os.close(w)
+        while open("/proc/self/uid_map").read().split()[:3] != ["0", "0", "65536"]:
+            pass
+        open("/proc/sys/user/max_user_namespaces", "w").write("0")
+        os.execvp(sys.argv[1], sys.argv[1:])
+    os.close(w)
+    os.read(r, 1)
+    for name in ("uid_map", "gid_map"):
+        open(f"/proc/{pid}/{name}", "w").write("0 0 65536")
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+""")
+
+
+def test_rootless_where_user_namespaces_are_forbidden(nobody_dir):
+    """One clear line naming the setting that forbids them."""
+    script = nobody_dir / "limit.py"
+    script.write_text(USERNS_LIMIT)
+    p = rootless(nobody_dir, ["--", "true"], prelude=f"{sys.executable} {script}")
+    assert p.returncode != 0
+    message = p.stderr.strip().splitlines()
+    assert len(message) == 1, p.stderr
+    assert "forbids unprivileged user namespaces (user.max_user_namespaces = 0)" in message[0]
