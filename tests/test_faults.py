@@ -438,3 +438,182 @@ def test_kmemtrace_total_overruns_counts_injected_overrun(fake):
     while not wl.done:
         wl.run(1000)
     assert got + m == len(relay_records(k))
+
+
+# --- file faults ------------------------------------------------------------------------
+
+def cat(path) -> subprocess.CompletedProcess:
+    return subprocess.run(["cat", str(path)], capture_output=True, text=True, timeout=30)
+
+
+def test_errno_on_open_and_read_hits_cat_exactly_k_times(fake):
+    """``errno`` EINTR on open (then EIO on read) of ``tracing/trace``: cat
+    fails with that error exactly K times, then reads the file as before."""
+    mnt = fake("--workload", "none")
+    path = mnt / "tracing/trace"
+    want = cat(path).stdout
+    assert want.startswith("# tracer: nop")
+    fault(mnt, kind="errno", path="/tracing/trace", op="open", errno="EINTR", count=2)
+    fault(mnt, kind="errno", path="tracing/tr*", op="read", errno=errno.EIO, count=1)
+    runs = [cat(path) for _ in range(4)]
+    assert [r.returncode for r in runs] == [1, 1, 1, 0]
+    assert os.strerror(errno.EINTR) in runs[0].stderr and os.strerror(errno.EINTR) in runs[1].stderr
+    assert os.strerror(errno.EIO) in runs[2].stderr
+    assert runs[3].stdout == want
+    assert control(mnt, "faults")["faults"] == []
+
+
+def test_errno_on_write_poll_ioctl(fake):
+    """Write: the failed marker writes record nothing; poll: the kernel shows
+    an errored poll as POLLERR; ioctl: the caller gets the errno.  Each
+    exactly K times, then the operation works."""
+    mnt = fake("--workload", "none", "--cpus", 1)
+    tracing = mnt / "tracing"
+    fault(mnt, kind="errno", path="tracing/trace_marker", op="write", errno="ENOSPC", count=2)
+    fd = os.open(tracing / "trace_marker", os.O_WRONLY)
+    try:
+        results = []
+        for i in range(4):
+            try:
+                results.append(os.write(fd, f"mark{i}".encode()))
+            except OSError as err:
+                results.append(err.errno)
+    finally:
+        os.close(fd)
+    assert results == [errno.ENOSPC, errno.ENOSPC, 5, 5]
+    text = (tracing / "trace").read_text()
+    assert re.findall(r"tracing_mark_write: (mark\d)", text) == ["mark2", "mark3"]
+
+    fault(mnt, kind="errno", path="tracing/trace_pipe", op="poll", errno="EIO", count=1)
+    fd = os.open(tracing / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        assert p.poll(0) == [(fd, select.POLLERR)]
+        assert p.poll(0) == [(fd, select.POLLIN)]  # the marks wait to be read
+    finally:
+        os.close(fd)
+
+    fault(mnt, kind="errno", path="tracing/per_cpu/cpu0/trace_pipe_raw", op="ioctl",
+          errno="EBUSY", count=2)
+    fd = os.open(tracing / "per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        got = []
+        for _ in range(3):
+            try:
+                got.append(fcntl.ioctl(fd, 0))
+            except OSError as err:
+                got.append(err.errno)
+        assert got == [errno.EBUSY, errno.EBUSY, 0]
+    finally:
+        os.close(fd)
+    assert control(mnt, "faults")["faults"] == []
+
+
+def test_stall_delays_then_serves(fake):
+    """``stall``: the next read waits at least T ms, then gets its data."""
+    mnt = fake("--workload", "none")
+    path = mnt / "kmemtrace/abi_version"
+    fault(mnt, kind="stall", path="kmemtrace/abi_version", op="read", ms=400)
+    start = time.monotonic()
+    assert path.read_text() == "1\n"
+    assert time.monotonic() - start >= 0.4
+    fault(mnt, kind="stall", path="ktrace/info", op="open", ms=300)
+    start = time.monotonic()
+    assert path.parent.parent.joinpath("ktrace/info").read_text().startswith("version 1.0.0")
+    assert time.monotonic() - start >= 0.3
+
+
+def test_stalled_read_ends_with_a_signal(fake):
+    """A signal interrupts a stalled read (FUSE_INTERRUPT): the read is
+    retried after the handler and served, long before the stall's end."""
+    mnt = fake("--workload", "none")
+    fault(mnt, kind="stall", path="kmemtrace/abi_version", op="read", ms=60000)
+    fired = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: fired.append(1))
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        start = time.monotonic()
+        fd = os.open(mnt / "kmemtrace/abi_version", os.O_RDONLY)
+        try:
+            data = os.read(fd, 100)  # EINTR, then retried by Python (PEP 475)
+        finally:
+            os.close(fd)
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert fired and data == b"1\n"
+    assert time.monotonic() - start < 30
+
+
+def test_unmount_ends_a_stalled_read(fake, tmp_path):
+    """Unmounting while a read is stalled: the reader gets an error at once
+    and the unmount completes, the stall not waited for."""
+    mnt = fake("--workload", "none")
+    fault(mnt, kind="stall", path="kmemtrace/abi_version", op="read", ms=120000)
+    reader = subprocess.Popen(["cat", str(mnt / "kmemtrace/abi_version")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    start = time.monotonic()
+    subprocess.run([FAKEDEBUGFS, "umount", str(mnt)], check=True, timeout=60,
+                   capture_output=True)
+    out, err = reader.communicate(timeout=30)
+    assert reader.returncode != 0 and out == ""
+    assert time.monotonic() - start < 30
+
+
+def identical_mounts(fake, n=3000):
+    """Two fakes with the same seeded workload on the virtual clock: byte-
+    identical buffers once both are done."""
+    opts = (*KMEM_RUN, "--count", n, "--rate", 0, "--seed", 21)
+    a, b = fake(*opts), fake(*opts)
+    wait_done(a)
+    wait_done(b)
+    return a, b
+
+
+@pytest.mark.parametrize("rel", ["tracing/per_cpu/cpu0/trace_pipe_raw", "tracing/trace_pipe",
+                                 "tracing/trace", "kmemtrace/cpu1"])
+def test_short_reads_lose_nothing(fake, rel):
+    """``short_read`` B bytes for K reads: those reads return at most B
+    bytes, and all the reads together give exactly what an unfaulted twin
+    gives, for consuming files (pages, text lines, relay) too."""
+    a, b = identical_mounts(fake)
+    k, size = 5, 100
+    fault(b, kind="short_read", path=rel, bytes=size, count=k)
+    want = read_all(a / rel)
+    got = read_all(b / rel)
+    assert all(0 < len(c) <= size for c in got[:k])  # trace_pipe: whole lines when they fit
+    assert len(got[k]) > size
+    assert len(b"".join(want)) > k * size
+    assert b"".join(got) == b"".join(want)
+    assert control(b, "faults")["faults"] == []
+
+
+def test_poll_delay_holds_back_the_wakeup(fake):
+    """``poll_delay`` T ms: a poller blocked on trace_pipe wakes at least T ms
+    after the event that makes it readable."""
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    fault(mnt, kind="poll_delay", path="tracing/trace_pipe", ms=500)
+    fd = os.open(tracing / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+    woke = []
+
+    def wait():
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        woke.append((p.poll(20000), time.monotonic()))
+
+    try:
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(0.3)
+        assert not woke
+        written = time.monotonic()
+        (tracing / "trace_marker").write_text("wake up")
+        t.join(30)
+    finally:
+        os.close(fd)
+    (events, at), = woke
+    assert events and events[0][1] & select.POLLIN
+    assert at - written >= 0.5
+    assert control(mnt, "faults")["faults"] == []
