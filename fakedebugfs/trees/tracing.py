@@ -15,8 +15,8 @@
       saved_cmdlines, printk_formats, available_events  0440
       set_event, set_event_pid, tracing_cpumask, error_log, dynamic_events ...
       events/{enable,header_page,header_event}, events/<sys>/{enable,filter},
-      events/<sys>/<ev>/{enable,filter,format,id,trigger} for kmem, sched and
-      raw_syscalls; events/ftrace/<entry>/format
+      events/<sys>/<ev>/{enable,filter,format,id,trigger} for kmem, sched,
+      raw_syscalls and events defined at run time; events/ftrace/<entry>/format
       per_cpu/cpuN/{trace,trace_pipe,trace_pipe_raw,stats,buffer_size_kb}
 """
 
@@ -100,6 +100,7 @@ class TracingTree:
         self._seen = ft.written
         self.root = self.create_tree()
         ft.on_tracer_change.append(self._tracer_changed)
+        ft.on_event_added.append(self._event_added)
         ft.engine.listeners.append(self.wake)
 
     def wake(self) -> None:
@@ -165,18 +166,35 @@ class TracingTree:
             if ev.system == "ftrace":
                 ftrace_dir.mkdir(ev.name).file("format", RO, SeqFile(ev.format))
         for system in ft.systems():
-            sdir = events.mkdir(system)
-            keys = ft.keys_matching(system, None)
-            sdir.file("enable", RW, ValueFile(
-                lambda keys=keys: ft.enable_state(keys) + "\n", self._enable(system, None)))
-            sdir.file("filter", RW, ValueFile(
-                lambda: "### global filter ###\n# Use this to set filters for multiple events.\n"
-                        "# Only events with the given fields will be affected.\n"
-                        "# If no events are modified, an error message will be displayed here\n",
-                self._filter(keys, system=True)))
-            for key in keys:
+            sdir = self._system_dir(events, system)
+            for key in ft.keys_matching(system, None):
                 self._event_dir(sdir, key)
+        self.events_dir = events
         return events
+
+    def _system_dir(self, events: Dir, system: str) -> Dir:
+        """``event_subsystem_dir``: ``enable`` and ``filter`` over the
+        system's events, whichever exist when they are read or written."""
+        ft = self.ft
+        sdir = events.mkdir(system)
+        sdir.file("enable", RW, ValueFile(
+            lambda: ft.enable_state(ft.keys_matching(system, None)) + "\n",
+            self._enable(system, None)))
+        sdir.file("filter", RW, ValueFile(
+            lambda: "### global filter ###\n# Use this to set filters for multiple events.\n"
+                    "# Only events with the given fields will be affected.\n"
+                    "# If no events are modified, an error message will be displayed here\n",
+            self._system_filter(system)))
+        return sdir
+
+    def _event_added(self, ev) -> None:
+        """A dynamic event (``Ftrace.define_event``): its directory, and its
+        system's if new, appear while mounted (``event_add_file``)."""
+        sdir = self.events_dir.children.get(ev.system)
+        if sdir is None:
+            sdir = self._system_dir(self.events_dir, ev.system)
+        if ev.name not in sdir.children:
+            self._event_dir(sdir, ev.key)
 
     def _event_dir(self, sdir: Dir, key: str) -> None:
         ft, ev = self.ft, self.ft.events[key]
@@ -272,6 +290,12 @@ class TracingTree:
                 raise fail(errno.EINVAL)
             for key in self.ft.keys_matching(system, name):
                 self.ft.set_event(key, bool(value))
+        return store
+
+    def _system_filter(self, system: str):
+        def store(data: bytes) -> None:
+            keys = self.ft.keys_matching(system, None)
+            self.ft.set_filter(keys, data.decode(errors="replace"), True)
         return store
 
     def _filter(self, keys, system=False):

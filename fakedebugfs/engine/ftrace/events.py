@@ -45,23 +45,27 @@ class EventType:
     encode_values: Optional[Callable] = None  # tracepoint values -> field values
     size: int = 0  # sizeof the fixed part
     dyn: tuple = ()  # names of __data_loc fields, in payload order
+    data_offset: Optional[int] = None  # where __data_loc data starts (default: size)
+    dyn_arrays: tuple = ()  # __data_loc fields decoded as bytes, not strings
     packer: struct.Struct = field(init=False)
 
     def __post_init__(self):
         end = max((off + size for _, _, off, size, _ in self.fields), default=8)
         self.size = self.size or (end + 7) & ~7
+        if self.data_offset is None:
+            self.data_offset = self.size
         fmt, pos = "<", 8
-        for ctype, _, off, size, signed in self.fields:
+        for ctype, name, off, size, signed in self.fields:
             fmt += "x" * (off - pos)
-            code = _CODES.get(size, f"{size}s" if size else "")
-            fmt += code.lower() if signed else code
+            code = _CODES.get(size, f"{size}s" if size else "") if "[" not in name else \
+                f"{size}s" if size else ""  # arrays are bytes, whatever their size
+            fmt += code.lower() if signed and "[" not in name else code
             pos = off + size
         fmt += "x" * (self.size - pos)
         self.packer = struct.Struct(fmt)
         packed = [f for f in self.fields if f[3]]
         self.names = tuple(field_key(f[1]) for f in packed)
-        self._masks = tuple((field_key(f[1]), (1 << (8 * f[3])) - 1 if f[3] in _CODES else 0,
-                             1 << (8 * f[3] - 1) if f[4] and f[3] in _CODES else 0)
+        self._masks = tuple((field_key(f[1]), _mask(f), _mask(f) + 1 >> 1 if f[4] else 0)
                             for f in packed)
 
     @property
@@ -92,13 +96,16 @@ class EventType:
             vals = dict(vals)
             for name in self.dyn:
                 data = vals[name].encode() + b"\0" if isinstance(vals[name], str) else vals[name]
-                vals[name] = (len(data) << 16) | (self.size + len(tail))
+                vals[name] = (len(data) << 16) | (self.data_offset + len(tail))
                 tail += data
         head = ENTRY.pack(self.id, flags, preempt, pid)
         try:  # fast path: every value already fits its field
             body = self.packer.pack(*[vals[n] for n in self.names])
         except struct.error:  # C assignment: truncate, reinterpret signedness
             body = self.packer.pack(*[_wrap(vals[n], mask, sign) for n, mask, sign in self._masks])
+        if self.data_offset != self.size:  # the data starts inside the tail padding
+            return (head + body)[:self.data_offset] + tail.ljust(
+                len(tail) + self.size - self.data_offset, b"\0")
         return head + body + tail
 
     def decode(self, payload: bytes) -> dict:
@@ -110,7 +117,8 @@ class EventType:
         for name in self.dyn:
             loc = rec[name]
             raw = payload[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)]
-            rec[name] = raw.split(b"\0", 1)[0].decode(errors="replace")
+            rec[name] = raw if name in self.dyn_arrays else \
+                raw.split(b"\0", 1)[0].decode(errors="replace")
         for ctype, name, off, size, _ in self.fields:
             if size == 0:  # a trailing array: the bytes after the fixed part
                 rec[field_key(name)] = payload[off:]
@@ -120,6 +128,11 @@ class EventType:
 def field_key(name: str) -> str:
     """``prev_comm[16]`` -> ``prev_comm``: the key of a field in records."""
     return name.split("[", 1)[0]
+
+
+def _mask(f) -> int:
+    """All bits of an integer field; 0 for arrays and odd sizes (bytes)."""
+    return (1 << (8 * f[3])) - 1 if f[3] in _CODES and "[" not in f[1] else 0
 
 
 def _wrap(value, mask: int, sign: int):

@@ -125,7 +125,18 @@ def _num_pred(name: str, op: str, value: str) -> Pred:
         number = int(value, 0)
     except ValueError:
         raise einval(f"{value} is not a number") from None
-    return lambda r: func(r.get(name, 0), number)
+    return lambda r: _num_match(func, r.get(name, 0), number)
+
+
+def _num_match(func, value, number) -> bool:
+    """A number against a field; an array field (bytes) compares as one
+    integer of its size when that is 1, 2, 4 or 8 bytes and never matches
+    otherwise (``select_comparison_fn``'s ``filter_pred_none``)."""
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) not in (1, 2, 4, 8):
+            return False
+        value = int.from_bytes(value, "little")
+    return func(value, number)
 
 
 def _text(value) -> str:

@@ -17,6 +17,7 @@ import errno
 import heapq
 from typing import Iterator, Optional
 
+from .define import build_event
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
 from .filter import compile_filter
@@ -74,6 +75,7 @@ class Ftrace:
         self.cpumask = (1 << n) - 1
         self.written = 0  # events committed (wake-ups compare this)
         self.on_tracer_change: list = []
+        self.on_event_added: list = []  # callables(EventType): a new events/ directory
         self.out = OutputContext(engine.kallsyms, self.options, engine.seed)
 
     # --- events --------------------------------------------------------------
@@ -104,14 +106,40 @@ class Ftrace:
                 self.commit(cpu, ts, ev.pack(pid, vals))
         return probe
 
+    def define_event(self, system: str, name: str, fields, print_fmt=None) -> EventType:
+        """A new event ``system:name`` from C field declarations
+        (:mod:`.define`), as ``trace_add_event_call`` registers a dynamic
+        event: the id after the highest one (the kernel's ``ida`` gives the
+        lowest free id above the static ones; with none freed that is
+        max + 1, as a uprobe event created on this machine's 6.18 shows),
+        an engine tracepoint whose arguments are the field names, and its
+        ``events/`` directory (``on_event_added``).  An identical definition
+        returns the existing event; ValueError for anything else taken or
+        refused."""
+        if system == "ftrace":
+            raise ValueError("system 'ftrace' holds the tracer's own entries")
+        ev = build_event(system, name, fields, max(self.by_id) + 1, print_fmt)
+        old = self.events.get(ev.key)
+        if old is not None:
+            if old.fields == ev.fields and print_fmt in (None, old.print_fmt):
+                return old
+            raise ValueError(f"event {ev.key} already exists with another format")
+        self.engine.define(system, name, ev.arg_names)  # ValueError if taken
+        self.events[ev.key] = ev
+        self.by_id[ev.id] = ev
+        self.probes[ev.key] = self._make_probe(ev)
+        for callback in self.on_event_added:
+            callback(ev)
+        return ev
+
     def commit(self, cpu: int, ts: int, payload: bytes) -> bool:
         """Write one entry into *cpu*'s buffer if tracing is on there."""
         if not self.tracing_on or not (self.cpumask >> cpu) & 1:
             return False
-        if self.buffers[cpu].write(ts, payload):
-            self.written += 1
-            return True
-        return False
+        # counted even when lost: losing an event to a fault finishes the
+        # tail page, which a blocked trace_pipe_raw reader must be woken for
+        self.written += 1
+        return self.buffers[cpu].write(ts, payload)
 
     def set_event(self, key: str, on: bool) -> None:
         """``ftrace_event_enable_disable``."""
