@@ -617,3 +617,40 @@ def test_poll_delay_holds_back_the_wakeup(fake):
     assert events and events[0][1] & select.POLLIN
     assert at - written >= 0.5
     assert control(mnt, "faults")["faults"] == []
+
+
+def test_lost_events_finish_the_page_for_a_blocked_reader(fake):
+    """Losing events finishes the tail page (the gap falls between pages):
+    a reader blocked in trace_pipe_raw for a whole page gets the three
+    marks written before the loss, and the next page says 2 were missed."""
+    mnt = fake("--workload", "none", "--cpus", 1)
+    tracing = mnt / "tracing"
+    fd = os.open(tracing / "per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(os.read(fd, 4096)))
+    try:
+        with open(tracing / "trace_marker", "w") as marker:
+            for text in ("a1", "a2", "a3"):
+                marker.write(text)
+                marker.flush()
+            reader.start()
+            time.sleep(0.3)
+            assert not got  # no whole page yet
+            fault(mnt, kind="overrun", cpu=0, events=2)
+            for text in ("lost1", "lost2"):
+                marker.write(text)
+                marker.flush()
+            reader.join(10)
+            woken = not reader.is_alive()
+            marker.write("b1")
+        reader.join(10)
+        assert woken, "the blocked reader was not woken by the finished page"
+        page, = got
+        assert re.findall(rb"a\d", page) == [b"a1", b"a2", b"a3"] and not missed(page)[0]
+        rest = b"".join(read_all(tracing / "per_cpu/cpu0/trace_pipe_raw"))
+        assert_missed(rest[:4096], 2)
+        assert b"b1" in rest and b"lost" not in rest
+    finally:
+        os.close(fd)
+    stats_text = (tracing / "per_cpu/cpu0/stats").read_text()
+    assert "overrun: 2\n" in stats_text and "read events: 4\n" in stats_text
