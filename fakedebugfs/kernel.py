@@ -15,6 +15,7 @@ from .engine.ftrace.tracer import Ftrace
 from .engine.kmemtrace.tracer import Kmemtrace
 from .engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
 from .engine.ktrace.sites import DEFAULT_SITES, parse_event_file, user_site
+from .instrument.faults import FaultTable
 
 
 class Kernel:
@@ -31,6 +32,7 @@ class Kernel:
                                    options.get("kmemtrace_subbuf_events", 8192))
         self.ftrace = Ftrace(self.engine)  # tracing/ (seed 000 + tracefs)
         self.modules: dict[str, list[str]] = {}
+        self.faults = FaultTable(self)  # scripted faults (instrument/faults.py)
         if events_file:
             with open(events_file) as fp:
                 try:

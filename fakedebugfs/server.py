@@ -151,7 +151,7 @@ class Server:
 
     async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
         root = build_root(self.kernel)
-        ops = TreeOperations(root)
+        ops = TreeOperations(root, faults=self.kernel.faults)
         options = set(pyfuse3.default_options)
         options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
         paths = runstate.paths(self.mountpoint)
