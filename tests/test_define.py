@@ -344,6 +344,16 @@ def test_pointer_conversions_and_helpers():
                     "00 1b 2c 3d 4e ff|001b2c|{0x1,0x203}|4")
 
 
+def test_null_and_error_pointers_print_as_they_are():
+    """``%p`` hashes addresses but prints NULL and ``ERR_PTR`` values as
+    they are (``ptr_to_id``; 6.18's kfree of NULL reads ``ptr=0000000000000000``)."""
+    ev = build_event("mine", "ptr", ["void *p"], 1)
+    out = _out()
+    shown = [ev.show(ev.decode(ev.encode(1, (p,))), out) for p in (0, 2 ** 64 - 12, 0x1234)]
+    assert shown[:2] == ["p=0000000000000000", "p=fffffffffffffff4"]
+    assert shown[2] == f"p={out.ptr(0x1234)}" != "p=0000000000001234"
+
+
 def test_print_fmt_is_parsed_once():
     fields = (("int", "a", 8, 4, 1),)
     assert compile_print_fmt('"%d", REC->a', fields) is compile_print_fmt('"%d", REC->a', fields)

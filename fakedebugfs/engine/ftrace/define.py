@@ -216,6 +216,10 @@ class DefinedEvent(EventType):
                 elif not data.endswith(b"\0"):
                     data += b"\0"
                 out[d.name] = data
+            elif isinstance(v, (str, bytes, bytearray)):  # raw bytes of an int array
+                data = v.encode() if isinstance(v, str) else bytes(v)
+                size = d.count * d.elem.size
+                out[d.name] = data[:size].ljust(size, b"\0") if d.kind == "array" else data
             else:
                 items = list(v)[:d.count] if d.kind == "array" else list(v)
                 if d.kind == "array":

@@ -15,6 +15,7 @@ TRACE_FLAG_IRQS_OFF = 0x01
 TRACE_FLAG_NEED_RESCHED = 0x04
 TRACE_FLAG_HARDIRQ = 0x08
 TRACE_FLAG_SOFTIRQ = 0x10
+MAX_ERR_PTR = (1 << 64) - 4096  # above: ERR_PTR(-errno), MAX_ERRNO 4095
 
 IRQ_HELP_HEADER = (
     "#                                _-----=> irqs-off/BH-disabled\n"
@@ -50,8 +51,10 @@ class OutputContext:
 
     def ptr(self, addr: int) -> str:
         """``%p``: hashed (``ptr_to_id``, 32 significant bits) while the
-        ``hash-ptr`` option is set, else ``%px``."""
-        if not self.options.get("hash-ptr", True):
+        ``hash-ptr`` option is set, else ``%px``; NULL and error pointers
+        (``IS_ERR_OR_NULL``) print as they are, as ``ptr_to_id`` does
+        (6.18's kfree of NULL: ``ptr=0000000000000000``)."""
+        if not self.options.get("hash-ptr", True) or not addr or addr > MAX_ERR_PTR:
             return f"{addr:016x}"
         digest = hashlib.blake2b(addr.to_bytes(8, "little"), key=self._key, digest_size=4)
         return f"{int.from_bytes(digest.digest(), 'little'):016x}"
