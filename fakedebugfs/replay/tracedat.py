@@ -331,6 +331,7 @@ class TraceDatReader:
         first = cur.sub("initial format").parse(self.L.first_options,
                                                 "offset of the first options").offset
         self.sections: dict[str, int] = {}
+        sections_start = cur.pos
         self._v7_options_chain(first)
         missing = [s for s in ("header_info",) if s not in self.sections]
         if missing:
@@ -351,7 +352,25 @@ class TraceDatReader:
         for opt in self.buffer_options:
             rec.buffers.append(self._v7_buffer(rec, opt))
         rec.buffers.sort(key=lambda b: b.name != "")
+        self._walk_sections(sections_start)
         return rec
+
+    def _walk_sections(self, pos: int) -> None:
+        """The sections follow each other to the end of the file (trace-cmd
+        walks them so to find the STRINGS sections): check each one fits,
+        and that compressed STRINGS sections uncompress."""
+        cur = self.cur.sub("sections")
+        end = cur.size
+        while pos < end:
+            cur.seek(pos, "section")
+            hdr = cur.parse(self.L.section_header, "section header")
+            name = OPTION_NAMES.get(hdr.id, f"id {hdr.id}").replace("_", " ")
+            if hdr.size > cur.left():
+                raise cur.error(pos, f"section {hdr.id} ({name}) of {hdr.size} bytes runs past "
+                                f"the end ({cur.left()} bytes left)", truncated=True)
+            if hdr.id == OPTION_IDS["strings"]:
+                self._section_data(cur.sub("strings"), hdr, "strings")
+            pos = cur.pos + hdr.size
 
     def _section_header(self, offset: int, want: int, what: str):
         cur = self.cur.sub(f"{what} section header")

@@ -1,0 +1,674 @@
+"""The recording readers of :mod:`fakedebugfs.replay`, on recordings the tests make.
+
+* trace.dat files written by unmodified trace-cmd (v7 zstd, v7 uncompressed,
+  v6, and ``trace-cmd convert`` between them) under ``fakedebugfs run``:
+  every event (CPU, time, pid, event, every field trace-cmd prints) must be
+  what ``trace-cmd report -R -t`` says; the kmalloc/kfree events must be the
+  ones the same deterministic workload fires in process.
+* the same, when the machine has one, against the real kernel's tracefs
+  (a scratch instance; the top level is checked unchanged afterwards).
+* raw captures of ``trace_pipe_raw`` pages read from a fake mount (and from
+  the real kernel, with a small buffer so pages carry missed-events flags).
+* pages built here, big and little endian, 4- and 8-byte commit words,
+  fields at other offsets, every ring-buffer event type.
+* truncated and corrupted copies of each kind: one line naming the section
+  and the offset, and no recording returned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import FAKEDEBUGFS, run_cli, wait_done
+from fakedebugfs.replay import (
+    LostEvents,
+    ReplayFormatError,
+    open_recording,
+    read_rawcapture,
+    read_tracedat,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "replay"
+HAVE_TRACECMD = shutil.which("trace-cmd") is not None
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+needs_tracecmd = pytest.mark.skipif(not HAVE_TRACECMD, reason="trace-cmd is not installed")
+
+LINE = re.compile(r"^\s*(?:(?P<buf>[\w.-]+):\s+)?(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]"
+                  r"\s+(?P<sec>\d+)\.(?P<frac>\d+):\s+(?P<name>\w+):\s+(?P<rest>.*)$")
+DROPPED = re.compile(r"^CPU:(?P<cpu>\d+) \[(?:(?P<count>\d+) )?EVENTS DROPPED\]$")
+SYM = re.compile(r"^(?P<sym>[\w.$]+)\+0x(?P<off>[0-9a-f]+)$")
+
+
+# --- trace-cmd report as the oracle -------------------------------------------------------
+
+def report(dat: Path) -> list:
+    """``trace-cmd report -R -t``: re.Match per event, ("lost", cpu, count) per drop line."""
+    proc = subprocess.run(["trace-cmd", "report", "-R", "-t", "-i", str(dat)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = []
+    for line in proc.stdout.splitlines():
+        m = LINE.match(line)
+        if m:
+            out.append(m)
+            continue
+        d = DROPPED.match(line.strip())
+        if d:
+            out.append(("lost", int(d["cpu"]), int(d["count"]) if d["count"] else None))
+    return out
+
+
+def same_value(rec, fld, value, payload, text: str) -> bool:
+    """Does our decoded *value* print as trace-cmd's raw *text*?"""
+    if text.startswith("ARRAY["):
+        want = bytes(int(b, 16) for b in text[6:-1].split(", ") if b)
+        return bytes(payload[fld.offset:fld.offset + fld.size]) == want
+    if isinstance(value, str):
+        return value == text
+    if isinstance(value, int):
+        m = SYM.match(text)
+        if m:
+            return rec.symbol(value) == (m["sym"], int(m["off"], 16))
+        if text.startswith("0x"):
+            return int(text, 16) == value % (1 << (8 * fld.size))
+        try:
+            return int(text) == value
+        except ValueError:
+            return False
+    return False
+
+
+def assert_matches_report(rec, dat: Path, buffer: str = "") -> int:
+    """Every event and drop mark of *buffer* is trace-cmd report's, field by field."""
+    want = [r for r in report(dat)
+            if isinstance(r, tuple) or (r["buf"] or "") == buffer]
+    got = list(rec.events(buffer))
+    assert len(got) == len(want), f"{len(got)} events read, trace-cmd reports {len(want)}"
+    for i, (ev, exp) in enumerate(zip(got, want)):
+        if isinstance(exp, tuple):
+            assert isinstance(ev, LostEvents), f"#{i}: trace-cmd reports a drop, we read {ev}"
+            assert (ev.cpu, ev.count) == exp[1:], f"#{i}: {ev} != {exp}"
+            continue
+        ts = int(exp["sec"]) * 10**9 + int(exp["frac"].ljust(9, "0"))
+        assert (ev.cpu, ev.ts, ev.pid, ev.key.split(":")[1]) == \
+            (int(exp["cpu"]), ts, int(exp["pid"]), exp["name"]), f"#{i}: {ev} != {exp[0]}"
+        fmt = rec.by_id[ev.id]
+        values = rec.decode(ev)
+        printed = re.findall(r"(\w+)=(ARRAY\[[^\]]*\]|\S*)", exp["rest"])
+        assert printed or not fmt.fields, f"#{i}: no fields in {exp[0]!r}"
+        for name, text in printed:
+            fld = fmt.field(name)
+            assert fld is not None, f"#{i}: trace-cmd prints {name}, the format has no such field"
+            assert same_value(rec, fld, values[name], ev.payload, text), \
+                f"#{i} {fmt.key}: {name}={values[name]!r}, trace-cmd prints {text!r}"
+    return len(got)
+
+
+# --- recordings made with trace-cmd under `fakedebugfs run` -------------------------------
+
+RUN_OPTS = ("--cpus", 2, "--clock", "virtual", "--seed", 7, "--rate", 3000, "--enable-all")
+RECORD = "trace-cmd record -e kmem -e sched -e raw_syscalls"
+VARIANTS = {  # name: (how, kind, compression)
+    "v7-zstd": (f"{RECORD} --file-version 7 --compression zstd", "trace.dat v7", "zstd"),
+    "v7-none": (f"{RECORD} --file-version 7 --compression none", "trace.dat v7", None),
+    "v6": (f"{RECORD} --file-version 6", "trace.dat v6", None),
+    "v6-from-v7": ("trace-cmd convert --file-version 6 -i v7-zstd.dat", "trace.dat v6", None),
+    "v7-from-v6": ("trace-cmd convert --file-version 7 --compression none -i v6.dat",
+                   "trace.dat v7", None),
+}
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    """One ``fakedebugfs run`` (default workload: kmem, sched and syscalls on
+    every CPU) in which trace-cmd writes each variant."""
+    if os.geteuid() != 0 or not HAVE_TRACECMD:
+        pytest.skip("needs root and trace-cmd")
+    d = tmp_path_factory.mktemp("dat")
+    steps = []
+    for name, (how, _, _) in VARIANTS.items():
+        out = f"-o {name}.dat"
+        steps.append(f"{how} {out} sleep 1 >{name}.log 2>&1" if how.startswith(RECORD)
+                     else f"{how} {out} >{name}.log 2>&1")
+    p = subprocess.run([FAKEDEBUGFS, "run", *map(str, RUN_OPTS), "--workload", "default", "--",
+                        "sh", "-ec", " && ".join(steps)], cwd=d, capture_output=True,
+                       text=True, timeout=240)
+    assert p.returncode == 0, p.stderr + "".join(
+        (d / f"{n}.log").read_text() for n in VARIANTS if (d / f"{n}.log").exists())
+    return d
+
+
+@needs_root
+@needs_tracecmd
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_tracecmd_file_matches_report(recordings, variant):
+    dat = recordings / f"{variant}.dat"
+    rec = read_tracedat(dat)
+    _, kind, compression = VARIANTS[variant]
+    assert rec.kind == kind
+    assert (rec.compression or (None,))[0] == compression
+    assert (rec.endian, rec.long_size, rec.page_size, rec.cpus) == ("little", 8, 4096, 2)
+    assert [b.name for b in rec.buffers] == [""]
+    assert {"kmem:kmalloc", "sched:sched_switch", "raw_syscalls:sys_enter"} <= set(rec.formats)
+    assert rec.formats["kmem:kmalloc"].text.startswith("name: kmalloc\nID: ")
+    assert "putname" in rec.kallsyms and rec.cmdlines
+    n = assert_matches_report(rec, dat)
+    systems = {ev.key.split(":")[0] for ev in rec.events() if not ev.lost}
+    assert n > 500 and systems == {"kmem", "sched", "raw_syscalls"}
+
+
+@needs_root
+@needs_tracecmd
+def test_converted_files_hold_the_same_events(recordings):
+    """v7 zstd -> v6 and v6 -> v7 uncompressed: byte-identical payloads."""
+    def events(name):
+        return [(e.cpu, e.ts, e.id, e.pid, e.payload) for e in
+                read_tracedat(recordings / f"{name}.dat").events()]
+
+    assert events("v7-zstd") == events("v6-from-v7")
+    assert events("v6") == events("v7-from-v6")
+
+
+@needs_root
+@needs_tracecmd
+def test_tracecmd_file_matches_the_workload(tmp_path):
+    """kmalloc/kfree read from a trace-cmd recording are the events the same
+    deterministic workload fires in process (test_run_tracecmd's oracle)."""
+    from test_run_tracecmd import assert_window, expected_events
+
+    count, seed = 3000, 21
+    dat = tmp_path / "k.dat"
+    args = ["run", "--cpus", 2, "--workload", "kmem", "--count", count, "--rate", 2000,
+            "--seed", seed, "--clock", "virtual", "--enable-all", "--",
+            "trace-cmd", "record", "-e", "kmem", "-e", "sched", "-o", dat, "sleep", 2.5]
+    p = subprocess.run([FAKEDEBUGFS, *map(str, args)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    rec = read_tracedat(dat)
+    assert_window(our_kmem(rec), expected_events(2, seed, count))
+
+
+def our_kmem(rec) -> list[tuple]:
+    """kmalloc/kfree in test_run_tracecmd's shape: (event, cpu, pid, ts, {field: text})."""
+    out = []
+    for ev in rec.events():
+        if ev.lost or ev.key not in ("kmem:kmalloc", "kmem:kfree"):
+            continue
+        v = rec.decode(ev)
+        sym = rec.symbol(v["call_site"])
+        fields = {"call_site": f"{sym[0]}+0x{sym[1]:x}", "ptr": f"0x{v['ptr']:x}"}
+        if ev.key == "kmem:kmalloc":
+            fields.update(bytes_req=str(v["bytes_req"]), bytes_alloc=str(v["bytes_alloc"]),
+                          gfp_flags=f"0x{v['gfp_flags']:x}", node=str(v["node"]))
+        out.append((ev.key.split(":")[1], ev.cpu, ev.pid, ev.ts, fields))
+    return out
+
+
+@needs_root
+@needs_tracecmd
+def test_small_fixtures_match_report():
+    """The committed recordings (fixtures/replay, made by trace-cmd under run)."""
+    files = sorted(FIXTURES.glob("*.dat"))
+    assert files, "fixtures/replay/*.dat missing"
+    for dat in files:
+        assert dat.stat().st_size < 100_000
+        assert assert_matches_report(read_tracedat(dat), dat) > 0
+
+
+# --- the real kernel ----------------------------------------------------------------------
+
+TOP_FILES = ("tracing_on", "buffer_size_kb", "current_tracer", "trace_clock", "set_event",
+             "trace_options", "tracing_cpumask", "set_event_pid", "events/enable",
+             "saved_cmdlines_size", "buffer_percent", "events/kmem/enable",
+             "events/sched/enable")
+
+
+@pytest.fixture
+def real_tracefs(tmp_path):
+    """A real tracefs mounted at a directory of the test, unmounted afterwards;
+    the top-level files must read the same at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    mnt = tmp_path / "rt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tracefs", "nodev", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("this machine has no tracefs")
+
+    def top():
+        return {f: (mnt / f).read_text() for f in TOP_FILES if (mnt / f).exists()}
+
+    before = top()
+    try:
+        yield mnt
+        assert top() == before, "the real tracefs's top level was changed"
+    finally:
+        for inst in ("fdreplay_rec", "fdreplay_raw"):
+            if (mnt / "instances" / inst).exists():
+                for sysname in ("kmem", "sched"):
+                    (mnt / "instances" / inst / "events" / sysname / "enable").write_text("0")
+                os.rmdir(mnt / "instances" / inst)
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+@needs_tracecmd
+def test_real_kernel_tracecmd_record(real_tracefs, tmp_path):
+    """``trace-cmd record -B`` of kmem and sched on this machine's kernel.
+
+    trace-cmd writes /proc/sys/kernel/ftrace_enabled, which a sandboxed /proc
+    may refuse, so it runs in a mount namespace with a file bound there (as
+    ``fakedebugfs run`` does); ``--no-filter`` keeps it from the function
+    tracer's pid files, which such a kernel may refuse too (it then fails to
+    clear them at exit, after the file is written)."""
+    dat = tmp_path / "real.dat"
+    flag = tmp_path / "ftrace_enabled"
+    flag.write_text("1\n")
+    script = (f"mount --bind {flag} /proc/sys/kernel/ftrace_enabled; "
+              "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; "
+              f"exec trace-cmd record --no-filter -B fdreplay_rec -e kmem -e sched -o {dat} "
+              "sleep 1")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    if not dat.exists():
+        pytest.skip(f"trace-cmd could not record this kernel: {p.stderr.strip()[-300:]}")
+    rec = read_tracedat(dat)
+    assert rec.kind == "trace.dat v7" and "fdreplay_rec" in [b.name for b in rec.buffers]
+    assert {"kmem:kmalloc", "sched:sched_switch"} <= set(rec.formats)
+    assert len(rec.kallsyms) > 100_000 and rec.cmdlines
+    assert assert_matches_report(rec, dat, "fdreplay_rec") > 0
+
+
+def test_real_kernel_raw_capture(real_tracefs, tmp_path):
+    """trace_pipe_raw pages of a scratch instance with an 8 KiB buffer, so
+    kmem events overrun it: the events are those the instance's ``trace``
+    prints, and the missed-events flags count the overrun."""
+    inst = real_tracefs / "instances" / "fdreplay_raw"
+    inst.mkdir()
+    (inst / "buffer_size_kb").write_text("8")
+    for sysname in ("kmem", "sched"):
+        (inst / "events" / sysname / "enable").write_text("1")
+    subprocess.run(["sh", "-c", "for i in $(seq 200); do cat /proc/meminfo; done"],
+                   capture_output=True, timeout=60)
+    (inst / "tracing_on").write_text("0")
+    cpus = sorted(int(p.name[3:]) for p in (inst / "per_cpu").iterdir())
+    overrun = {c: int(re.search(r"^overrun: (\d+)", (inst / "per_cpu" / f"cpu{c}" /
+                                                     "stats").read_text(), re.M)[1])
+               for c in cpus}
+    text = (inst / "trace").read_text()
+    cap = tmp_path / "cap"
+    save_formats(real_tracefs, cap / "events", ("kmem", "sched"))
+    for c in cpus:
+        (cap / f"cpu{c}").write_bytes(drain(inst / "per_cpu" / f"cpu{c}" / "trace_pipe_raw"))
+    rec = read_rawcapture(cap)
+    assert rec.page_header.commit_size == 8 and rec.endian == sys.byteorder
+    ours = [(e.cpu, e.ts // 1000, e.pid, e.key.split(":")[1])
+            for e in rec.buffer().per_cpu_events() if not e.lost]
+    theirs = sorted(((int(m["cpu"]), int(m["sec"]) * 10**6 + int(m["frac"][:6]),
+                      int(m["pid"]), m["name"]) for m in map(LINE.match, text.splitlines())
+                     if m), key=lambda t: t[0])  # stable: each CPU in time order
+    assert ours and ours == theirs
+    lost = [e for e in rec.buffer().per_cpu_events() if e.lost]
+    for c in cpus:
+        marks = [e for e in lost if e.cpu == c]
+        assert bool(marks) == bool(overrun[c]), (c, marks, overrun[c])
+        if marks and all(m.count is not None for m in marks):
+            assert sum(m.count for m in marks) == overrun[c]
+
+
+def drain(path: Path) -> bytes:
+    """Read a trace_pipe_raw file with O_NONBLOCK until it has no page left."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks = []
+    try:
+        while True:
+            try:
+                page = os.read(fd, 4096)
+            except BlockingIOError:
+                break
+            if not page:
+                break
+            chunks.append(page)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def save_formats(tracing: Path, dest: Path, systems, layout: str = "events") -> None:
+    """header_page, header_event and the systems' format files under *dest*."""
+    dest.mkdir(parents=True)
+    for name in ("header_page", "header_event"):
+        (dest / name).write_bytes((tracing / "events" / name).read_bytes())
+    for sysname in systems:
+        for ev in (tracing / "events" / sysname).iterdir():
+            if (ev / "format").exists():
+                (dest / sysname / ev.name).mkdir(parents=True)
+                (dest / sysname / ev.name / "format").write_bytes((ev / "format").read_bytes())
+
+
+# --- raw captures from a fake mount --------------------------------------------------------
+
+def kmem_fired(cpus: int, seed: int, count: int) -> list[tuple]:
+    """(event, cpu, pid, ts, values) of every kmalloc/kfree the workload fires in process."""
+    from fakedebugfs.kernel import Kernel
+    from fakedebugfs.workloads import make_workload
+
+    kernel = Kernel(cpus=cpus, clock="virtual", seed=seed)
+    out = []
+    for name in ("kmalloc", "kfree"):
+        kernel.engine.tracepoint(f"kmem:{name}").register(
+            lambda cpu, pid, ts, v, name=name: out.append((name, cpu, pid, ts, tuple(v))))
+    wl = make_workload("kmem", kernel, seed=seed, count=count)
+    while not wl.done:
+        wl.run(1000)
+    return sorted(out, key=lambda e: (e[1], e[3]))
+
+
+def read_kmem(rec) -> list[tuple]:
+    out = []
+    for ev in rec.buffer().per_cpu_events():
+        if ev.lost or ev.key not in ("kmem:kmalloc", "kmem:kfree"):
+            continue
+        v = rec.decode(ev)
+        names = ("call_site", "ptr", "bytes_req", "bytes_alloc", "gfp_flags", "node") \
+            if ev.key == "kmem:kmalloc" else ("call_site", "ptr")
+        out.append((ev.key.split(":")[1], ev.cpu, ev.pid, ev.ts, tuple(v[n] for n in names)))
+    return out
+
+
+@pytest.fixture
+def fake_capture(fake, tmp_path):
+    """A capture directory of a fake mount whose kmem workload ran to its count."""
+    count, seed = 3000, 9
+    mnt = fake("--cpus", 2, "--workload", "kmem", "--count", count, "--rate", 0, "--seed",
+               seed, "--clock", "virtual", "--enable-all")
+    done = wait_done(mnt)
+    tracing = mnt / "tracing"
+    (tracing / "tracing_on").write_text("0")
+    cap = tmp_path / "cap"
+    save_formats(tracing, cap / "events", ("kmem", "sched", "raw_syscalls"))
+    for c in range(2):
+        (cap / f"cpu{c}").write_bytes(drain(tracing / "per_cpu" / f"cpu{c}" / "trace_pipe_raw"))
+    (cap / "saved_cmdlines").write_text((tracing / "saved_cmdlines").read_text())
+    return cap, count, seed, done
+
+
+def test_fake_raw_capture(fake_capture):
+    cap, count, seed, done = fake_capture
+    rec = read_rawcapture(cap)
+    assert (rec.kind, rec.endian, rec.page_size, rec.long_size) == \
+        ("raw capture", "little", 4096, 8)
+    assert read_kmem(rec) == kmem_fired(2, seed, count)
+    entries = sum(c["entries"] for c in done["ftrace"]["cpus"])
+    assert sum(1 for e in rec.buffer().per_cpu_events() if not e.lost) == entries
+    assert not any(e.lost for e in rec.events())
+    assert rec.cmdlines
+
+
+def test_schedviz_layout_and_tarball(fake_capture, tmp_path):
+    """schedviz's collector layout (traces/cpuN, formats/…, no header_event)
+    packed as its trace.tar.gz reads the same."""
+    cap = fake_capture[0]
+    sv = tmp_path / "sv"
+    (sv / "traces").mkdir(parents=True)
+    for c in range(2):
+        shutil.copy(cap / f"cpu{c}", sv / "traces" / f"cpu{c}")
+    shutil.copytree(cap / "events", sv / "formats")
+    (sv / "formats" / "header_event").unlink()
+    (sv / "metadata.textproto").write_text("trace_type: FTRACE\n")
+    tgz = tmp_path / "trace.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        for p in sorted(sv.iterdir()):
+            tar.add(p, arcname=p.name)
+
+    def events(rec):
+        return [(e.cpu, e.ts, e.payload) for e in rec.events()]
+
+    want = events(read_rawcapture(cap))
+    assert events(open_recording(sv)) == want
+    assert events(open_recording(tgz)) == want
+
+
+# --- pages built here: byte order, commit size, offsets, every event type ------------------
+
+FMT = """name: probe
+ID: 77
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:u32 value;\toffset:12;\tsize:4;\tsigned:0;
+\tfield:s16 delta;\toffset:8;\tsize:2;\tsigned:1;
+\tfield:char tag[6];\toffset:16;\tsize:6;\tsigned:0;
+\tfield:__data_loc char[] msg;\toffset:24;\tsize:4;\tsigned:0;
+
+print fmt: "value=%u", REC->value
+"""
+
+
+def header_page(commit: int, page: int = 4096) -> str:
+    data = 8 + commit
+    return (f"\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+            f"\tfield: local_t commit;\toffset:8;\tsize:{commit};\tsigned:1;\n"
+            f"\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
+            f"\tfield: char data;\toffset:{data};\tsize:{page - data};\tsigned:0;\n")
+
+
+class Pages:
+    """Writes ring-buffer pages as kernel/trace/ring_buffer.c lays them out."""
+
+    def __init__(self, endian: str, commit: int, page: int = 4096):
+        self.e = "<" if endian == "little" else ">"
+        self.big = endian == "big"
+        self.commit, self.page = commit, page
+
+    def word(self, type_len: int, delta: int) -> bytes:
+        w = (type_len << 27 | delta) if self.big else (delta << 5 | type_len)
+        return struct.pack(self.e + "I", w)
+
+    def payload(self, pid: int, value: int, delta16: int, tag: bytes, msg: bytes) -> bytes:
+        body = struct.pack(self.e + "HBBihHI6s2xI", 77, 0, 0, pid, delta16, 0, value, tag,
+                           len(msg) << 16 | 28)
+        return body + msg
+
+    def event(self, delta: int, payload: bytes, force_long: bool = False) -> bytes:
+        pad = payload + b"\0" * (-len(payload) % 4)
+        if len(pad) <= 112 and not force_long:
+            return self.word(len(pad) // 4, delta) + pad
+        return self.word(0, delta) + struct.pack(self.e + "I", len(payload) + 4) + pad
+
+    def extend(self, delta: int) -> bytes:
+        return self.word(30, delta & ((1 << 27) - 1)) + struct.pack(self.e + "I", delta >> 27)
+
+    def absolute(self, ts: int) -> bytes:
+        return self.word(31, ts & ((1 << 27) - 1)) + struct.pack(self.e + "I",
+                                                                 (ts >> 27) & 0xFFFFFFFF)
+
+    def discarded(self, delta: int, length: int) -> bytes:
+        return self.word(29, delta) + struct.pack(self.e + "I", length) + b"\0" * (length - 4)
+
+    def build(self, ts: int, data: bytes, lost: int | None = None) -> bytes:
+        flags = 0 if lost is None else (1 << 31) | ((1 << 30) if lost >= 0 else 0)
+        long_t = "Q" if self.commit == 8 else "I"
+        page = struct.pack(self.e + "Q" + long_t, ts, len(data) | flags) + data
+        if lost is not None and lost >= 0:
+            page += struct.pack(self.e + long_t, lost)
+        return page + b"\0" * (self.page - len(page))
+
+
+def built_capture(root: Path, endian: str, commit: int) -> Path:
+    """Two CPUs: small and large events, time extend, absolute time stamp, a
+    discarded event, missed events counted and not counted, an empty page."""
+    pg = Pages(endian, commit)
+    long_msg = b"x" * 150 + b"\0"
+    cpu0 = pg.build(1000, pg.event(5, pg.payload(10, 1, -3, b"alpha", b"hi\0"))
+                    + pg.extend(1 << 30) + pg.event(7, pg.payload(11, 2, 4, b"beta", b"\0"))
+                    + pg.discarded(3, 12)
+                    + pg.event(1, pg.payload(12, 3, 0, b"gamma", long_msg)))
+    cpu0 += pg.build(1 << 40, pg.absolute((1 << 40) + 999)
+                     + pg.event(0, pg.payload(13, 4, 1, b"delta", b"z\0"), force_long=True),
+                     lost=42)
+    cpu1 = pg.build(0, b"") + pg.build(2000, pg.event(9, pg.payload(20, 5, -1, b"eps", b"\0")),
+                                       lost=-1)
+    d = root / f"{endian}-{commit}"
+    (d / "events" / "test" / "probe").mkdir(parents=True)
+    (d / "events" / "header_page").write_text(header_page(commit))
+    (d / "events" / "test" / "probe" / "format").write_text(FMT)
+    (d / "cpu0").write_bytes(cpu0)
+    (d / "cpu1").write_bytes(cpu1)
+    return d
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+@pytest.mark.parametrize("commit", [8, 4])
+def test_built_pages(tmp_path, endian, commit):
+    d = built_capture(tmp_path, endian, commit)
+    for rec in (read_rawcapture(d, endian=endian), read_rawcapture(d)):  # given and guessed
+        assert rec.endian == endian and rec.page_header.commit_size == commit
+        got = []
+        for ev in rec.buffer().per_cpu_events():
+            if ev.lost:
+                got.append(("lost", ev.cpu, ev.ts, ev.count))
+            else:
+                v = rec.decode(ev)
+                got.append((ev.cpu, ev.ts, ev.pid, v["value"], v["delta"], v["tag"], v["msg"]))
+        assert got == [
+            (0, 1005, 10, 1, -3, "alpha", "hi"),
+            (0, 1005 + (1 << 30) + 7, 11, 2, 4, "beta", ""),
+            (0, 1005 + (1 << 30) + 7 + 3 + 1, 12, 3, 0, "gamma", "x" * 150),
+            ("lost", 0, 1 << 40, 42),
+            (0, (1 << 40) + 999, 13, 4, 1, "delta", "z"),
+            ("lost", 1, 2000, None),
+            (1, 2009, 20, 5, -1, "eps", ""),
+        ]
+
+
+# --- truncated and corrupted files ---------------------------------------------------------
+
+ONE_LINE = re.compile(r"^\S+: (truncated|corrupt) in .+ at (offset 0x[0-9a-f]+|"
+                      r".*byte 0x[0-9a-f]+.*): .+$")
+
+
+def assert_clear_error(err: ReplayFormatError, *words) -> None:
+    msg = str(err)
+    assert "\n" not in msg and ONE_LINE.match(msg), msg
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+
+
+def cut(src: Path, dest: Path, size: int) -> Path:
+    dest.write_bytes(src.read_bytes()[:size])
+    return dest
+
+
+def patched(src: Path, dest: Path, offset: int, data: bytes) -> Path:
+    raw = bytearray(src.read_bytes())
+    raw[offset:offset + len(data)] = data
+    dest.write_bytes(bytes(raw))
+    return dest
+
+
+@needs_root
+@needs_tracecmd
+@pytest.mark.parametrize("variant", ["v6", "v7-zstd", "v7-none"])
+def test_truncated_tracedat(recordings, tmp_path, variant):
+    src = recordings / f"{variant}.dat"
+    size = src.stat().st_size
+    for at in (5, 14, 40, 300, size // 20, size // 4, size // 2, size - 4096, size - 1):
+        with pytest.raises(ReplayFormatError) as info:
+            read_tracedat(cut(src, tmp_path / "t.dat", at))
+        assert_clear_error(info.value)
+    rec = read_tracedat(src)
+    cd = rec.buffer().cpus[1]
+    if rec.compression is None:  # cut in the middle of CPU 1's pages
+        with pytest.raises(ReplayFormatError) as info:
+            read_tracedat(cut(src, tmp_path / "t.dat", cd.file_offset + len(cd) // 2))
+        # v7 keeps options after the data: the chain of options sections breaks first
+        where = ("data of CPU 1", f"offset 0x{cd.file_offset:x}") if rec.version == 6 \
+            else ("options section",)
+        assert_clear_error(info.value, "truncated", *where)
+
+
+@needs_root
+@needs_tracecmd
+@pytest.mark.parametrize("variant", ["v6", "v7-none", "v7-zstd"])
+def test_corrupt_tracedat(recordings, tmp_path, variant):
+    src = recordings / f"{variant}.dat"
+    bad = tmp_path / "bad.dat"
+    with pytest.raises(ReplayFormatError) as info:
+        read_tracedat(patched(src, bad, 0, b"\x17\x08\x45"))
+    assert_clear_error(info.value, "initial format", "offset 0x0")
+    with pytest.raises(ReplayFormatError) as info:
+        read_tracedat(patched(src, bad, 10, b"9"))
+    assert_clear_error(info.value, "version '9'")
+    rec = read_tracedat(src)
+    cd = rec.buffer().cpus[0]
+    if rec.compression is None:
+        # a page whose commit word says more than a page holds
+        with pytest.raises(ReplayFormatError) as info:
+            read_tracedat(patched(src, bad, cd.file_offset + 8, struct.pack("<Q", 0x7FFFFFF)))
+        assert_clear_error(info.value, "corrupt", "data of CPU 0",
+                           f"offset 0x{cd.file_offset + 8:x}", "commit")
+        # an event whose length runs past its page
+        first = cd.file_offset + 16
+        with pytest.raises(ReplayFormatError) as info:
+            read_tracedat(patched(src, bad, first, struct.pack("<II", 0, 0xFFFF)))
+        assert_clear_error(info.value, "data of CPU 0", f"offset 0x{first:x}", "runs past")
+    else:
+        # a byte of CPU 0's first compressed chunk
+        chunk = cd.chunks[0][1]
+        raw = src.read_bytes()
+        with pytest.raises(ReplayFormatError) as info:
+            read_tracedat(patched(src, bad, chunk + 20, bytes([raw[chunk + 20] ^ 0xFF]) * 8))
+        assert_clear_error(info.value, "data of CPU 0", "uncompress")
+
+
+def test_broken_raw_captures(tmp_path):
+    d = built_capture(tmp_path, "little", 8)
+    cpu1 = (d / "cpu1").read_bytes()
+    (d / "cpu1").write_bytes(cpu1[:6000])
+    with pytest.raises(ReplayFormatError) as info:
+        read_rawcapture(d)
+    assert_clear_error(info.value, "truncated", "cpu1", "pages of CPU 1", "offset 0x1000")
+    (d / "cpu1").write_bytes(cpu1)
+    cpu0 = bytearray((d / "cpu0").read_bytes())
+    cpu0[4096 + 16:4096 + 24] = struct.pack("<II", 0, 5000)  # type_len 0, length past the page
+    (d / "cpu0").write_bytes(bytes(cpu0))
+    with pytest.raises(ReplayFormatError) as info:
+        read_rawcapture(d)
+    assert_clear_error(info.value, "corrupt", "pages of CPU 0", "offset 0x1010", "runs past")
+    fmt = d / "events" / "test" / "probe" / "format"
+    fmt.write_text(FMT.replace("ID: 77\n", ""))
+    with pytest.raises(ReplayFormatError) as info:
+        read_rawcapture(d)
+    assert "format" in str(info.value) and "ID" in str(info.value)
+    (d / "events" / "header_page").unlink()
+    with pytest.raises(ReplayFormatError) as info:
+        read_rawcapture(d)
+    assert "header_page" in str(info.value)
+
+
+def test_summary_command(tmp_path):
+    """``python -m fakedebugfs.replay.tracedat``: a summary, or the one-line error and status 1."""
+    d = built_capture(tmp_path, "big", 4)
+    p = subprocess.run([sys.executable, "-m", "fakedebugfs.replay.tracedat", str(d)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    assert "raw capture, big endian" in p.stdout and "test: 5" in p.stdout
+    assert "cpu0: 4 events in 2 pages, 1 lost marks (42 counted)" in p.stdout
+    (d / "cpu0").write_bytes((d / "cpu0").read_bytes()[:100])
+    p = subprocess.run([sys.executable, "-m", "fakedebugfs.replay.tracedat", str(d)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and not p.stdout
+    assert len(p.stderr.splitlines()) == 1 and "truncated in trace_pipe_raw pages of CPU 0" \
+        in p.stderr
