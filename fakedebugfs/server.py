@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import time
 from typing import Callable, Optional
 
 import pyfuse3
@@ -21,6 +22,7 @@ import trio
 from . import runstate
 from .fs import waitqueue
 from .fs.operations import TreeOperations, has_ioctl_support
+from .fs.slices import slicer
 from .kernel import Kernel
 from .trees import build_root
 
@@ -73,21 +75,25 @@ class Server:
     # --- tasks ------------------------------------------------------------
 
     async def drive_workload(self) -> None:
-        """Fire the workload in batches, paced to ``rate`` events/s (0: as
-        fast as the readers allow), waking readers after each batch."""
+        """Fire the workload paced to ``rate`` events/s (0: flat out), in
+        turns of the slicer (at most ``slices.SLICE`` seconds each, started
+        only when no FUSE request waits), waking readers after each turn."""
         wl, engine = self.workload, self.kernel.engine
         if wl is None:
             return
         start, fired = trio.current_time(), 0
         while not wl.done:
             if self.rate:
-                budget = min(int((trio.current_time() - start) * self.rate) - fired, 20000)
-            else:
-                budget = 2000
-            if budget > 0:
-                fired += wl.run(budget)
+                due = int((trio.current_time() - start) * self.rate) - fired
+                if due <= 0:
+                    await trio.sleep(TICK)
+                    continue
+                if due > self.rate:  # fallen behind by over a second: no burst
+                    fired += due - int(self.rate)
+                    due = int(self.rate)
+            async with slicer.turn(slicer.WRITER) as deadline:
+                fired += fire_until(wl, due if self.rate else None, deadline)
                 engine.batch_done()
-            await trio.sleep(TICK if self.rate else 0)
         engine.batch_done()
         self.done = True
         log.info("workload %s done: %d events", wl.name, wl.emitted)
@@ -159,6 +165,7 @@ class Server:
             pyfuse3.init(ops, self.mountpoint, options)
         except RuntimeError as err:
             raise MountError(f"cannot mount {self.mountpoint}: {err}") from None
+        slicer.attach()  # long work waits while requests are queued
         clean = False
         try:
             async with trio.open_nursery() as nursery:
@@ -174,6 +181,18 @@ class Server:
         finally:
             _close()
             runstate.clear_state(self.mountpoint, drop_log=clean)
+
+
+def fire_until(wl, budget: Optional[int], deadline: float, chunk: int = 16) -> int:
+    """Run workload *wl* in chunks of *chunk* events until the
+    ``time.perf_counter()`` *deadline*, *budget* events (None: no limit) or
+    its ``--count``; returns how many it fired."""
+    fired = 0
+    while not wl.done and (budget is None or fired < budget):
+        fired += wl.run(chunk if budget is None else min(chunk, budget - fired))
+        if time.perf_counter() >= deadline:
+            break
+    return fired
 
 
 def _close() -> None:

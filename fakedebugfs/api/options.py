@@ -140,6 +140,9 @@ class MountOptions:
                                   "relay sub-buffers per CPU (kmemtrace.subbufs, default 20)", "N")
     kmemtrace_subbuf_events: int = _opt(8192, count_value,
                                         "events per relay sub-buffer (default 8192)", "N")
+    raw_one_page: bool = _opt(False, flag,
+                              "trace_pipe_raw hands out one page per read(), as the kernel "
+                              "does (default: as many whole pages as the read asks for)")
     verbose: bool = _opt(False, flag, "log requests and errors")
 
     @classmethod
@@ -186,7 +189,8 @@ class MountOptions:
         return dict(cpus=self.cpus, buffer_size=self.buffer_size, clock=self.clock,
                     seed=self.seed, enable_all=self.enable_all, events_file=self.events,
                     kmemtrace_abi=self.kmemtrace_abi, kmemtrace_subbufs=self.kmemtrace_subbufs,
-                    kmemtrace_subbuf_events=self.kmemtrace_subbuf_events)
+                    kmemtrace_subbuf_events=self.kmemtrace_subbuf_events,
+                    raw_one_page=self.raw_one_page)
 
 
 def build_server(options: MountOptions, mountpoint: str):

@@ -81,7 +81,7 @@ class TraceData(FileOperations):
         """``trace_data_ioctl``: GET_SIZE/PRODUCED/CONSUMED, PUT_CONSUMED."""
         arg = U32.unpack(in_buf[:4])[0] if len(in_buf) >= 4 else None
         try:
-            value = self.tree.ktrace.ioctl(self.cpu, cmd, arg)
+            value = self.tree.ktrace.ioctl(self.cpu, cmd, arg, reader=f.fh)
         except LookupError:
             raise fail(errno.ENOTTY) from None
         if value is None:
@@ -91,7 +91,7 @@ class TraceData(FileOperations):
         return 0, U32.pack(value)
 
     def release(self, f: OpenFile) -> None:
-        self.tree.ktrace.release(self.cpu)
+        self.tree.ktrace.release(self.cpu, reader=f.fh)
 
 
 class EventControl(FileOperations):

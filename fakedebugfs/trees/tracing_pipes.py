@@ -15,13 +15,103 @@
   EAGAIN; ``ioctl(fd, 0)`` wakes a blocked reader, which then returns what
   there is (0 bytes if nothing).  Pages after overruns carry the
   missed-events flags.  Polls readable when a complete page waits.
+  Unlike the kernel (one page per read), a read of N pages gets up to N
+  pages, each as one kernel read would give it; ``--raw-one-page`` mounts
+  restore one page per read.
+
+Formatting text is long work: ``trace`` makes its text as it is read (an
+iterator per open file, the text kept for seeks back) and ``trace_pipe``
+fills a read only for one turn of the server's slicer
+(:mod:`fakedebugfs.fs.slices`), so no request waits behind a reader.
 """
 
 from __future__ import annotations
 
 import errno
+import heapq
+import time
+from typing import Iterator
 
+from ..engine.core.layouts import BUF_PAGE_HDR_SIZE, PAGE_SIZE, RB_COMMIT_MASK
+from ..engine.core.ringbuffer import Event, decode_page_events
 from ..fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, fail
+from ..fs.slices import slicer
+
+
+# --- trace: text made as it is read ----------------------------------------------------
+
+def unread_until(buf, end: tuple[int, int]) -> Iterator[Event]:
+    """The unread events of *buf* up to *end* (``(produced, tail)`` when the
+    file was opened), oldest first, without consuming.  Pages the writer
+    recycles meanwhile are skipped (their events are gone, as a kernel
+    iterator overtaken by the writer skips them)."""
+    pos, read, read_ts = buf.consumed, buf.read, buf.read_ts
+    end_pos, end_tail = end
+    while pos <= end_pos:
+        if buf.produced < pos:  # the buffer was reset
+            return
+        if buf.produced - pos >= buf.size:  # overwritten since: jump to the oldest page left
+            pos, read, read_ts = buf.consumed, buf.read, buf.read_ts
+            if pos > end_pos:
+                return
+        base = buf.slot(pos) * PAGE_SIZE
+        page = bytes(buf.mem[base:base + PAGE_SIZE])  # a copy: the writer may come back
+        if pos == end_pos:
+            limit = end_tail
+        else:
+            limit = int.from_bytes(page[8:16], "little") & RB_COMMIT_MASK
+        ts0 = read_ts if read else int.from_bytes(page[:8], "little")
+        for kind, ts, _, _, payload in decode_page_events(
+                memoryview(page)[BUF_PAGE_HDR_SIZE:], limit, ts0, read):
+            if kind == "data":
+                yield Event(ts, payload)
+        pos += PAGE_SIZE
+        read = 0
+
+
+def trace_lines(ft, cpu) -> Iterator[str]:
+    """``s_show`` of ``trace``: the header, then every event unread when the
+    file was opened, merged across CPUs by timestamp.  The bounds are taken
+    now; the text is made as the iterator is advanced."""
+    cpus = range(len(ft.buffers)) if cpu is None else [cpu]
+    ends = {c: (ft.buffers[c].produced, ft.buffers[c].tail) for c in cpus}
+
+    def lines():
+        yield ft.header(cpu)
+        streams = [_stamped(c, unread_until(ft.buffers[c], ends[c])) for c in cpus]
+        for _, c, ev in heapq.merge(*streams, key=lambda t: (t[0], t[1])):
+            yield ft.format_line(c, ev)
+
+    return lines()
+
+
+def _stamped(cpu: int, events: Iterator[Event]):
+    for ev in events:
+        yield ev.ts, cpu, ev
+
+
+class TextState:
+    """An open ``trace``: the line iterator and the text made so far (kept,
+    so a seek back reads the same text, as ``seq_file`` does)."""
+
+    __slots__ = ("lines", "text", "done")
+
+    def __init__(self, lines: Iterator[str]):
+        self.lines = lines
+        self.text = bytearray()
+        self.done = False
+
+    def fill(self, want: int, deadline: float) -> None:
+        """Make text until *want* bytes exist, the end, or *deadline*."""
+        text, lines = self.text, self.lines
+        while len(text) < want:
+            try:
+                text += next(lines).encode()
+            except StopIteration:
+                self.done = True
+                return
+            if time.perf_counter() >= deadline:
+                return
 
 
 class TraceText(FileOperations):
@@ -32,16 +122,24 @@ class TraceText(FileOperations):
         self.cpu = cpu
 
     def open(self, f: OpenFile) -> None:
-        f.private = None
+        f.private = TextState(trace_lines(self.tree.ft, self.cpu)) if f.readable else None
 
     def truncate(self, f) -> None:
         """``tracing_open`` with FMODE_WRITE and O_TRUNC: reset the buffers."""
         self.tree.ft.reset(self.cpu)
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        if f.private is None:
-            f.private = "".join(self.tree.ft.trace_text(self.cpu)).encode()
-        return f.private[off:off + size]
+        """``seq_read``: text is made in slicer turns until the read is
+        filled or a turn ends (a short read; the reader comes back)."""
+        st: TextState = f.private
+        if st is None:
+            raise fail(errno.EBADF)
+        while not st.done and len(st.text) < off + size:
+            async with slicer.turn() as deadline:
+                st.fill(off + size, deadline)
+            if len(st.text) > off:
+                break
+        return bytes(st.text[off:off + size])
 
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
         return len(data)
@@ -59,7 +157,8 @@ class TracePipe(FileOperations):
     def open(self, f: OpenFile) -> None:
         f.private = b""  # a line that did not fit the last read
 
-    def _fill(self, f: OpenFile, size: int) -> bytes:
+    def _fill(self, f: OpenFile, size: int, deadline: float) -> bytes:
+        """Whole lines up to *size* bytes, or what was made by *deadline*."""
         ft = self.tree.ft
         out = bytearray(f.private)
         f.private = b""
@@ -72,16 +171,23 @@ class TracePipe(FileOperations):
                 f.private = line
                 break
             out += line
+            if time.perf_counter() >= deadline:
+                break
         data, rest = bytes(out[:size]), bytes(out[size:])
         f.private = rest + f.private
         return data
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        """``tracing_read_pipe``: wait for an event, then whole lines."""
+        """``tracing_read_pipe``: wait for an event, then whole lines, as many
+        as the read asks for or one slicer turn makes."""
+        ft = self.tree.ft
         while True:
-            data = self._fill(f, size)
-            if data:
-                return data
+            if f.private or not ft.empty(self.cpu):
+                async with slicer.turn() as deadline:
+                    data = self._fill(f, size, deadline)
+                if data:
+                    return data
+                continue
             if f.nonblock:
                 raise fail(errno.EAGAIN)
             await self.tree.trace_wait.wait()
@@ -114,8 +220,16 @@ class TracePipeRaw(FileOperations):
     def open(self, f: OpenFile) -> None:
         f.private = RawState()
 
+    def _one_page(self) -> bool:
+        options = getattr(self.tree.kernel, "options", None) or {}
+        return bool(options.get("raw_one_page"))
+
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        """``tracing_buffers_read``."""
+        """``tracing_buffers_read``, in bulk: as many whole pages as *size*
+        holds (one for a read of 4096 bytes, as the kernel; up to 16 for
+        64 KiB), each page what one kernel read would hand out.  A read
+        smaller than a page gets its start and the next read the rest.
+        ``--raw-one-page`` gives the kernel's one page per read."""
         st: RawState = f.private
         buf = self.tree.ft.buffers[self.cpu]
         while not st.page:
@@ -130,8 +244,18 @@ class TracePipeRaw(FileOperations):
                 st.woken = False
                 return b""
             await self.tree.trace_wait.wait()
-        data, st.page = st.page[:size], st.page[size:]
-        return data
+        if len(st.page) < PAGE_SIZE or size < 2 * PAGE_SIZE or self._one_page():
+            data, st.page = st.page[:size], st.page[size:]
+            return data
+        pages = [st.page]
+        st.page = b""
+        partial = f.nonblock or st.woken
+        for _ in range(size // PAGE_SIZE - 1):
+            page = buf.read_page(full_only=not partial)
+            if page is None:
+                break
+            pages.append(page)
+        return b"".join(pages)
 
     def poll(self, f: OpenFile, pt) -> int:
         """``tracing_buffers_poll``: readable with a complete page waiting."""

@@ -8,6 +8,7 @@ the produced/consumed protocol of DESIGN section 2.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -35,11 +36,14 @@ KTRACE_BUF_PUT_CONSUMED = _ioc(_IOC_WRITE, 0x04)
 
 U32 = 0xFFFFFFFF
 
-# A reader between GET_PRODUCED/GET_CONSUMED and PUT_CONSUMED is copying the
-# pages in [consumed, produced): for that long (at most PIN_SECONDS) the writer
-# does not recycle them; events that find no free page are lost and counted
-# in `overflow`, so events read + overflow = events traced holds exactly.
-PIN_SECONDS = 0.5
+# Reader pinning (the project's rule, README "Reader pinning"): a reader that
+# asked GET_PRODUCED or GET_CONSUMED is copying the pages in
+# [consumed, produced) until its PUT_CONSUMED or its close; for that long,
+# however long it is, the writer does not recycle them.  Events that find no
+# free page are lost and counted in `overflow`, so events read + overflow =
+# events traced holds exactly, and GET_CONSUMED never passes a GET_PRODUCED
+# the reader has seen.
+PIN_FOREVER = math.inf
 
 
 def jhash(key: bytes, initval: int = 0) -> int:
@@ -111,6 +115,7 @@ class Ktrace:
         self.entries: dict[str, KtraceEntry] = {}
         self.order: list[KtraceEntry] = []  # registration order, newest last
         self.buffers = [CpuBuffer(cpu, buf_size, overwrite=True) for cpu in engine.cpus()]
+        self.pins: list[set] = [set() for _ in self.buffers]  # readers holding pages, per CPU
         self.on_change: list[Callable[[str, str], None]] = []  # ("add"|"remove", name)
         # produced as readers see it (GET_PRODUCED): every finished page,
         # unless whoever serves the pages shows them later (the FUSE tree
@@ -218,9 +223,12 @@ class Ktrace:
                 buf.flush()
 
     def reset(self) -> None:
-        """``ring_buffer_reset``: empty every CPU buffer."""
-        for buf in self.buffers:
+        """``ring_buffer_reset``: empty every CPU buffer (readers that hold
+        pages keep holding the emptied buffer)."""
+        for cpu, buf in enumerate(self.buffers):
             buf.reset()
+            if self.pins[cpu]:
+                buf.pin(PIN_FOREVER)
 
     def overflow(self) -> int:
         """``ring_buffer_overruns``: events lost, summed over CPUs."""
@@ -232,27 +240,38 @@ class Ktrace:
 
     # --- KTRACE_BUF_* ioctls ----------------------------------------------
 
-    def ioctl(self, cpu: int, cmd: int, arg: Optional[int]) -> Optional[int]:
-        """``trace_data_ioctl``.  Returns the u32 to copy out for GET_*,
-        None for PUT_CONSUMED; raises ``LookupError`` for unknown commands
-        (``-ENOIOCTLCMD``, ENOTTY to the caller)."""
+    def ioctl(self, cpu: int, cmd: int, arg: Optional[int], reader=None) -> Optional[int]:
+        """``trace_data_ioctl`` for *reader* (any hashable naming one open
+        file).  Returns the u32 to copy out for GET_*, None for PUT_CONSUMED;
+        raises ``LookupError`` for unknown commands (``-ENOIOCTLCMD``, ENOTTY
+        to the caller).  GET_* pins the pages until the reader's PUT_CONSUMED
+        or :meth:`release`."""
         buf = self.buffers[cpu]
         if cmd == KTRACE_BUF_GET_SIZE:
             return buf.size & U32
         if cmd == KTRACE_BUF_GET_PRODUCED:
-            buf.pin(PIN_SECONDS)
+            self._pin(cpu, reader)
             return self.visible_produced(cpu) & U32
         if cmd == KTRACE_BUF_GET_CONSUMED:
-            buf.pin(PIN_SECONDS)
+            self._pin(cpu, reader)
             return buf.consumed & U32
         if cmd == KTRACE_BUF_PUT_CONSUMED:
             delta = (arg - buf.consumed) & U32
             if delta:
                 buf.advance_reader(delta)
-            buf.unpin()
+            self._unpin(cpu, reader)
             return None
         raise LookupError(cmd)
 
-    def release(self, cpu: int) -> None:
-        """A reader closed its file: it no longer holds pages."""
-        self.buffers[cpu].unpin()
+    def release(self, cpu: int, reader=None) -> None:
+        """A reader closed its file (or died): it no longer holds pages."""
+        self._unpin(cpu, reader)
+
+    def _pin(self, cpu: int, reader) -> None:
+        self.pins[cpu].add(reader)
+        self.buffers[cpu].pin(PIN_FOREVER)
+
+    def _unpin(self, cpu: int, reader) -> None:
+        self.pins[cpu].discard(reader)
+        if not self.pins[cpu]:
+            self.buffers[cpu].unpin()

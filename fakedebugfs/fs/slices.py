@@ -1,0 +1,118 @@
+"""Long work in short slices that never keep a FUSE request waiting.
+
+The server is one trio loop: while the workload fires events or a reader's
+text is formatted, no request is answered.  So every piece of long work (the
+workload, ``trace`` and ``trace_pipe`` formatting) runs in *turns*:
+
+* one turn at a time, so the loop's batches hold at most one slice of long
+  work and short requests (``tracing_on``) get through between; turns
+  alternate between the writer (the workload) and the readers;
+* a turn starts only when no FUSE request is waiting to be read from
+  ``/dev/fuse`` (checked with a zero-timeout poll), or when it has waited
+  ``MAX_DEFER`` for that, so a steady stream of requests cannot starve it;
+* a turn lasts ``SLICE`` seconds at most: the worker checks the deadline it
+  is given between small steps.
+
+This is what keeps the kernel's promise that a control write does not wait
+for the tracer: there, writers and readers run on other CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from collections import deque
+from contextlib import asynccontextmanager
+
+import trio
+
+SLICE = 0.001  # seconds of long work per turn
+MAX_DEFER = 0.02  # a turn waits at most this long for the request queue to empty
+
+
+class Slicer:
+    """Turns of long work, one at a time, alternating between the writer
+    (the workload) and the readers (FIFO among them), so that neither
+    starves the other however many readers there are."""
+
+    WRITER, READER = "writer", "reader"
+
+    def __init__(self, slice_s: float = SLICE, max_defer: float = MAX_DEFER):
+        self.slice_s = slice_s
+        self.max_defer = max_defer
+        self._busy = False
+        self._waiting = {self.WRITER: deque(), self.READER: deque()}
+        self._poll: select.poll | None = None
+
+    def attach(self, fd: int | None = None) -> None:
+        """Watch the FUSE device *fd* (default: this process's ``/dev/fuse``)."""
+        if fd is None:
+            fd = fuse_fd()
+        self._poll = None
+        if fd is not None:
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLIN)
+
+    def pending(self) -> bool:
+        """A request is waiting in ``/dev/fuse`` for the loop to read it."""
+        return self._poll is not None and bool(self._poll.poll(0))
+
+    @asynccontextmanager
+    async def turn(self, kind: str = READER):
+        """Wait for a turn; yields the ``time.perf_counter()`` deadline the
+        work must stop at.  Leaving the block hands the turn on."""
+        await self._acquire(kind)
+        try:
+            give_up = time.perf_counter() + self.max_defer
+            while self.pending() and time.perf_counter() < give_up:
+                await trio.sleep(0)
+            yield time.perf_counter() + self.slice_s
+        finally:
+            self._release(kind)
+        await trio.lowlevel.checkpoint()
+
+    async def _acquire(self, kind: str) -> None:
+        if not self._busy:
+            self._busy = True
+            await trio.lowlevel.checkpoint()  # a turn is always a checkpoint
+            return
+        handed = trio.Event()
+        self._waiting[kind].append(handed)
+        try:
+            await handed.wait()
+        except BaseException:
+            if handed.is_set():  # the turn came with the cancellation: pass it on
+                self._release(kind)
+            else:
+                self._waiting[kind].remove(handed)
+            raise
+
+    def _release(self, kind: str) -> None:
+        other = self.READER if kind == self.WRITER else self.WRITER
+        queue = self._waiting[other] or self._waiting[kind]
+        if queue:
+            queue.popleft().set()  # still busy: the turn is handed over
+        else:
+            self._busy = False
+
+
+def fuse_fd() -> int | None:
+    """The descriptor of ``/dev/fuse`` this process serves (pyfuse3 keeps
+    it to itself)."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == "/dev/fuse":
+                return int(name)
+        except OSError:
+            continue
+    return None
+
+
+#: The server's one slicer: the workload and the readers' formatting share it.
+slicer = Slicer()
+
