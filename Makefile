@@ -33,13 +33,16 @@ $(STAMPS)/venv: $(STAMPS)/debs
 	@touch $@
 
 # pyfuse3 from its source distribution, with our ioctl/interrupt patch, Cython re-run.
+# The wheel stays in build/wheels: other environments (a user's venv, the
+# plugin's fresh-venv test) install it with `pip install --find-links build/wheels`.
 $(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCH)
-	rm -rf $(BUILD)/pyfuse3 && mkdir -p $(BUILD)/pyfuse3
+	rm -rf $(BUILD)/pyfuse3 $(BUILD)/wheels && mkdir -p $(BUILD)/pyfuse3 $(BUILD)/wheels
 	$(PIP) download -q --no-deps --no-binary pyfuse3 -d $(BUILD)/pyfuse3 pyfuse3==$(PYFUSE3_VER)
 	tar xzf $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER).tar.gz -C $(BUILD)/pyfuse3
 	cd $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER) && patch -p1 -s < $(CURDIR)/$(PATCH) \
 	  && rm -f src/pyfuse3/__init__.c
-	$(PIP) install -q $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)
+	$(PIP) wheel -q --no-deps -w $(BUILD)/wheels $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)
+	$(PIP) install -q --force-reinstall --no-deps $(BUILD)/wheels/pyfuse3-$(PYFUSE3_VER)-*.whl
 	@touch $@
 
 $(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml

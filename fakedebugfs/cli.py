@@ -34,7 +34,7 @@ import time
 from . import runstate
 from .api.options import MountOptions
 from .api.scenario import (ArgError, add_define_arguments, add_emit_arguments,
-                           add_fault_arguments, define_step, emit_step, fault_step, load_scenario)
+                           add_fault_arguments, define_step, emit_step, fault_step, apply_scenario)
 from .control.errors import FakeError, MountError, RequestError
 
 USAGE_ERROR = 2
@@ -213,9 +213,11 @@ def cmd_emit(args) -> int:
         if args.event or args.fields:
             raise CliError("give either SYSTEM:EVENT FIELD=VALUE ... or --file, not both",
                            USAGE_ERROR)
-        steps = load_scenario(args.file)
-        reply = control(args.mountpoint, "scenario", io_timeout=3600, steps=steps)
-        print(f"{reply['applied']} steps applied")
+        from .control.client import ControlClient
+
+        with ControlClient(args.mountpoint) as client:
+            applied = apply_scenario(client.call, args.file)
+        print(f"{applied} steps applied")
         return 0
     if not args.event:
         raise CliError("name an event (SYSTEM:EVENT) or give --file SCENARIO", USAGE_ERROR)
@@ -260,6 +262,8 @@ def _int(text: str) -> int:
 
 def cmd_wait(args) -> int:
     extra = {"tracers": args.tracer} if args.tracer else {}
+    if args.until == "readers":
+        extra["path"] = args.path
     reply = control(args.mountpoint, "wait", io_timeout=args.timeout + 10, until=args.until,
                     timeout=args.timeout, complete_pages=args.complete_pages, **extra)
     if args.verbose:
@@ -380,14 +384,17 @@ def _instrument_commands(sub) -> None:
 
     w = _sub(sub, "wait", cmd_wait, help="wait until idle, consumed or done",
              description="idle: the workload is done and every event is visible; consumed: "
-                         "readers took every event; done: the workload reached --count.")
+                         "readers took every event; done: the workload reached --count; "
+                         "readers: every file matching --path is open (a recorder started).")
     w.add_argument("mountpoint")
-    w.add_argument("until", choices=("idle", "consumed", "done"))
+    w.add_argument("until", choices=("idle", "consumed", "done", "readers"))
     w.add_argument("--timeout", type=seconds, default=30.0, help="seconds (default 30)")
     w.add_argument("--tracer", action="append", choices=("ftrace", "ktrace", "kmemtrace"),
                    help="consumed: only these tracers' buffers (repeatable)")
     w.add_argument("--complete-pages", action="store_true",
                    help="consumed: only whole pages must have been read")
+    w.add_argument("--path", default="tracing/per_cpu/cpu*/trace_pipe_raw", metavar="GLOB",
+                   help="readers: files that must all be open (default: every trace_pipe_raw)")
     w.add_argument("-v", "--verbose", action="store_true")
 
 

@@ -227,10 +227,9 @@ class Fake:
     def scenario(self, source: Union[str, os.PathLike]) -> int:
         """Apply a scenario file (or its text): checked whole first, then run
         in order; returns the number of steps (ScenarioError names the line)."""
-        from .scenario import load_scenario
+        from .scenario import apply_scenario
 
-        steps = load_scenario(source)
-        return self.call("scenario", io_timeout=3600, steps=steps)["applied"]
+        return apply_scenario(self.call, source)
 
     def wait_idle(self, timeout: float = 30.0) -> float:
         """Wait until the workload is done, no scenario runs and every event
@@ -250,6 +249,13 @@ class Fake:
         if tracers is not None:
             args["tracers"] = list(tracers)
         return self._wait("consumed", timeout, **args)
+
+    def wait_readers(self, path: str = "tracing/per_cpu/cpu*/trace_pipe_raw",
+                     timeout: float = 30.0) -> float:
+        """Wait until every file matching the glob *path* (relative to the
+        mount) is held open by some reader: by default, until a recorder
+        such as ``trace-cmd record`` reads every CPU's ``trace_pipe_raw``."""
+        return self._wait("readers", timeout, path=path)
 
     def _wait(self, until: str, timeout: float, **args) -> float:
         """The server waits (polling its state); the socket waits a little longer."""

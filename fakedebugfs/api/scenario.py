@@ -226,6 +226,10 @@ def parse_scenario(text: str, name: str = "scenario") -> list[dict]:
     return steps
 
 
+def scenario_name(source: Union[str, os.PathLike]) -> str:
+    return "scenario" if isinstance(source, str) and "\n" in source else os.fspath(source)
+
+
 def load_scenario(source: Union[str, os.PathLike]) -> list[dict]:
     """The steps of a scenario file (or of the text itself, if it has a newline)."""
     if isinstance(source, str) and "\n" in source:
@@ -235,3 +239,16 @@ def load_scenario(source: Union[str, os.PathLike]) -> list[dict]:
             return parse_scenario(fp.read(), os.fspath(source))
     except OSError as err:
         raise ScenarioError(f"{os.fspath(source)}: {err.strerror}") from None
+
+
+def apply_scenario(call, source: Union[str, os.PathLike]) -> int:
+    """Check and apply a scenario with *call* (a control request function);
+    the number of steps.  Errors read ``NAME:LINE: message`` from either side."""
+    steps = load_scenario(source)
+    try:
+        return call("scenario", io_timeout=3600, steps=steps)["applied"]
+    except ScenarioError as err:
+        if err.line is None:
+            raise
+        text = str(err).split(": ", 1)[1] if str(err).startswith("line ") else str(err)
+        raise ScenarioError(f"{scenario_name(source)}:{err.line}: {text}", err.line) from None

@@ -39,10 +39,13 @@ Commands (arguments -> results):
 ``scenario`` ``steps`` [{``op``: emit|define|fault|sleep, ``line``, ...}]
     -> ``applied``: every step is checked first; then they run in order
     (sleeps included) and the reply comes when the last is done.
-``wait`` ``until``: ``idle`` | ``consumed`` | ``done``, ``timeout`` (s),
+``wait`` ``until``: ``idle`` | ``consumed`` | ``done`` | ``readers``, ``timeout`` (s),
     ``tracers`` (for consumed: subset of ftrace, ktrace, kmemtrace),
-    ``complete_pages`` (consumed: only whole pages must be read) -> ``waited`` (s)
+    ``complete_pages`` (consumed: only whole pages must be read),
+    ``path`` (for readers: a glob of files that must all be open, default
+    ``tracing/per_cpu/cpu*/trace_pipe_raw``) -> ``waited`` (s)
 ``insmod`` ``module``, ``events`` [[name, format]] -> ``events``; ``rmmod`` ``module``
+``kallsyms`` -> ``text``: the engine's symbols in ``/proc/kallsyms`` form
 """
 
 from __future__ import annotations

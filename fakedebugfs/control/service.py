@@ -9,6 +9,7 @@ waits.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import math
 import os
@@ -24,6 +25,7 @@ from .protocol import PROTOCOL_VERSION, ok, refused
 log = logging.getLogger(__name__)
 
 WAIT_POLL = 0.005  # seconds between checks of a wait condition
+READERS_DEFAULT = "tracing/per_cpu/cpu*/trace_pipe_raw"
 _DECL_NAME = re.compile(r"([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*$")
 
 
@@ -48,7 +50,7 @@ class ControlService:
             "hello": self.hello, "status": self.status, "emit": self.emit,
             "define": self.define, "fault": self.fault, "faults": self.faults,
             "clear_faults": self.clear_faults, "scenario": self.scenario, "wait": self.wait,
-            "insmod": self.insmod, "rmmod": self.rmmod,
+            "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
         }
 
     async def handle(self, req) -> dict:
@@ -61,6 +63,7 @@ class ControlService:
                 raise Refused("protocol", f"control protocol {version!r} is not spoken here "
                                           f"(this server speaks {PROTOCOL_VERSION})")
             handler = self.commands.get(req.get("cmd"))
+            log.debug("control: %s", req.get("cmd"))
             if handler is None:
                 raise Refused("request", f"unknown command {req.get('cmd')!r} "
                                          f"(known: {', '.join(self.commands)})")
@@ -86,6 +89,10 @@ class ControlService:
         return {"protocol": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
                 "mountpoint": self.server.mountpoint, "cpus": self.kernel.engine.nr_cpus,
                 "clock": "virtual" if self.kernel.engine.clock.deterministic else "monotonic"}
+
+    def kallsyms(self, req) -> dict:
+        """The engine's symbols as ``/proc/kallsyms`` (``run --attach`` binds them)."""
+        return {"text": self.kernel.engine.kallsyms.proc_kallsyms()}
 
     def status(self, req) -> dict:
         status = self.server.status()
@@ -234,10 +241,10 @@ class ControlService:
         if not math.isfinite(timeout) or timeout < 0:
             raise Refused("request", f"timeout must be >= 0 seconds, got {timeout}")
         checks = {"idle": self._idle, "done": lambda r: self.server.done,
-                  "consumed": self._consumed}
+                  "consumed": self._consumed, "readers": self._readers}
         check = checks.get(until)
         if check is None:
-            raise Refused("request", f"wait until {until!r}? (idle, consumed, done)")
+            raise Refused("request", f"wait until {until!r}? (idle, consumed, done, readers)")
         start = trio.current_time()
         with trio.move_on_after(timeout):
             while not check(req):
@@ -253,7 +260,28 @@ class ControlService:
     def _consumed(self, req) -> bool:
         return not self.kernel.unread(req.get("tracers"), bool(req.get("complete_pages")))
 
+    def _readers(self, req) -> bool:
+        """Every file matching ``path`` (a glob; default every CPU's
+        ``trace_pipe_raw``) is open: a recorder such as trace-cmd is reading."""
+        pattern = req.get("path", READERS_DEFAULT).lstrip("/")
+        wanted = self._matching_files(pattern)
+        if not wanted:
+            raise Refused("request", f"no file matches {pattern!r}")
+        return wanted <= set(self.server.open_paths())
+
+    def _matching_files(self, pattern: str) -> set:
+        ops = self.server.ops
+        if ops is None:
+            return set()
+        paths = (node.path().lstrip("/") for node in list(ops.table.nodes.values())
+                 if not node.is_dir)
+        return {p for p in paths if fnmatch.fnmatchcase(p, pattern)}
+
     def _why_not(self, until: str, req) -> str:
+        if until == "readers":
+            missing = self._matching_files(req.get("path", READERS_DEFAULT).lstrip("/")) \
+                - set(self.server.open_paths())
+            return f"not open: {', '.join(sorted(missing))}"
         if until == "consumed":
             return f"unread {self.kernel.unread(req.get('tracers'), bool(req.get('complete_pages')))}"
         if not self.server.done:
