@@ -128,7 +128,8 @@ def assert_gap(pages: list[bytes], base: list, lost: int) -> None:
 def test_overrun_events_ring_buffer_exact(tracer, drain_first):
     """``overrun`` of M events: the next M events of CPU 0 are gone, counted
     as overrun (stats: overrun M, entries M fewer; ktrace: overflow M), and
-    the page after the gap carries RB_MISSED_EVENTS with M stored.  Also when a reader had just taken the tail page's start."""
+    the page after the gap carries RB_MISSED_EVENTS with M stored.  Also
+    when a reader had just taken the start of the tail page."""
     m = 137
     twin, twin_early = kmem_kernel(drain_first=drain_first)
     k, early = kmem_kernel({"kind": "overrun", "cpu": 0, "events": m, "tracer": tracer},
@@ -382,7 +383,8 @@ def test_tracecmd_reports_injected_overrun(tmp_path):
     client = ("import json, sys; from test_faults import control; "
               "print(json.dumps(control(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))))")
     spec = json.dumps({"spec": {"kind": "overrun", "cpu": 0, "events": m}})
-    script = (f'"{sys.executable}" -c "$CLIENT" "$FAKEDEBUGFS_MOUNT" fault \'{spec}\' >/dev/null && '
+    script = (f'"{sys.executable}" -c "$CLIENT" "$FAKEDEBUGFS_MOUNT" fault \'{spec}\' '
+              '>/dev/null && '
               f'"{FAKEDEBUGFS}" status "$FAKEDEBUGFS_MOUNT" --wait-done >/dev/null && '
               f'"{sys.executable}" -c "$CLIENT" "$FAKEDEBUGFS_MOUNT" faults "{{}}" > {left} && '
               f'cat /sys/kernel/tracing/per_cpu/cpu0/stats > {stats_file} && '
@@ -390,7 +392,8 @@ def test_tracecmd_reports_injected_overrun(tmp_path):
     proc = subprocess.run([FAKEDEBUGFS, "run", *KMEM_RUN, "--count", str(n), "--rate", "3000",
                            "--seed", str(seed), "--", "sh", "-c", script],
                           capture_output=True, text=True, timeout=180,
-                          env=dict(os.environ, CLIENT=client, PYTHONPATH=str(Path(__file__).parent)))
+                          env=dict(os.environ, CLIENT=client,
+                                   PYTHONPATH=str(Path(__file__).parent)))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(left.read_text())["faults"] == []
     assert re.search(r"^overrun: (\d+)$", stats_file.read_text(), re.M).group(1) == str(m)
