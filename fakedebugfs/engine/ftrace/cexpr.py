@@ -84,6 +84,7 @@ class IntT(NamedTuple):
 
 
 INT, UINT, LONG, ULONG = IntT(4, 1), IntT(4, 0), IntT(8, 1), IntT(8, 0)
+UCHAR = IntT(1, 0)
 
 
 class PtrT(NamedTuple):
@@ -98,6 +99,23 @@ class Node(NamedTuple):
 
     fn: Callable
     type: Any = None
+    const: bool = False  # needs no record: evaluated once, at compile time
+
+
+def constant(value, t=None) -> Node:
+    return Node(lambda r, o: value, t, True)
+
+
+def fold(node: Node, *operands: Node) -> Node:
+    """Constant folding: a node whose operands are all constants is
+    evaluated once (the GFP flag tables of the kmem events hold hundreds of
+    constant casts and shifts)."""
+    if not operands or not all(op.const for op in operands):
+        return node
+    try:
+        return constant(node.fn(None, None), node.type)
+    except (ArithmeticError, TypeError, ValueError):
+        return node
 
 
 def _common(a, b) -> IntT:
@@ -111,13 +129,28 @@ def _common(a, b) -> IntT:
     return IntT(a.size, a.signed and b.signed)
 
 
+_LIMITS: dict = {}  # type -> (mask, sign bit)
+
+
+def _limits(t) -> tuple[int, int]:
+    if isinstance(t, IntT):
+        bits = 8 * t.size
+        return (1 << bits) - 1, (1 << (bits - 1)) if t.signed else 0
+    return (1 << 64) - 1, 0
+
+
 def convert(value, t) -> int:
     """C conversion of *value* to type *t* (pointers: 64-bit unsigned)."""
-    if isinstance(value, (bytes, str)):
-        raise TypeError("a string used as a number")
-    if isinstance(t, IntT):
-        return C.wrap(int(value), t.size, t.signed)
-    return int(value) & 0xFFFFFFFFFFFFFFFF
+    if value.__class__ is not int:
+        if isinstance(value, (bytes, bytearray, str, tuple)):
+            raise TypeError("a string used as a number")
+        value = int(value)
+    limits = _LIMITS.get(t)
+    if limits is None:
+        limits = _LIMITS[t] = _limits(t)
+    mask, sign = limits
+    value &= mask
+    return value - mask - 1 if value & sign else value
 
 
 # --- the expression parser ---------------------------------------------------------
@@ -201,7 +234,7 @@ class Parser:
         t = _common(yes.type, no.type) if isinstance(yes.type, IntT) and \
             isinstance(no.type, IntT) else yes.type
         c, a, b = cond.fn, yes.fn, no.fn
-        return Node(lambda r, o: a(r, o) if c(r, o) else b(r, o), t)
+        return fold(Node(lambda r, o: a(r, o) if c(r, o) else b(r, o), t), cond, yes, no)
 
     def binary(self, level: int) -> Node:
         left = self.unary()
@@ -230,7 +263,7 @@ class Parser:
             ctype = self.type_name()
             self.take(")")
             size = self._sizeof(ctype)
-            return Node(lambda r, o: size, ULONG)
+            return constant(size, ULONG)
         return self.postfix(self.primary())
 
     def _is_type(self, ahead: int) -> bool:
@@ -260,12 +293,12 @@ class Parser:
             base = ctype[:-1].strip()
             elem = self.pointees.get(base) or (C.lookup(base).size if C.lookup(base) else None)
             fn = inner.fn
-            return Node(lambda r, o: convert(fn(r, o), ULONG), PtrT(elem))
+            return fold(Node(lambda r, o: convert(fn(r, o), ULONG), PtrT(elem)), inner)
         info = C.lookup(ctype)
         if info is None:
             raise ExprError(f"cast to unknown type {ctype!r}")
         t, fn = IntT(info.size, info.signed), inner.fn
-        return Node(lambda r, o: convert(fn(r, o), t), t)
+        return fold(Node(lambda r, o: convert(fn(r, o), t), t), inner)
 
     def primary(self) -> Node:
         kind, text = self.peek()
@@ -277,11 +310,11 @@ class Parser:
             while self.peek()[0] == "str":
                 parts.append(_unescape(self.take()[1:-1]))
             s = "".join(parts)
-            return Node(lambda r, o: s, None)
+            return constant(s)
         if kind == "chr":
             self.take()
             value = ord(_unescape(text[1:-1])[0])
-            return Node(lambda r, o: value, INT)
+            return constant(value, INT)
         if text == "(":
             self.take()
             inner = self.expr()
@@ -302,7 +335,7 @@ class Parser:
                 self.take(",")
         self.take("}")
         fns = tuple(n.fn for n in items)
-        return Node(lambda r, o: tuple(f(r, o) for f in fns), None)
+        return fold(Node(lambda r, o: tuple(f(r, o) for f in fns), None), *items)
 
     def identifier(self) -> Node:
         name = self.take()
@@ -323,7 +356,7 @@ class Parser:
             return helper(*args)
         if name in self.symbols:
             value = self.symbols[name]
-            return Node(lambda r, o: value, ULONG)
+            return constant(value, ULONG)
         raise ExprError(f"unknown identifier {name!r}")
 
     def field_name(self) -> str:
@@ -371,7 +404,7 @@ def _number(text: str) -> Node:
     if "l" in suffix:
         candidates = [t for t in candidates if t.size == 8]
     t = next((t for t in candidates if value < 1 << (8 * t.size - t.signed)), ULONG)
-    return Node(lambda r, o: value, t)
+    return constant(value, t)
 
 
 def element(buf, index: int, elem: IntT) -> int:
@@ -388,6 +421,10 @@ def _truth(value) -> bool:
 
 
 def _unop(op: str, inner: Node) -> Node:
+    return fold(_unop_node(op, inner), inner)
+
+
+def _unop_node(op: str, inner: Node) -> Node:
     fn, t = inner.fn, inner.type
     if op == "!":
         return Node(lambda r, o: int(not _truth(fn(r, o))), INT)
@@ -415,6 +452,10 @@ _COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a,
 
 
 def _binop(op: str, left: Node, right: Node) -> Node:
+    return fold(_binop_node(op, left, right), left, right)
+
+
+def _binop_node(op: str, left: Node, right: Node) -> Node:
     a, b = left.fn, right.fn
     if op == "&&":
         return Node(lambda r, o: int(_truth(a(r, o)) and _truth(b(r, o))), INT)

@@ -28,7 +28,7 @@ import functools
 import re
 from typing import Callable, NamedTuple, Optional
 
-from .cexpr import (INT, ULONG, ExprError, IntT, Node, Parser, as_bytes, convert, element,
+from .cexpr import (INT, UCHAR, ULONG, ExprError, IntT, Node, Parser, as_bytes, convert, element,
                     field_infos, tokenize)
 
 PrintFmtError = ExprError  # a print fmt this interpreter cannot compile
@@ -49,15 +49,25 @@ def _get_dynamic_array_len(name: str) -> Node:
     return Node(lambda r, o: len(as_bytes(r[name])), ULONG)
 
 
+def _table(entries) -> Callable:
+    """``{ value, "name" }`` entries: built once when constant (always, in
+    the kernel's tables)."""
+    if all(e.const for e in entries):
+        fixed = tuple((convert(m, ULONG) if isinstance(m, int) else m, n)
+                      for m, n in (e.fn(None, None) for e in entries))
+        return lambda r, o: fixed
+    fns = tuple(e.fn for e in entries)
+    return lambda r, o: tuple(f(r, o) for f in fns)
+
+
 def _print_symbolic(value: Node, *table: Node) -> Node:
     """``trace_print_symbols_seq``: the name of the entry equal to the
     value, else ``0x%lx``."""
-    fn, tfns = value.fn, tuple(t.fn for t in table)
+    fn, entries = value.fn, _table(table)
 
     def show(r, o):
         v = convert(fn(r, o), ULONG)
-        for t in tfns:
-            mask, name = t(r, o)
+        for mask, name in entries(r, o):
             if convert(mask, ULONG) == v:
                 return name
         return f"0x{v:x}"
@@ -68,12 +78,11 @@ def _print_flags(value: Node, delim: Node, *table: Node) -> Node:
     """``trace_print_flags_seq``: names of the masks fully present, in
     table order, each clearing its bits; leftover bits as ``0x%lx``; the
     table ends at a NULL name."""
-    fn, dfn, tfns = value.fn, delim.fn, tuple(t.fn for t in table)
+    fn, dfn, entries = value.fn, delim.fn, _table(table)
 
     def show(r, o):
         flags, sep, out = convert(fn(r, o), ULONG), dfn(r, o), []
-        for t in tfns:
-            mask, name = t(r, o)
+        for mask, name in entries(r, o):
             if not flags or not isinstance(name, str):
                 break
             mask = convert(mask, ULONG)
@@ -185,29 +194,33 @@ def _pointer(ext: str, value, out) -> str:
     return out.ptr(addr)
 
 
-def format_one(spec: Spec, value, width: Optional[int], prec: Optional[int], out) -> str:
-    """One conversion of *value* as the kernel's ``vsnprintf`` prints it."""
+def converter(spec: Spec, width: Optional[int], prec: Optional[int]) -> Callable:
+    """``(value, out) -> text``: one conversion as the kernel's
+    ``vsnprintf`` prints it, built once per conversion."""
     conv, flags = spec.conv, spec.flags
     if conv[0] == "p":
-        return _pointer(conv[1:], value, out)
+        ext = conv[1:]
+        return lambda v, o: _pointer(ext, v, o)
     head = "%" + flags.replace("#", "") + (str(width) if width is not None else "")
+    dot = "" if prec is None else f".{prec}"
     if conv == "s":
-        text = _c_text(value)
-        return (head + ("" if prec is None else f".{prec}") + "s") % text
+        text_fmt = head + dot + "s"
+        return lambda v, o: text_fmt % _c_text(v)
     if conv == "c":
-        return (head + "c") % chr(convert(value, IntT(1, 0)))
-    signed = conv in "di"
-    v = convert(value, IntT(spec.size, 1 if signed else 0))
-    head += "" if prec is None else f".{prec}"
-    if conv in "di":
-        return (head + "d") % v
-    if conv == "u":
-        return (head + "d") % v
-    text = (head + conv) % v
-    if "#" in flags and v:
+        char_fmt = head + "c"
+        return lambda v, o: char_fmt % chr(convert(v, UCHAR))
+    t = IntT(spec.size, 1 if conv in "di" else 0)
+    num_fmt = head + dot + ("d" if conv in "diu" else conv)
+    if "#" in flags and conv in "xXo":
         prefix = "0" if conv == "o" else "0" + conv
-        text = _alt_form(text, prefix, "-" in flags, "0" in flags, width)
-    return text
+        left, zero = "-" in flags, "0" in flags
+
+        def alternate(v, o):
+            v = convert(v, t)
+            text = num_fmt % v
+            return _alt_form(text, prefix, left, zero, width) if v else text
+        return alternate
+    return lambda v, o: num_fmt % convert(v, t)
 
 
 def _alt_form(text: str, prefix: str, left: bool, zero: bool, width) -> str:
@@ -218,6 +231,32 @@ def _alt_form(text: str, prefix: str, left: bool, zero: bool, width) -> str:
         return prefix + digits.rjust(max(0, width - len(prefix)), "0")
     body = prefix + digits
     return body.ljust(width or 0) if left else body.rjust(width or 0)
+
+
+def _number_of(text: Optional[str]) -> Optional[int]:
+    return None if text is None else int(text or 0)
+
+
+def _piece(spec: Spec, args) -> Callable:
+    """``(rec, out) -> text`` for one conversion and its arguments (a
+    ``*`` width or precision takes one each, before the value)."""
+    wfn = next(args) if spec.width == "*" else None
+    pfn = next(args) if spec.prec == "*" else None
+    vfn = next(args)
+    if wfn is None and pfn is None:
+        conv = converter(spec, _number_of(spec.width), _number_of(spec.prec))
+        return lambda r, o: conv(vfn(r, o), o)
+
+    def dynamic(r, o):
+        s = spec
+        width = convert(wfn(r, o), INT) if wfn else _number_of(spec.width)
+        prec = convert(pfn(r, o), INT) if pfn else _number_of(spec.prec)
+        if width is not None and width < 0:  # a negative width left-justifies
+            s, width = spec._replace(flags=spec.flags + "-"), -width
+        if prec is not None and prec < 0:  # a negative precision is none
+            prec = None
+        return converter(s, width, prec)(vfn(r, o), o)
+    return dynamic
 
 
 class PrintFmt:
@@ -232,35 +271,18 @@ class PrintFmt:
                         HELPERS, _BY_FIELD)
         fmt = parser.primary().fn(None, None)
         args = parser.arguments()
-        self.items = parse_format(fmt)
+        items = parse_format(fmt)
         wanted = sum(1 + (i.width == "*") + (i.prec == "*")
-                     for i in self.items if isinstance(i, Spec))
+                     for i in items if isinstance(i, Spec))
         if wanted != len(args):
             raise PrintFmtError(f"the format wants {wanted} arguments, {len(args)} given")
-        self.args = tuple(a.fn for a in args)
+        fns = iter(a.fn for a in args)
+        self.pieces = tuple((lambda r, o, s=item: s) if isinstance(item, str)
+                            else _piece(item, fns) for item in items)
 
     def render(self, rec: dict, out) -> str:
         """``trace_raw_output_<call>``'s text for *rec*."""
-        args = iter(self.args)
-        parts = []
-        for item in self.items:
-            if isinstance(item, str):
-                parts.append(item)
-                continue
-            width = _star(item.width, args, rec, out)
-            prec = _star(item.prec, args, rec, out)
-            if width is not None and width < 0:
-                item, width = item._replace(flags=item.flags + "-"), -width
-            parts.append(format_one(item, next(args)(rec, out), width, prec, out))
-        return "".join(parts)
-
-
-def _star(value, args, rec, out) -> Optional[int]:
-    if value is None or value == "":
-        return None if value is None else 0
-    if value == "*":
-        return convert(next(args)(rec, out), INT)
-    return int(value)
+        return "".join([piece(rec, out) for piece in self.pieces])
 
 
 @functools.lru_cache(maxsize=None)
