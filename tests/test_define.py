@@ -450,7 +450,10 @@ def test_trace_cmd_records_and_reports_the_defined_event(tmp_path):
         pytest.skip("trace-cmd is needed")
     out = _under_run(
         DEFINE_IN_RUN
-        + "trace-cmd record -e demo:alloc -o t.dat sleep 3 >/dev/null 2>&1 &\nsleep 1.5\n"
+        + "trace-cmd record -e demo:alloc -o t.dat sleep 4 >/dev/null 2>&1 &\n"
+        + "T=/sys/kernel/tracing\n"  # recording: the event enabled, then tracing on
+        + "until [ $(cat $T/events/demo/alloc/enable) = 1 ] && [ $(cat $T/tracing_on) = 1 ]\n"
+        + "do sleep 0.1; done\n"
         + "$FAKE emit \"$FAKEDEBUGFS_MOUNT\" demo:alloc addr=0x10 count=-2 msg=hello "
           "--cpu 1 --pid 42 --comm app\nwait\ntrace-cmd report t.dat\n", tmp_path)
     line = [ln for ln in out.splitlines() if "alloc:" in ln]
