@@ -60,7 +60,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import runstate, seal, userns
+from . import procevents, runstate, seal, userns
 
 CLONE_NEWNS = 0x00020000
 MS_BIND = 0x1000
@@ -342,16 +342,20 @@ def stop_server(pid: int, mnt: str) -> None:
 
 # --- the command ------------------------------------------------------------------
 
-def spawn(argv: list[str], env: dict, sealed: bool = True) -> int:
+def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None) -> int:
     """fork + exec with default signal handling, *sealed* (see
     :mod:`fakedebugfs.seal`); errors are reported through a close-on-exec
     pipe (exit 127 / 126 like a shell).  The command never starts unsealed
-    by accident: if the seal fails, it does not start."""
+    by accident: if the seal fails, it does not start.  *before_exec(pid)*
+    runs here while the child waits to exec."""
     r, w = os.pipe2(os.O_CLOEXEC)
+    go_r, go_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
         try:
             os.close(r)
+            os.close(go_w)
+            os.read(go_r, 1)  # until the parent is ready (or gone)
             for sig in FORWARDED + (signal.SIGCHLD, signal.SIGPIPE):
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -369,6 +373,12 @@ def spawn(argv: list[str], env: dict, sealed: bool = True) -> int:
         finally:
             os._exit(127)
     os.close(w)
+    os.close(go_r)
+    try:
+        if before_exec is not None:
+            before_exec(pid)
+    finally:
+        os.close(go_w)
     with os.fdopen(r, "rb") as fp:
         data = fp.read().decode()
     if data:
@@ -443,6 +453,7 @@ def run(args) -> int:
     os.chmod(work, 0o755)
     server_pid = None
     made: list[str] = []
+    watchers: list = []  # the command's process events (procevents)
     # Signals are taken with sigtimedwait from here on; children unblock them.
     signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
     try:
@@ -460,8 +471,16 @@ def run(args) -> int:
         old = env.get("LD_PRELOAD", "").strip()
         env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
         env["FAKEDEBUGFS_MOUNT"] = mnt
+        engine = server.kernel.engine
+
+        def watch(pid):
+            # real processes' events have real timing: not in a deterministic run
+            if not getattr(engine.clock, "deterministic", False):
+                watchers.append(procevents.watch_command(pid, mnt, engine.nr_cpus))
+
         try:
-            pid = spawn(argv, env, sealed=not getattr(args, "unsealed", False))
+            pid = spawn(argv, env, sealed=not getattr(args, "unsealed", False),
+                        before_exec=watch)
         except RunError as err:
             print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
             return err.args[1]
@@ -471,6 +490,8 @@ def run(args) -> int:
     except OSError as err:
         raise CliError(str(err)) from None
     finally:
+        for watcher in filter(None, watchers):
+            watcher.stop()
         undo_mounts(made)
         if server_pid is not None:
             stop_server(server_pid, mnt)

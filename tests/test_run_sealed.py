@@ -270,3 +270,39 @@ def test_rootless_where_user_namespaces_are_forbidden(nobody_dir):
     message = p.stderr.strip().splitlines()
     assert len(message) == 1, p.stderr
     assert "forbids unprivileged user namespaces (user.max_user_namespaces = 0)" in message[0]
+
+
+# --- process events of the command -------------------------------------------------
+
+PROCESS_EVENTS = textwrap.dedent(r"""
+    cd /sys/kernel/tracing
+    for e in fork exec exit; do echo 1 > events/sched/sched_process_$e/enable; done
+    /bin/true & child=$!
+    wait $child
+    # the events reach the fake within milliseconds, not synchronously
+    for i in $(seq 100); do
+        grep -q "sched_process_exit: comm=true pid=$child " trace && break
+        sleep 0.05
+    done
+    echo "me=$$ child=$child"
+    grep -v '^#' trace
+""")
+
+
+def test_process_events_of_the_command():
+    """sched_process_fork/exec/exit for what the command starts, with the
+    pids it sees (getpid(), $!)."""
+    p = run("--workload", "none", "--", "sh", "-c", PROCESS_EVENTS)
+    assert p.returncode == 0, p.stderr
+    ids = re.search(r"^me=(\d+) child=(\d+)$", p.stdout, re.M)
+    me, child = ids.groups()
+    lines = p.stdout[ids.end():]
+    fork = re.search(rf"^\s*sh-{me}\s+\[\d+\].*sched_process_fork: comm=sh pid={me} "
+                     rf"child_comm=sh child_pid={child}$", lines, re.M)
+    exec_ = re.search(rf"^\s*true-{child}\s+\[\d+\].*sched_process_exec: "
+                      rf"filename=(\S+) pid={child} old_pid={child}$", lines, re.M)
+    exit_ = re.search(rf"^\s*true-{child}\s+\[\d+\].*sched_process_exit: comm=true "
+                      rf"pid={child} prio=120", lines, re.M)
+    assert fork and exec_ and exit_, lines
+    assert os.path.realpath(exec_.group(1)) == os.path.realpath(shutil.which("true"))
+    assert fork.start() < exec_.start() < exit_.start()  # in the order they happened

@@ -1,0 +1,291 @@
+"""``sched_process_fork/exec/exit`` for the processes ``fakedebugfs run`` starts.
+
+The real kernel reports them to anyone allowed to watch the command: one
+``PERF_COUNT_SW_DUMMY`` perf event per CPU on the command's pid, with
+``inherit`` (its children and threads are watched too), ``task``, ``comm``
+and ``comm_exec`` (perf_event_open(2)).  Its ring buffers then carry
+PERF_RECORD_FORK, PERF_RECORD_COMM (misc COMM_EXEC for an exec) and
+PERF_RECORD_EXIT, written by the kernel in copy_process(), begin_new_exec()
+and do_exit(), where it fires sched_process_fork, sched_process_exec and
+sched_process_exit.  With ``exclude_kernel`` this needs no privilege on
+one's own processes (perf_event_paranoid up to 2), so it works rootless.
+
+Each record becomes the tracepoint the kernel fires at that moment,
+injected into the fake through its control socket: same pids, same comms,
+the CPU the record was written on, stamped when they arrive (within
+milliseconds, not synchronously).  Where perf_event_open is refused
+(perf_event_paranoid 3, seccomp), nothing is watched and the run goes on.
+A run on the virtual clock is not watched: it must stay deterministic.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import os
+import select
+import threading
+
+from construct import Int16ul, Int32sl, Int32ul, Int64ul, Struct
+
+log = logging.getLogger(__name__)
+
+SYS_perf_event_open = 298  # x86_64
+PERF_TYPE_SOFTWARE = 1  # include/uapi/linux/perf_event.h
+PERF_COUNT_SW_DUMMY = 9
+PERF_ATTR_SIZE_VER5 = 112
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+# bits of perf_event_attr's flags word
+ATTR_INHERIT = 1 << 1
+ATTR_EXCLUDE_KERNEL = 1 << 5
+ATTR_EXCLUDE_HV = 1 << 6
+ATTR_MMAP = 1 << 8
+ATTR_COMM = 1 << 9
+ATTR_TASK = 1 << 13
+ATTR_WATERMARK = 1 << 14  # wake readers after wakeup_watermark bytes, not samples
+ATTR_COMM_EXEC = 1 << 24
+
+PERF_RECORD_MMAP = 1
+PERF_RECORD_COMM = 3
+PERF_RECORD_EXIT = 4
+PERF_RECORD_FORK = 7
+PERF_RECORD_MISC_COMM_EXEC = 1 << 13
+DEFAULT_PRIO = 120  # p->prio of a SCHED_NORMAL task at nice 0
+
+# struct perf_event_attr, up to PERF_ATTR_SIZE_VER5 (the bitfield as one u64)
+perf_event_attr = Struct(
+    "type" / Int32ul, "size" / Int32ul, "config" / Int64ul, "sample_period" / Int64ul,
+    "sample_type" / Int64ul, "read_format" / Int64ul, "flags" / Int64ul,
+    "wakeup_events" / Int32ul, "bp_type" / Int32ul, "config1" / Int64ul, "config2" / Int64ul,
+    "branch_sample_type" / Int64ul, "sample_regs_user" / Int64ul,
+    "sample_stack_user" / Int32ul, "clockid" / Int32sl, "sample_regs_intr" / Int64ul,
+    "aux_watermark" / Int32ul, "sample_max_stack" / Int16ul, "reserved_2" / Int16ul,
+)
+# struct perf_event_mmap_page: the fields after the 1 KiB of counter data
+perf_mmap_ring = Struct("data_head" / Int64ul, "data_tail" / Int64ul,
+                        "data_offset" / Int64ul, "data_size" / Int64ul)
+RING_AT = 1024
+# struct perf_event_header
+perf_event_header = Struct("type" / Int32ul, "misc" / Int16ul, "size" / Int16ul)
+# PERF_RECORD_FORK / PERF_RECORD_EXIT: { u32 pid, ppid, tid, ptid; u64 time; }
+perf_record_task = Struct("pid" / Int32ul, "ppid" / Int32ul, "tid" / Int32ul,
+                          "ptid" / Int32ul, "time" / Int64ul)
+# PERF_RECORD_COMM: { u32 pid, tid; char comm[]; }
+perf_record_comm_head = Struct("pid" / Int32ul, "tid" / Int32ul)
+# PERF_RECORD_MMAP: { u32 pid, tid; u64 addr, len, pgoff; char filename[]; }
+perf_record_mmap_head = Struct("pid" / Int32ul, "tid" / Int32ul, "addr" / Int64ul,
+                               "len" / Int64ul, "pgoff" / Int64ul)
+
+DATA_PAGES = 8  # ring buffer pages per CPU (a power of two)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def open_task_events(pid: int, cpu: int) -> int:
+    attr = perf_event_attr.build(dict(
+        type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5, config=PERF_COUNT_SW_DUMMY,
+        sample_period=0, sample_type=0, read_format=0,
+        flags=ATTR_INHERIT | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV | ATTR_MMAP | ATTR_COMM
+        | ATTR_TASK | ATTR_WATERMARK | ATTR_COMM_EXEC,
+        wakeup_events=1, bp_type=0, config1=0, config2=0, branch_sample_type=0,
+        sample_regs_user=0, sample_stack_user=0, clockid=0, sample_regs_intr=0,
+        aux_watermark=0, sample_max_stack=0, reserved_2=0))
+    fd = _libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"perf_event_open: {os.strerror(err)}")
+    return fd
+
+
+def _comm_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fp:
+            return fp.read().rstrip("\n")
+    except OSError:
+        return ""
+
+
+def _exe_of(pid: int, comm: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return comm
+
+
+class Ring:
+    """One CPU's ring buffer: records from data_tail to data_head."""
+
+    def __init__(self, fd: int, cpu: int):
+        self.fd, self.cpu = fd, cpu
+        self.map = mmap.mmap(fd, (1 + DATA_PAGES) * mmap.PAGESIZE)
+        ring = perf_mmap_ring.parse(self.map[RING_AT:RING_AT + perf_mmap_ring.sizeof()])
+        self.offset = ring.data_offset or mmap.PAGESIZE
+        self.size = ring.data_size or DATA_PAGES * mmap.PAGESIZE
+
+    def records(self):
+        """(type, misc, body) of every new record; frees their space."""
+        ring = perf_mmap_ring.parse(self.map[RING_AT:RING_AT + perf_mmap_ring.sizeof()])
+        head, tail = ring.data_head, ring.data_tail
+        out = []
+        while tail < head:
+            hdr = perf_event_header.parse(self._bytes(tail, perf_event_header.sizeof()))
+            if hdr.size < perf_event_header.sizeof():
+                break
+            body = self._bytes(tail + perf_event_header.sizeof(),
+                               hdr.size - perf_event_header.sizeof())
+            out.append((hdr.type, hdr.misc, body))
+            tail += hdr.size
+        self.map[RING_AT + 8:RING_AT + 16] = Int64ul.build(tail)  # data_tail
+        return out
+
+    def _bytes(self, pos: int, n: int) -> bytes:
+        start = self.offset + pos % self.size
+        first = min(n, self.offset + self.size - start)
+        data = self.map[start:start + first]
+        if first < n:
+            data += self.map[self.offset:self.offset + n - first]
+        return data
+
+    def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
+
+
+class ProcessEvents:
+    """Watch *pid* and its descendants; send their fork/exec/exit to *send*
+    (a list of event dicts for the control socket's ``emit``)."""
+
+    def __init__(self, pid: int, send, nr_cpus: int):
+        self.pid, self.send, self.nr_cpus = pid, send, nr_cpus
+        self.comms: dict[int, str] = {}
+        self.pending: dict[int, tuple[int, str]] = {}  # pid -> (cpu, comm) of an exec
+        self._stop_requested = False
+        self.rings: list[Ring] = []
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        self._thread = None
+        try:
+            for cpu in range(os.cpu_count() or 1):
+                self.rings.append(Ring(open_task_events(pid, cpu), cpu))
+        except OSError as err:
+            self.close()
+            raise err
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="procevents", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Take the last records (the command has exited) and stop."""
+        if self._thread is not None:
+            self._stop_requested = True
+            os.write(self._stop_w, b"x")
+            self._thread.join(10)
+        self.close()
+
+    def close(self) -> None:
+        for ring in self.rings:
+            ring.close()
+        self.rings = []
+        for fd in (self._stop_r, self._stop_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _loop(self) -> None:
+        poller = select.poll()
+        for ring in self.rings:
+            poller.register(ring.fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            stopping = self._stop_r in ready
+            self._drain()
+            if stopping:
+                return
+
+    def _drain(self) -> None:
+        events = []
+        for ring in self.rings:
+            for kind, misc, body in ring.records():
+                events += self.events(kind, misc, body, ring.cpu % self.nr_cpus)
+        if self._stop_requested:
+            events += [self._exec_event(pid) for pid in list(self.pending)]
+        if events:
+            self._send_safely(events)
+
+    def _send_safely(self, events) -> None:
+        try:
+            self.send(events)
+        except Exception as err:  # the server went away, or refused: the run goes on
+            log.debug("process events not delivered: %s", err)
+
+    def _exec_event(self, pid: int, filename: str | None = None) -> dict:
+        """An exec waits for the binary's first executable mapping, which
+        names the file (begin_new_exec() reports the comm before the ELF
+        loader maps it)."""
+        cpu, comm = self.pending.pop(pid)
+        return {"event": "sched:sched_process_exec", "cpu": cpu, "pid": pid, "comm": comm,
+                "fields": {"filename": filename or _exe_of(pid, comm), "pid": pid,
+                           "old_pid": pid}}
+
+    def events(self, kind: int, misc: int, body: bytes, cpu: int) -> list[dict]:
+        """The tracepoints the kernel fires where it writes this record."""
+        if kind == PERF_RECORD_MMAP:
+            head = perf_record_mmap_head.parse(body)
+            if head.pid not in self.pending:
+                return []
+            name = body[perf_record_mmap_head.sizeof():].split(b"\0")[0].decode(errors="replace")
+            return [self._exec_event(head.pid, name if name.startswith("/") else None)]
+        if kind == PERF_RECORD_COMM:
+            head = perf_record_comm_head.parse(body)
+            comm = body[perf_record_comm_head.sizeof():].split(b"\0")[0].decode(errors="replace")
+            self.comms[head.tid] = comm
+            if misc & PERF_RECORD_MISC_COMM_EXEC:  # not prctl(PR_SET_NAME)
+                out = [self._exec_event(head.pid)] if head.pid in self.pending else []
+                self.pending[head.pid] = (cpu, comm)
+                return out
+            return []
+        if kind not in (PERF_RECORD_FORK, PERF_RECORD_EXIT):
+            return []
+        r = perf_record_task.parse(body)
+        out = [self._exec_event(p) for p in {r.pid, r.ptid} if p in self.pending]
+        if kind == PERF_RECORD_FORK:
+            comm = self.comms.get(r.ptid) or _comm_of(r.ptid)  # fork copies the comm
+            self.comms[r.tid] = comm
+            out.append({"event": "sched:sched_process_fork", "cpu": cpu, "pid": r.ptid,
+                        "comm": comm, "fields": {"parent_comm": comm, "parent_pid": r.ptid,
+                                                 "child_comm": comm, "child_pid": r.tid}})
+        else:
+            comm = self.comms.pop(r.tid, None) or _comm_of(r.tid)
+            out.append({"event": "sched:sched_process_exit", "cpu": cpu, "pid": r.tid,
+                        "comm": comm, "fields": {"comm": comm, "pid": r.tid,
+                                                 "prio": DEFAULT_PRIO}})
+        return out
+
+def watch_command(pid: int, mountpoint: str, nr_cpus: int):
+    """Start reporting the process events of command *pid* (not yet
+    exec'd) to the fake at *mountpoint*, beginning with its fork from us;
+    None where the kernel refuses to watch it."""
+    from .control.client import ControlClient
+
+    client = ControlClient(mountpoint)
+
+    def send(events):
+        client.call("emit", events=events)
+
+    try:
+        watcher = ProcessEvents(pid, send, nr_cpus)
+    except OSError as err:
+        log.debug("no process events for the command: %s", err)
+        client.close()
+        return None
+    comm = _comm_of(os.getpid())
+    watcher.comms[pid] = comm
+    watcher._send_safely([{
+        "event": "sched:sched_process_fork", "cpu": 0, "pid": os.getpid(), "comm": comm,
+        "fields": {"parent_comm": comm, "parent_pid": os.getpid(),
+                   "child_comm": comm, "child_pid": pid}}])
+    watcher.start()
+    return watcher
