@@ -21,6 +21,7 @@ A run on the virtual clock is not watched: it must stay deterministic.
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -166,10 +167,16 @@ class ProcessEvents:
         self._thread = None
         try:
             for cpu in range(os.cpu_count() or 1):
-                self.rings.append(Ring(open_task_events(pid, cpu), cpu))
-        except OSError as err:
+                try:
+                    fd = open_task_events(pid, cpu)
+                except OSError as err:
+                    if err.errno == errno.ENODEV:  # an offline CPU
+                        continue
+                    raise
+                self.rings.append(Ring(fd, cpu))
+        except OSError:
             self.close()
-            raise err
+            raise
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="procevents", daemon=True)

@@ -149,11 +149,12 @@ def nobody_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def rootless(work: Path, run_args, fuse_mode=0o666, prelude="") -> subprocess.CompletedProcess:
+def rootless(work: Path, run_args, fuse_mode=0o666, prelude="",
+             root_setup="") -> subprocess.CompletedProcess:
     """``fakedebugfs run RUN_ARGS`` as uid 65534, in a private mount
-    namespace whose /dev/fuse is a node of mode *fuse_mode*; *prelude* (a
-    command line) runs as root before dropping to uid 65534, which *exec*s
-    the command given as "$@"."""
+    namespace whose /dev/fuse is a node of mode *fuse_mode*, after the
+    shell commands *root_setup*; *prelude* (a command line) runs as root
+    before dropping to uid 65534, which *exec*s the command given as "$@"."""
     if problem := _system_python_problem():
         pytest.skip(problem)
     site = str(Path(pyfuse3.__file__).parents[1])
@@ -165,6 +166,7 @@ def rootless(work: Path, run_args, fuse_mode=0o666, prelude="") -> subprocess.Co
         mount -t tmpfs -o mode=755 tmpfs {dev}
         mknod -m {fuse_mode:o} {dev}/fuse c 10 229
         mount --bind {dev}/fuse /dev/fuse
+        {root_setup}
         cd {work}
         exec {prelude} "$@"
     """)
@@ -205,6 +207,27 @@ def test_rootless_trace_cmd_records(nobody_dir):
                         report.stdout, re.M)
     assert len(events) > 100, report.stdout[:2000]
     assert {"kmalloc", "kfree"} <= set(events)
+
+
+@pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed")
+def test_rootless_where_no_tracefs_is_mounted(nobody_dir):
+    """A container without tracefs or debugfs mounts: the tracefs line
+    trace-cmd needs comes from run's own /proc/mounts only."""
+    if reason := _userns_forbidden():
+        pytest.skip(reason)
+    out = nobody_dir / "trace.dat"
+    unmount_all = ("awk '$3 == \"tracefs\" || $3 == \"debugfs\" {print $2}' /proc/self/mounts"
+                   " | sort -r | xargs -r -n1 umount -l")
+    p = rootless(nobody_dir, ["--workload", "kmem", "--enable-all", "--", "sh", "-c",
+                              f"grep -c ' tracefs ' /proc/self/mountinfo; "
+                              f"trace-cmd record -e kmem:kmalloc -o {out} sleep 1"],
+                 root_setup=unmount_all)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "0"  # no real tracefs mount in sight
+    report = subprocess.run(["trace-cmd", "report", "-i", str(out)], capture_output=True,
+                            text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert len(re.findall(r"\bkmalloc:", report.stdout)) > 100, report.stdout[:2000]
 
 
 def test_rootless_sees_only_the_fake(nobody_dir):
