@@ -65,6 +65,8 @@ def explain(err: int, what: str) -> str:
     if setting:
         return (f"{what}: {os.strerror(err)}: this system forbids unprivileged user "
                 f"namespaces ({setting}); run as root, or allow them")
+    if err == errno.EINVAL:  # unshare(CLONE_NEWUSER) of a multithreaded process
+        return f"{what}: {os.strerror(err)} (a thread was started before it: a bug of run)"
     if err == errno.ENOSPC:
         return (f"{what}: {os.strerror(err)}: the user namespace limit is reached "
                 f"(user.max_user_namespaces)")

@@ -125,6 +125,16 @@ def test_sealed_perf_still_counts():
     assert re.search(r"^[0-9.]+,msec,task-clock", p.stderr, re.M), p.stderr
 
 
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_sealed_bpftrace_still_attaches():
+    """bpf(2) and perf_event_open(2) need CAP_BPF and CAP_PERFMON, which
+    the seal keeps: a program on a real tracepoint counts real switches."""
+    p = run("--", "bpftrace", "-e", "tracepoint:sched:sched_switch { @n = count(); } "
+                                    "interval:s:1 { exit(); }")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^@n: [1-9]\d*$", p.stdout, re.M), p.stdout + p.stderr
+
+
 # --- rootless ---------------------------------------------------------------------
 
 def _system_python_problem() -> str | None:
