@@ -243,7 +243,7 @@ def test_remaining_and_clear():
     assert k.faults.list() == []
     assert k.ftrace.buffers[0].overrun == 5  # 2 + 3: the cleared 3 never happened
     assert k.ftrace.entries(0) == 1
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="no active fault with id"):
         k.faults.clear(a["id"])
 
 

@@ -116,34 +116,34 @@ class Fault:
 def _int(spec: dict, key: str, minimum: int, default=None) -> int:
     value = spec.get(key, default)
     if value is None:
-        raise ValueError(f"fault: {key!r} is required for kind {spec['kind']!r}")
+        raise ValueError(f"{key!r} is required for kind {spec['kind']!r}")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"fault: {key!r} must be an integer, not {value!r}")
+        raise ValueError(f"{key!r} must be an integer, not {value!r}")
     if value < minimum:
-        raise ValueError(f"fault: {key!r} must be >= {minimum}, not {value}")
+        raise ValueError(f"{key!r} must be >= {minimum}, not {value}")
     return value
 
 
 def _ms(spec: dict) -> float:
     value = spec.get("ms")
     if value is None:
-        raise ValueError(f"fault: 'ms' is required for kind {spec['kind']!r}")
+        raise ValueError(f"'ms' is required for kind {spec['kind']!r}")
     if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < 1e9:
-        raise ValueError(f"fault: 'ms' must be a number of milliseconds >= 0, not {value!r}")
+        raise ValueError(f"'ms' must be a number of milliseconds >= 0, not {value!r}")
     return float(value)
 
 
 def _choice(spec: dict, key: str, choices, default: str) -> str:
     value = spec.get(key, default)
     if value not in choices:
-        raise ValueError(f"fault: {key!r} must be one of {', '.join(choices)}, not {value!r}")
+        raise ValueError(f"{key!r} must be one of {', '.join(choices)}, not {value!r}")
     return value
 
 
 def _path(spec: dict) -> str:
     value = spec.get("path")
     if not isinstance(value, str) or not value.lstrip("/"):
-        raise ValueError(f"fault: 'path' must be a non-empty glob, not {value!r}")
+        raise ValueError(f"'path' must be a non-empty glob, not {value!r}")
     return value.lstrip("/")
 
 
@@ -153,12 +153,12 @@ def _errno(spec: dict) -> int:
         name = value.strip().upper()
         value = int(name) if name.isdigit() else getattr(errno_mod, name, None)
     if isinstance(value, bool) or not isinstance(value, int) or value not in errno_mod.errorcode:
-        raise ValueError(f"fault: 'errno' must be an errno name (EINTR) or number, "
+        raise ValueError(f"'errno' must be an errno name (EINTR) or number, "
                          f"not {spec.get('errno')!r}")
     if value == errno_mod.ENOSYS:
         # FUSE takes ENOSYS as "not implemented": the kernel would stop
         # sending that request (poll, flush, ...) for the rest of the mount
-        raise ValueError("fault: 'errno' ENOSYS is refused: FUSE would disable the "
+        raise ValueError("'errno' ENOSYS is refused: FUSE would disable the "
                          "operation for the whole mount")
     return value
 
@@ -167,13 +167,13 @@ def parse_fault(spec: dict) -> Fault:
     """Check *spec* and return its :class:`Fault`; raises ValueError with
     one line naming the bad key."""
     if not isinstance(spec, dict):
-        raise ValueError(f"fault: expected an object, not {type(spec).__name__}")
+        raise ValueError(f"a fault is an object with a 'kind', not {type(spec).__name__}")
     kind = spec.get("kind")
     if kind not in KINDS:
-        raise ValueError(f"fault: 'kind' must be one of {', '.join(KINDS)}, not {kind!r}")
+        raise ValueError(f"'kind' must be one of {', '.join(KINDS)}, not {kind!r}")
     unknown = sorted(set(spec) - _KEYS[kind] - {"kind"})
     if unknown:
-        raise ValueError(f"fault: unknown key {unknown[0]!r} for kind {kind!r} "
+        raise ValueError(f"unknown key {unknown[0]!r} for kind {kind!r} "
                          f"(keys: {', '.join(sorted(_KEYS[kind]))})")
     if kind == "overrun":
         return _parse_overrun(spec)
@@ -196,7 +196,7 @@ def parse_fault(spec: dict) -> Fault:
 
 def _parse_overrun(spec: dict) -> Fault:
     if ("events" in spec) == ("pages" in spec):
-        raise ValueError("fault: an overrun takes exactly one of 'events' and 'pages'")
+        raise ValueError("an overrun takes exactly one of 'events' and 'pages'")
     fault = Fault("overrun", cpu=_int(spec, "cpu", 0),
                   tracer=_choice(spec, "tracer", TRACERS + ("all",), "ftrace"))
     if "events" in spec:
@@ -204,7 +204,7 @@ def _parse_overrun(spec: dict) -> Fault:
     else:
         fault.pages = _int(spec, "pages", 1)
         if fault.tracer == "kmemtrace":
-            raise ValueError("fault: 'pages' needs a ring buffer (ftrace, ktrace): "
+            raise ValueError("'pages' needs a ring buffer (ftrace, ktrace): "
                              "the kmemtrace relay channel never overwrites; use 'events'")
     return fault
 
@@ -237,7 +237,7 @@ class FaultTable:
         fault = parse_fault(spec)
         ncpus = self.kernel.engine.nr_cpus if self.kernel is not None else None
         if fault.kind == "overrun" and ncpus is not None and fault.cpu >= ncpus:
-            raise ValueError(f"fault: 'cpu' {fault.cpu} does not exist "
+            raise ValueError(f"'cpu' {fault.cpu} does not exist "
                              f"(the fake has {ncpus} CPUs: 0-{ncpus - 1})")
         return fault
 
@@ -263,10 +263,11 @@ class FaultTable:
 
     def clear(self, id: Optional[int] = None) -> int:
         """Remove fault *id* (every fault when None): what it had not done yet
-        is not done.  Returns how many were removed; KeyError for an unknown id."""
+        is not done.  Returns how many were removed; ValueError for an id
+        that is not active."""
         gone = [f for f in self._overruns + self._file if id is None or f.id == id]
         if id is not None and not gone:
-            raise KeyError(f"no active fault with id {id}")
+            raise ValueError(f"no active fault with id {id!r}")
         for fault in gone:
             if fault.kind == "overrun":
                 for tracer, left in self._remaining(fault).items():
