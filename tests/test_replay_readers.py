@@ -146,21 +146,24 @@ VARIANTS = {  # name: (how, kind, compression)
 
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory):
-    """One ``fakedebugfs run`` (default workload: kmem, sched and syscalls on
-    every CPU) in which trace-cmd writes each variant."""
+    """trace-cmd writes each variant in a ``fakedebugfs run`` of its own (default
+    workload: kmem, sched and syscalls on every CPU), then converts two.  The
+    workload stops (--count) before trace-cmd saves saved_cmdlines, which it
+    reads twice and refuses if it changed in between."""
     if os.geteuid() != 0 or not HAVE_TRACECMD:
         pytest.skip("needs root and trace-cmd")
     d = tmp_path_factory.mktemp("dat")
-    steps = []
     for name, (how, _, _) in VARIANTS.items():
-        out = f"-o {name}.dat"
-        steps.append(f"{how} {out} sleep 1 >{name}.log 2>&1" if how.startswith(RECORD)
-                     else f"{how} {out} >{name}.log 2>&1")
-    p = subprocess.run([FAKEDEBUGFS, "run", *map(str, RUN_OPTS), "--workload", "default", "--",
-                        "sh", "-ec", " && ".join(steps)], cwd=d, capture_output=True,
-                       text=True, timeout=240)
-    assert p.returncode == 0, p.stderr + "".join(
-        (d / f"{n}.log").read_text() for n in VARIANTS if (d / f"{n}.log").exists())
+        cmd = f"{how} -o {name}.dat"
+        if how.startswith(RECORD):
+            p = subprocess.run([FAKEDEBUGFS, "run", *map(str, RUN_OPTS), "--workload",
+                                "default", "--count", "2500", "--", "sh", "-c",
+                                f"{cmd} sleep 1.5"], cwd=d, capture_output=True, text=True,
+                               timeout=120)
+        else:
+            p = subprocess.run(["sh", "-c", cmd], cwd=d, capture_output=True, text=True,
+                               timeout=120)
+        assert p.returncode == 0 and (d / f"{name}.dat").exists(), f"{name}: {p.stderr}"
     return d
 
 
@@ -523,10 +526,9 @@ class Pages:
         return page + b"\0" * (self.page - len(page))
 
 
-def built_capture(root: Path, endian: str, commit: int) -> Path:
+def built_pages(pg: "Pages") -> dict[int, bytes]:
     """Two CPUs: small and large events, time extend, absolute time stamp, a
     discarded event, missed events counted and not counted, an empty page."""
-    pg = Pages(endian, commit)
     long_msg = b"x" * 150 + b"\0"
     cpu0 = pg.build(1000, pg.event(5, pg.payload(10, 1, -3, b"alpha", b"hi\0"))
                     + pg.extend(1 << 30) + pg.event(7, pg.payload(11, 2, 4, b"beta", b"\0"))
@@ -537,12 +539,17 @@ def built_capture(root: Path, endian: str, commit: int) -> Path:
                      lost=42)
     cpu1 = pg.build(0, b"") + pg.build(2000, pg.event(9, pg.payload(20, 5, -1, b"eps", b"\0")),
                                        lost=-1)
+    return {0: cpu0, 1: cpu1}
+
+
+def built_capture(root: Path, endian: str, commit: int) -> Path:
+    """A raw capture directory of :func:`built_pages`."""
     d = root / f"{endian}-{commit}"
     (d / "events" / "test" / "probe").mkdir(parents=True)
     (d / "events" / "header_page").write_text(header_page(commit))
     (d / "events" / "test" / "probe" / "format").write_text(FMT)
-    (d / "cpu0").write_bytes(cpu0)
-    (d / "cpu1").write_bytes(cpu1)
+    for cpu, data in built_pages(Pages(endian, commit)).items():
+        (d / f"cpu{cpu}").write_bytes(data)
     return d
 
 
@@ -689,3 +696,158 @@ def test_summary_command(tmp_path):
     assert p.returncode == 1 and not p.stdout
     assert len(p.stderr.splitlines()) == 1 and "truncated in trace_pipe_raw pages of CPU 0" \
         in p.stderr
+
+
+# --- trace.dat files written here: both byte orders, 4-byte longs, zlib, instances ---------
+
+class DatWriter:
+    """Writes a trace.dat as trace-cmd.dat.v6.5.txt / v7.5.txt lay it out,
+    with two buffers: the top one (pages of :func:`built_pages`) and "inst"."""
+
+    HEADER_EVENT = ("# compressed entry header\n\ttype_len    :    5 bits\n"
+                    "\ttime_delta  :   27 bits\n\tarray       :   32 bits\n\n"
+                    "\tpadding     : type == 29\n\ttime_extend : type == 30\n"
+                    "\ttime_stamp : type == 31\n\tdata max type_len  == 28\n")
+
+    def __init__(self, version: int, endian: str, long_size: int, compression: str = "none"):
+        self.version, self.long_size, self.compression = version, long_size, compression
+        self.e = "<" if endian == "little" else ">"
+        self.endian = endian
+        self.pages = Pages(endian, long_size)
+
+    def n(self, fmt: str, *v) -> bytes:
+        return struct.pack(self.e + fmt, *v)
+
+    def pack(self, data: bytes) -> bytes:
+        if self.compression == "zlib":
+            import zlib
+            return zlib.compress(data)
+        import zstandard
+        return zstandard.ZstdCompressor().compress(data)
+
+    def meta(self) -> dict:
+        hp, he = header_page(self.long_size).encode(), self.HEADER_EVENT.encode()
+        fmt = FMT.encode()
+        return {
+            16: b"header_page\0" + self.n("Q", len(hp)) + hp
+                + b"header_event\0" + self.n("Q", len(he)) + he,
+            17: self.n("I", 0),
+            18: self.n("I", 1) + b"test\0" + self.n("I", 1) + self.n("Q", len(fmt)) + fmt,
+            19: self.n("I", len(KALLSYMS)) + KALLSYMS,
+            20: self.n("I", len(PRINTK)) + PRINTK,
+            21: self.n("Q", len(CMDLINES)) + CMDLINES,
+        }
+
+    def options(self) -> list[tuple[int, bytes]]:
+        return [(8, self.n("I", 2)), (4, b"[local] global\0"), (5, b"Linux test 6.0 x\0"),
+                (7, b"12345\0"), (14, self.n("IIQ", 3, 1, 99))]
+
+    def cpu_pages(self) -> dict[str, dict[int, bytes]]:
+        pg = self.pages
+        top = built_pages(pg)
+        inst = {1: pg.build(5000, pg.event(2, pg.payload(30, 6, 2, b"inst", b"i\0")))}
+        return {"": top, "inst": inst}
+
+    def write(self, path: Path) -> Path:
+        head = b"\x17\x08\x44tracing" + f"{self.version}\0".encode() + \
+            bytes([self.endian == "big", self.long_size]) + self.n("I", 4096)
+        out = bytearray(head)
+        (self.v6 if self.version == 6 else self.v7)(out)
+        path.write_bytes(bytes(out))
+        return path
+
+    def v6(self, out: bytearray) -> None:
+        meta = self.meta()
+        for sid in (16, 17, 18, 19, 20, 21):
+            out += meta[sid]
+        out += self.n("I", 2) + b"options  \0"
+        buf_patch = len(out) + 6  # offset field of the BUFFER option for "inst"
+        for oid, data in [(3, self.n("Q", 0) + b"inst\0")] + self.options():
+            out += self.n("HI", oid, len(data)) + data
+        out += self.n("H", 0) + b"flyrecord\0"
+        tables = {"": len(out)}
+        out += b"\0" * 32
+        out[buf_patch:buf_patch + 8] = self.n("Q", len(out))
+        out += b"flyrecord\0"
+        tables["inst"] = len(out)
+        out += b"\0" * 32
+        for name, cpus in self.cpu_pages().items():
+            for cpu in range(2):
+                data = cpus.get(cpu, b"")
+                out += b"\0" * (-len(out) % 4096)
+                out[tables[name] + 16 * cpu:tables[name] + 16 * cpu + 16] = \
+                    self.n("QQ", len(out) if data else 0, len(data))
+                out += data
+
+    def section(self, out: bytearray, sid: int, data: bytes, compress: bool) -> int:
+        at = len(out)
+        if compress:
+            packed = self.pack(data)
+            body = self.n("II", len(packed), len(data)) + packed
+        else:
+            body = data
+        out += self.n("HHIQ", sid, int(compress), 0, len(body)) + body
+        return at
+
+    def v7(self, out: bytearray) -> None:
+        z = self.compression != "none"
+        out += (b"none\0\0" if not z else f"{self.compression}\0x\0".encode())
+        first = len(out)
+        out += b"\0" * 8
+        opts = [(sid, self.n("Q", self.section(out, sid, data, z)))
+                for sid, data in self.meta().items()]
+        for name, cpus in self.cpu_pages().items():
+            at = len(out)
+            out += self.n("HHIQ", 3, int(z), 0, 0)
+            entries = []
+            for cpu in range(2):
+                data = cpus.get(cpu, b"")
+                out += b"\0" * (-len(out) % 4096)
+                start = len(out)
+                if data and z:
+                    packed = self.pack(data)
+                    out += self.n("I", 1) + self.n("II", len(packed), len(data)) + packed
+                else:
+                    out += data
+                entries.append(self.n("IQQ", cpu, start if data else 0, len(out) - start))
+            out[at + 8:at + 16] = self.n("Q", len(out) - at - 16)
+            opts.append((3, self.n("Q", at) + name.encode() + b"\0local\0"
+                         + self.n("II", 4096, 2) + b"".join(entries)))
+        body = b"".join(self.n("HI", oid, len(d)) + d for oid, d in opts + self.options())
+        body += self.n("HI", 0, 8) + self.n("Q", 0)
+        out[first:first + 8] = self.n("Q", self.section(out, 0, body, False))
+
+
+KALLSYMS = b"ffffffff81000000 T _stext\nffffffff81000100 T probe_fn\n"
+PRINTK = b"0xffffffff82000000 : \"hello\\n\"\n"
+CMDLINES = b"10 alpha\n20 eps\n30 inst-task\n"
+
+
+@pytest.mark.parametrize("version,endian,long_size,compression", [
+    (6, "little", 8, "none"), (6, "big", 4, "none"), (7, "big", 4, "zlib"),
+    (7, "little", 8, "zlib"), (7, "big", 8, "none"), (7, "little", 4, "zstd"),
+])
+def test_written_tracedat(tmp_path, version, endian, long_size, compression):
+    dat = DatWriter(version, endian, long_size, compression).write(tmp_path / "w.dat")
+    rec = read_tracedat(dat)
+    assert (rec.kind, rec.endian, rec.long_size, rec.page_header.commit_size, rec.cpus) == \
+        (f"trace.dat v{version}", endian, long_size, long_size, 2)
+    assert (rec.compression or ("none",))[0] == compression
+    assert [b.name for b in rec.buffers] == ["", "inst"]
+    assert rec.cmdlines == {10: "alpha", 20: "eps", 30: "inst-task"}
+    assert rec.kallsyms == KALLSYMS.decode() and rec.printk_formats == PRINTK.decode()
+    assert rec.symbol(0xFFFFFFFF81000104) == ("probe_fn", 4)
+    assert rec.options["tsc2nsec"] == {"multiplier": 3, "shift": 1, "offset": 99}
+    assert (rec.options["offset"], rec.options["uname"]) == ("12345", "Linux test 6.0 x")
+    assert rec.buffer().clock == "local" and rec.formats["test:probe"].id == 77
+    top = [("lost", e.cpu, e.count) if e.lost else (e.cpu, e.ts, rec.decode(e)["msg"])
+           for e in rec.events()]
+    assert top == [(0, 1005, "hi"), ("lost", 1, None), (1, 2009, ""),
+                   (0, 1005 + (1 << 30) + 7, ""), (0, 1005 + (1 << 30) + 11, "x" * 150),
+                   ("lost", 0, 42), (0, (1 << 40) + 999, "z")]
+    inst = [(e.cpu, e.ts, e.pid, rec.decode(e)["tag"]) for e in rec.events("inst")]
+    assert inst == [(1, 5002, 30, "inst")]
+    for at in (len(dat.read_bytes()) - 1, len(dat.read_bytes()) // 2, 100):
+        with pytest.raises(ReplayFormatError) as info:
+            read_tracedat(cut(dat, tmp_path / "cut.dat", at))
+        assert_clear_error(info.value)

@@ -208,16 +208,16 @@ class Recording:
         """Index the formats, validate every buffer, count CPUs: the readers' last step."""
         e = "<" if self.endian == "little" else ">"
         sample = next(iter(self.formats.values()), None)
+        common = sample.common if sample else ()
         ctype = sample.field("common_type") if sample else None
         cpid = sample.field("common_pid") if sample else None
-        self._type_at = (ctype.offset, struct.Struct(e + ("H" if not ctype or ctype.size == 2
-                                                          else {1: "B", 4: "I"}[ctype.size])))
-        if ctype is None:
-            self._type_at = (0, struct.Struct(e + "H"))
+        # struct trace_entry: u16 common_type at 0, int common_pid at 4, unless the formats say
+        codes = {1: "B", 2: "H", 4: "I"}
+        self._type_at = (ctype.offset, struct.Struct(e + codes[ctype.size])) \
+            if ctype and ctype.size in codes else (0, struct.Struct(e + "H"))
         self._pid_at = (cpid.offset, struct.Struct(e + "i")) if cpid and cpid.size == 4 \
             else (4, struct.Struct(e + "i"))
-        ends = [f.offset + f.size for f in (sample.common if sample else ())]
-        self.common_size = max(ends, default=8)
+        self.common_size = max((f.offset + f.size for f in common), default=8)
         for buf in self.buffers:
             buf.validate()
         if not self.cpus:
