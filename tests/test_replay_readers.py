@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS, run_cli, wait_done
+from conftest import FAKEDEBUGFS, wait_done
 from fakedebugfs.replay import (
     LostEvents,
     ReplayFormatError,

@@ -223,9 +223,9 @@ class TraceDatReader:
         cur = cur.sub("header_page/header_event")
         start = cur.pos
         cur.parse(Const(HEADER_PAGE_TAG), '"header_page" tag')
-        page = cur.blob(self.L.u64, "header_page")
+        page = cur.blob(self.L.header_size, "header_page")
         cur.parse(Const(HEADER_EVENT_TAG), '"header_event" tag')
-        event = cur.blob(self.L.u64, "header_event")
+        event = cur.blob(self.L.header_size, "header_event")
         return page, event, cur, start
 
     def _ftrace_formats(self, cur: Cursor) -> list:
@@ -245,7 +245,7 @@ class TraceDatReader:
 
     def _format(self, cur: Cursor, system: str, index: int):
         start = cur.pos
-        text = cur.blob(self.L.u64, f"format file {index} of system {system!r}")
+        text = cur.blob(self.L.format_size, f"format file {index} of system {system!r}")
         try:
             return parse_format(_text(text), system)
         except FormatSyntaxError as err:
@@ -253,13 +253,13 @@ class TraceDatReader:
                 from None
 
     def _kallsyms(self, cur: Cursor) -> bytes:
-        return cur.sub("kallsyms").blob(self.L.u32, "kallsyms")
+        return cur.sub("kallsyms").blob(self.L.kallsyms_size, "kallsyms")
 
     def _printk(self, cur: Cursor) -> bytes:
-        return cur.sub("printk formats").blob(self.L.u32, "printk formats")
+        return cur.sub("printk formats").blob(self.L.printk_size, "printk formats")
 
     def _cmdlines(self, cur: Cursor) -> bytes:
-        return cur.sub("saved cmdlines").blob(self.L.u64, "saved cmdlines")
+        return cur.sub("saved cmdlines").blob(self.L.cmdlines_size, "saved cmdlines")
 
     # --- v6 ---------------------------------------------------------------------------
 

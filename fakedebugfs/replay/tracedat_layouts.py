@@ -16,7 +16,6 @@ from types import SimpleNamespace
 
 from construct import (
     Array,
-    Bytes,
     Const,
     CString,
     GreedyBytes,
@@ -27,7 +26,6 @@ from construct import (
     Int32ul,
     Int64ub,
     Int64ul,
-    Prefixed,
     Struct,
     this,
 )
@@ -97,22 +95,18 @@ def dat_layouts(endian: str) -> SimpleNamespace:
     # v7.5 "COMPRESSION FORMAT OF THE FILE SECTIONS" and, per chunk, "... OF THE TRACE DATA"
     ns.compressed_block = Struct("compressed_size" / i.u32, "size" / i.u32)
     ns.chunk_count = Struct("count" / i.u32)
-    # v6.5 "HEADER INFO FORMAT" / v7.5 "HEADER INFO SECTION"
-    ns.header_info = Struct(
-        "page_tag" / Const(HEADER_PAGE_TAG),
-        "header_page" / Prefixed(i.u64, GreedyBytes),
-        "event_tag" / Const(HEADER_EVENT_TAG),
-        "header_event" / Prefixed(i.u64, GreedyBytes),
-    )
-    # "FTRACE EVENT FORMATS": count, then size-prefixed format files
+    # v6.5 "HEADER INFO FORMAT" / v7.5 "HEADER INFO SECTION": after each tag,
+    # the 8-byte size of the header_page / header_event text that follows
+    ns.header_size = i.u64
+    # "FTRACE EVENT FORMATS" / "EVENT FORMATS": counts, then 8-byte-size-prefixed files
     ns.count32 = Struct("count" / i.u32)
-    ns.format_file = Prefixed(i.u64, GreedyBytes)
-    # "EVENT FORMATS": systems; per system a name and a count of format files
     ns.system_header = Struct("name" / CString("utf8"), "count" / i.u32)
-    # "KALLSYMS", "TRACE_PRINTK": 4-byte size; "PROCESS INFORMATION"/"SAVED COMMAND LINES": 8
-    ns.kallsyms = Prefixed(i.u32, GreedyBytes)
-    ns.printk = Prefixed(i.u32, GreedyBytes)
-    ns.cmdlines = Prefixed(i.u64, GreedyBytes)
+    ns.format_size = i.u64
+    # "KALLSYMS", "TRACE_PRINTK": a 4-byte size; "PROCESS INFORMATION" (v6) /
+    # "SAVED COMMAND LINES" (v7): an 8-byte size; the text follows
+    ns.kallsyms_size = i.u32
+    ns.printk_size = i.u32
+    ns.cmdlines_size = i.u64
     # v6.5 "REST OF TRACE-CMD HEADER": CPU count, then per CPU (offset, size)
     ns.cpu_count = Struct("cpus" / i.u32)
     ns.flyrecord_cpu = Struct("offset" / i.u64, "size" / i.u64)
@@ -188,8 +182,3 @@ def page_layouts(endian: str, commit_size: int) -> SimpleNamespace:
     assert ns.u32.size == ns.event_header.sizeof() == ns.array0.sizeof()
     assert ns.long.size == ns.lost_count.sizeof()
     return ns
-
-
-def raw_bytes(length: int) -> Bytes:
-    """*length* bytes, as a layout (the data of a section or a page)."""
-    return Bytes(length)
