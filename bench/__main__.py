@@ -12,7 +12,7 @@ import traceback
 
 from . import PREFIX, available
 
-COLUMNS = ("benchmark", "fake", "real", "unit")
+COLUMNS = ("benchmark", "fake", "real", "fake/real", "unit")
 
 
 def fmt(value) -> str:
@@ -43,12 +43,21 @@ def run_module(name: str) -> tuple[list[dict], bool]:
                  "detail": f"{type(err).__name__}: {err}"}], False
 
 
+def ratio(row: dict) -> str:
+    """fake / real, when the real kernel has the figure."""
+    fake, real = row.get("fake"), row.get("real")
+    if not isinstance(fake, (int, float)) or not isinstance(real, (int, float)) or not real:
+        return "n/a"
+    return f"{fake / real:.3g}"
+
+
 def table(rows: list[dict]) -> str:
-    cells = [COLUMNS] + [(r["name"], fmt(r["fake"]), fmt(r["real"]), r["unit"]) for r in rows]
+    cells = [COLUMNS] + [(r["name"], fmt(r["fake"]), fmt(r["real"]), ratio(r), r["unit"])
+                         for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     lines = []
     for n, c in enumerate(cells):
-        lines.append("  ".join(c[i].ljust(widths[i]) if i in (0, 3) else c[i].rjust(widths[i])
+        lines.append("  ".join(c[i].ljust(widths[i]) if i in (0, 4) else c[i].rjust(widths[i])
                                for i in range(len(COLUMNS))).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))

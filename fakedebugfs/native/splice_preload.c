@@ -18,8 +18,10 @@
  *    pread() and advanced.
  *  - One read() of at most len bytes, and never more than the pipe can take
  *    right now (rounded down to whole 4096-byte pages when at least a page
- *    fits), so nothing read is ever lost: trace_pipe_raw hands out whole
- *    pages, one per read, and each lands in the pipe whole.
+ *    fits), so nothing read is ever lost: trace_pipe_raw hands out as
+ *    many whole pages as one read asks for (up to 16 for trace-cmd's
+ *    64 KiB splices: one FUSE round trip instead of 16), and each lands in
+ *    the pipe whole.
  *  - SPLICE_F_NONBLOCK, or O_NONBLOCK on fd_in: a read() cannot carry
  *    SPLICE_F_NONBLOCK for a blocking fd_in, so
  *    the wrapper asks poll() with a zero timeout first and fails with EAGAIN

@@ -250,11 +250,13 @@ class TracePipeRaw(FileOperations):
         pages = [st.page]
         st.page = b""
         partial = f.nonblock or st.woken
-        for _ in range(size // PAGE_SIZE - 1):
-            page = buf.read_page(full_only=not partial)
-            if page is None:
+        left = size // PAGE_SIZE - 1
+        while left > 0:
+            got = buf.read_pages(left) or buf.read_page(full_only=not partial)
+            if got is None:
                 break
-            pages.append(page)
+            pages.append(got)
+            left -= len(got) // PAGE_SIZE
         return b"".join(pages)
 
     def poll(self, f: OpenFile, pt) -> int:
