@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import time
 from typing import Callable, Optional
 
 import pyfuse3
@@ -77,7 +76,7 @@ class Server:
     async def drive_workload(self) -> None:
         """Fire the workload paced to ``rate`` events/s (0: flat out), in
         turns of the slicer (at most ``slices.SLICE`` seconds each, started
-        only when no FUSE request waits), waking readers after each turn."""
+        and ended by FUSE requests waiting), waking readers after each turn."""
         wl, engine = self.workload, self.kernel.engine
         if wl is None:
             return
@@ -91,8 +90,8 @@ class Server:
                 if due > self.rate:  # fallen behind by over a second: no burst
                     fired += due - int(self.rate)
                     due = int(self.rate)
-            async with slicer.turn(slicer.WRITER) as deadline:
-                fired += fire_until(wl, due if self.rate else None, deadline)
+            async with slicer.turn(slicer.WRITER) as turn:
+                fired += fire_until(wl, due if self.rate else None, turn)
                 engine.batch_done()
         engine.batch_done()
         self.done = True
@@ -183,14 +182,14 @@ class Server:
             runstate.clear_state(self.mountpoint, drop_log=clean)
 
 
-def fire_until(wl, budget: Optional[int], deadline: float, chunk: int = 16) -> int:
-    """Run workload *wl* in chunks of *chunk* events until the
-    ``time.perf_counter()`` *deadline*, *budget* events (None: no limit) or
-    its ``--count``; returns how many it fired."""
+def fire_until(wl, budget: Optional[int], turn, chunk: int = 16) -> int:
+    """Run workload *wl* in chunks of *chunk* events until the slicer's
+    *turn* is over, *budget* events (None: no limit) or its ``--count``;
+    returns how many it fired."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
         fired += wl.run(chunk if budget is None else min(chunk, budget - fired))
-        if time.perf_counter() >= deadline:
+        if turn.over():
             break
     return fired
 

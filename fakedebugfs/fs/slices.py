@@ -10,8 +10,9 @@ workload, ``trace`` and ``trace_pipe`` formatting) runs in *turns*:
 * a turn starts only when no FUSE request is waiting to be read from
   ``/dev/fuse`` (checked with a zero-timeout poll), or when it has waited
   ``MAX_DEFER`` for that, so a steady stream of requests cannot starve it;
-* a turn lasts ``SLICE`` seconds at most: the worker checks the deadline it
-  is given between small steps.
+* a turn lasts ``SLICE`` seconds at most, and ends early as soon as a
+  request arrives: the worker asks :meth:`Turn.over` between small steps
+  (it polls ``/dev/fuse`` at most every ``POLL_EVERY`` seconds).
 
 This is what keeps the kernel's promise that a control write does not wait
 for the tracer: there, writers and readers run on other CPUs.
@@ -29,6 +30,29 @@ import trio
 
 SLICE = 0.001  # seconds of long work per turn
 MAX_DEFER = 0.02  # a turn waits at most this long for the request queue to empty
+POLL_EVERY = 0.0001  # seconds between looks at /dev/fuse during a turn
+
+
+class Turn:
+    """One turn of long work: :meth:`over` says when to stop."""
+
+    __slots__ = ("slicer", "deadline", "next_poll")
+
+    def __init__(self, slicer: "Slicer", seconds: float):
+        now = time.perf_counter()
+        self.slicer = slicer
+        self.deadline = now + seconds
+        self.next_poll = now + POLL_EVERY
+
+    def over(self) -> bool:
+        """The slice is used up, or a FUSE request is waiting."""
+        now = time.perf_counter()
+        if now >= self.deadline:
+            return True
+        if now < self.next_poll:
+            return False
+        self.next_poll = now + POLL_EVERY
+        return self.slicer.pending()
 
 
 class Slicer:
@@ -60,14 +84,14 @@ class Slicer:
 
     @asynccontextmanager
     async def turn(self, kind: str = READER):
-        """Wait for a turn; yields the ``time.perf_counter()`` deadline the
-        work must stop at.  Leaving the block hands the turn on."""
+        """Wait for a turn; yields the :class:`Turn` whose ``over()`` the
+        work asks between steps.  Leaving the block hands the turn on."""
         await self._acquire(kind)
         try:
             give_up = time.perf_counter() + self.max_defer
             while self.pending() and time.perf_counter() < give_up:
                 await trio.sleep(0)
-            yield time.perf_counter() + self.slice_s
+            yield Turn(self, self.slice_s)
         finally:
             self._release(kind)
         await trio.lowlevel.checkpoint()

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import errno
 import heapq
-import time
 from typing import Iterator
 
 from ..engine.core.layouts import BUF_PAGE_HDR_SIZE, PAGE_SIZE, RB_COMMIT_MASK
@@ -101,8 +100,8 @@ class TextState:
         self.text = bytearray()
         self.done = False
 
-    def fill(self, want: int, deadline: float) -> None:
-        """Make text until *want* bytes exist, the end, or *deadline*."""
+    def fill(self, want: int, turn) -> None:
+        """Make text until *want* bytes exist, the end, or the *turn* is over."""
         text, lines = self.text, self.lines
         while len(text) < want:
             try:
@@ -110,7 +109,7 @@ class TextState:
             except StopIteration:
                 self.done = True
                 return
-            if time.perf_counter() >= deadline:
+            if turn.over():
                 return
 
 
@@ -135,8 +134,8 @@ class TraceText(FileOperations):
         if st is None:
             raise fail(errno.EBADF)
         while not st.done and len(st.text) < off + size:
-            async with slicer.turn() as deadline:
-                st.fill(off + size, deadline)
+            async with slicer.turn() as turn:
+                st.fill(off + size, turn)
             if len(st.text) > off:
                 break
         return bytes(st.text[off:off + size])
@@ -157,8 +156,8 @@ class TracePipe(FileOperations):
     def open(self, f: OpenFile) -> None:
         f.private = b""  # a line that did not fit the last read
 
-    def _fill(self, f: OpenFile, size: int, deadline: float) -> bytes:
-        """Whole lines up to *size* bytes, or what was made by *deadline*."""
+    def _fill(self, f: OpenFile, size: int, turn) -> bytes:
+        """Whole lines up to *size* bytes, or what was made in the *turn*."""
         ft = self.tree.ft
         out = bytearray(f.private)
         f.private = b""
@@ -171,7 +170,7 @@ class TracePipe(FileOperations):
                 f.private = line
                 break
             out += line
-            if time.perf_counter() >= deadline:
+            if turn.over():
                 break
         data, rest = bytes(out[:size]), bytes(out[size:])
         f.private = rest + f.private
@@ -183,8 +182,8 @@ class TracePipe(FileOperations):
         ft = self.tree.ft
         while True:
             if f.private or not ft.empty(self.cpu):
-                async with slicer.turn() as deadline:
-                    data = self._fill(f, size, deadline)
+                async with slicer.turn() as turn:
+                    data = self._fill(f, size, turn)
                 if data:
                     return data
                 continue
