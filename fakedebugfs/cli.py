@@ -98,7 +98,7 @@ def mount_options(args) -> MountOptions:
 
 
 def build_server(args, mountpoint: str):
-    """The server for *args*' mount options (``run`` uses it)."""
+    """The server for *args*' mount options."""
     from .api.options import build_server as build
 
     try:
@@ -298,9 +298,15 @@ def cmd_ktrace_read(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .run import run
+    from .run import RunError, run
 
-    return run(args)
+    argv = list(args.command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    try:
+        return run(argv, mount_options(args), attach=args.attach, unsealed=args.unsealed)
+    except RunError as err:
+        raise CliError(str(err.args[0])) from None
 
 
 def cmd_kmemtraced(args) -> int:

@@ -423,23 +423,44 @@ def sweep_stale_workdirs(rundir) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(args) -> int:
-    from .cli import CliError, build_server
-    from .server import MountError, check_can_mount
+def command_env(preload: str, mnt: str) -> dict:
+    """COMMAND's environment: the splice preload appended, the fake's mount point."""
+    env = dict(os.environ)
+    old = env.get("LD_PRELOAD", "").strip()
+    env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
+    env["FAKEDEBUGFS_MOUNT"] = mnt
+    return env
 
-    argv = list(args.command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
+
+def start_command(argv: list[str], env: dict, sealed: bool, before_exec=None) -> int:
+    """Run COMMAND to its end; its exit status (127/126 when it cannot start)."""
+    try:
+        pid = spawn(argv, env, sealed=sealed, before_exec=before_exec)
+    except RunError as err:
+        print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
+        return err.args[1]
+    return wait_command(pid)
+
+
+def run(argv: list[str], options, attach: str | None = None, unsealed: bool = False) -> int:
+    """``fakedebugfs run``: COMMAND (*argv*) against a fake of its own, made
+    with *options* (:class:`~fakedebugfs.api.options.MountOptions`), or
+    against the one mounted at *attach*.  Returns COMMAND's exit status;
+    RunError (one line) when it cannot be arranged."""
+    from .api.options import build_server
+    from .control.errors import MountError
+    from .server import check_can_mount
+
     if not argv:
-        raise CliError("no command given (fakedebugfs run [options] -- COMMAND ...)")
-    if getattr(args, "attach", None):
-        return run_attached(args, argv)
+        raise RunError("no command given (fakedebugfs run [options] -- COMMAND ...)")
+    if attach:
+        return run_attached(argv, attach, unsealed)
     rootless = os.geteuid() != 0
     if rootless:
         try:
             userns.check_fuse()
         except userns.UsernsError as err:
-            raise CliError(str(err)) from None
+            raise RunError(str(err)) from None
     preload = preload_path()
 
     if rootless:  # uid 0 in the user namespace: keep our own run directory
@@ -457,20 +478,12 @@ def run(args) -> int:
     # Signals are taken with sigtimedwait from here on; children unblock them.
     signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
     try:
-        try:
-            check_can_mount(mnt)
-        except MountError as err:
-            raise CliError(str(err)) from None
-        server = build_server(args, mnt)
+        check_can_mount(mnt)
+        server = build_server(options, mnt)
         kallsyms_text = server.kernel.engine.kallsyms.proc_kallsyms()
         enter_private_namespace(rootless)
         server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
         made = arrange_namespace(mnt, work, kallsyms_text, rootless)
-
-        env = dict(os.environ)
-        old = env.get("LD_PRELOAD", "").strip()
-        env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
-        env["FAKEDEBUGFS_MOUNT"] = mnt
         engine = server.kernel.engine
 
         def watch(pid):
@@ -478,17 +491,9 @@ def run(args) -> int:
             if not getattr(engine.clock, "deterministic", False):
                 watchers.append(procevents.watch_command(pid, mnt, engine.nr_cpus))
 
-        try:
-            pid = spawn(argv, env, sealed=not getattr(args, "unsealed", False),
-                        before_exec=watch)
-        except RunError as err:
-            print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
-            return err.args[1]
-        return wait_command(pid)
-    except RunError as err:
-        raise CliError(str(err)) from None
-    except OSError as err:
-        raise CliError(str(err)) from None
+        return start_command(argv, command_env(preload, mnt), not unsealed, watch)
+    except (MountError, OSError) as err:
+        raise RunError(str(err)) from None
     finally:
         for watcher in filter(None, watchers):
             watcher.stop()
@@ -501,23 +506,22 @@ def run(args) -> int:
 
 # --- a command against a fake that is already mounted ------------------------------
 
-def run_attached(args, argv: list[str]) -> int:
+def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
     """``run --attach MNT``: COMMAND sees the fake mounted at MNT (the Python
     API's ``Fake.run``) instead of one of its own; that fake stays mounted."""
-    from .cli import CliError
     from .control.client import ControlClient
     from .control.errors import FakeError
 
-    mnt = runstate.canonical(args.attach)
+    mnt = runstate.canonical(attach)
     if runstate.mounted_fstype(mnt) != runstate.FSTYPE:
-        raise CliError(f"--attach {args.attach}: no fakedebugfs is mounted there")
+        raise RunError(f"--attach {attach}: no fakedebugfs is mounted there")
     if os.geteuid() != 0:
-        raise CliError("--attach needs root")
+        raise RunError("--attach needs root")
     try:
         with ControlClient(mnt) as client:
             kallsyms_text = client.call("kallsyms")["text"]
     except FakeError as err:
-        raise CliError(f"--attach {args.attach}: {err}") from None
+        raise RunError(f"--attach {attach}: {err}") from None
     preload = preload_path()
     work = tempfile.mkdtemp(prefix="attach-", dir=runstate.rundir())
     made: list[str] = []
@@ -525,18 +529,9 @@ def run_attached(args, argv: list[str]) -> int:
     try:
         enter_private_namespace(keep=mnt)
         made = arrange_namespace(mnt, work, kallsyms_text)
-        env = dict(os.environ)
-        old = env.get("LD_PRELOAD", "").strip()
-        env["LD_PRELOAD"] = f"{old}:{preload}" if old else preload
-        env["FAKEDEBUGFS_MOUNT"] = mnt
-        try:
-            pid = spawn(argv, env, sealed=not getattr(args, "unsealed", False))
-        except RunError as err:
-            print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
-            return err.args[1]
-        return wait_command(pid)
-    except (RunError, OSError) as err:
-        raise CliError(str(err)) from None
+        return start_command(argv, command_env(preload, mnt), not unsealed)
+    except OSError as err:
+        raise RunError(str(err)) from None
     finally:
         undo_mounts(made)
         shutil.rmtree(work, ignore_errors=True)
