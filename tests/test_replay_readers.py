@@ -851,3 +851,18 @@ def test_written_tracedat(tmp_path, version, endian, long_size, compression):
         with pytest.raises(ReplayFormatError) as info:
             read_tracedat(cut(dat, tmp_path / "cut.dat", at))
         assert_clear_error(info.value)
+
+
+@needs_tracecmd
+@pytest.mark.parametrize("version,endian,long_size", [(6, "big", 4), (7, "little", 8)])
+def test_written_tracedat_reads_as_trace_cmd_reads_it(tmp_path, version, endian, long_size):
+    """trace-cmd itself reads the files the test writes; its times are
+    :meth:`Recording.report_ts` (TSC2NSEC and OFFSET applied)."""
+    dat = DatWriter(version, endian, long_size).write(tmp_path / "w.dat")
+    rec = read_tracedat(dat)
+    theirs = [(r["buf"] or "", int(r["cpu"]), int(r["pid"]),
+               int(r["sec"]) * 10**9 + int(r["frac"].ljust(9, "0")))
+              for r in report(dat) if not isinstance(r, tuple)]
+    ours = sorted(((b.name, e.cpu, e.pid, rec.report_ts(e.ts)) for b in rec.buffers
+                   for e in b.events() if not e.lost), key=lambda t: t[3])
+    assert ours == sorted(theirs, key=lambda t: t[3]) and len(ours) == 6

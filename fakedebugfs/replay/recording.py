@@ -253,6 +253,16 @@ class Recording:
             raise KeyError(f"event id {event.id} has no format in {self.source}")
         return fmt.decode(event.payload, self.endian, common)
 
+    def report_ts(self, ts: int) -> int:
+        """*ts* as ``trace-cmd report`` shows it (``timestamp_calc`` in
+        trace-input.c): scaled by the TSC2NSEC option (``ts * mult >> shift``),
+        then moved by the OFFSET option and the DATE option (microseconds).
+        TIME_SHIFT (guest/host synchronisation) is not applied."""
+        tsc = self.options.get("tsc2nsec")
+        if tsc and tsc["multiplier"]:
+            ts = (ts * tsc["multiplier"]) >> tsc["shift"]
+        return ts + _number(self.options.get("offset")) + 1000 * _number(self.options.get("date"))
+
     def symbol(self, addr: int) -> tuple[str, int] | None:
         """``(function, offset)`` of *addr* in the recording's kallsyms."""
         if self._symbols is None:
@@ -280,3 +290,13 @@ class Recording:
             if per_sys:
                 lines.append("  " + ", ".join(f"{s}: {n}" for s, n in sorted(per_sys.items())))
         return "\n".join(lines)
+
+
+def _number(text: str | None) -> int:
+    """strtoll(text, NULL, 0) of an option's text (0 when absent or not a number)."""
+    if not text:
+        return 0
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        return 0
