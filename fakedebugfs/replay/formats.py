@@ -43,8 +43,10 @@ class Field:
     def decode(self, payload: bytes, endian: str):
         """The field's value in *payload*: an int, a str for char arrays and
         ``__data_loc char[]`` strings, a list of ints for other arrays, bytes
-        for sizes that are not 1, 2, 4 or 8."""
+        for sizes that are not 1, 2, 4 or 8; None if the payload is too short."""
         e = "<" if endian == "little" else ">"
+        if self.offset + self.size > len(payload):
+            return None  # the event is shorter than its format says
         if self.data_loc or self.rel_loc:
             (word,) = struct.unpack_from(e + "I", payload, self.offset)
             start, length = word & 0xFFFF, word >> 16
