@@ -930,3 +930,16 @@ def test_fields_past_the_payload_decode_as_none(tmp_path):
     first = next(e for e in rec.events() if not e.lost)
     values = rec.decode(first)
     assert (values["msg"], values["value"], values["tag"]) == (None, None, "alpha")
+
+
+def test_swapped_payloads_are_the_other_byte_order(tmp_path):
+    """EventFormat.swap_payload turns the big-endian events of a recording
+    into the bytes the same events have in a little-endian one."""
+    big = read_rawcapture(built_capture(tmp_path, "big", 8))
+    little = read_rawcapture(built_capture(tmp_path, "little", 8))
+    fmt = big.formats["test:probe"]
+    pairs = [(b, l) for b, l in zip(big.events(), little.events()) if not b.lost]
+    assert len(pairs) == 5
+    for b, l in pairs:
+        assert b.payload != l.payload and fmt.swap_payload(b.payload) == l.payload
+        assert fmt.swap_payload(l.payload) == b.payload

@@ -127,6 +127,29 @@ class EventFormat:
                 return f
         return None
 
+    def swap_payload(self, payload: bytes) -> bytes:
+        """*payload* with every number in the other byte order (integer fields,
+        elements of integer arrays, the ``__data_loc`` words); strings and the
+        bytes no field covers are kept.  Replaying a big-endian recording into
+        a little-endian fake (or back) needs this; the layout stays the file's."""
+        out = bytearray(payload)
+        for f in (*self.common, *self.fields):
+            if f.offset + f.size > len(out):
+                continue
+            if f.data_loc or f.rel_loc:
+                elem = 4
+            elif f.is_string:
+                continue
+            elif f.array_len:
+                elem = f.size // f.array_len
+            else:
+                elem = f.size
+            if elem not in (2, 4, 8) or f.size % elem:
+                continue
+            for at in range(f.offset, f.offset + f.size, elem):
+                out[at:at + elem] = out[at:at + elem][::-1]
+        return bytes(out)
+
     def decode(self, payload: bytes, endian: str, common: bool = False) -> dict:
         """``{field: value}`` of *payload* (with the ``common_*`` fields if *common*)."""
         fields = (*self.common, *self.fields) if common else self.fields
