@@ -10,9 +10,10 @@ workload, ``trace`` and ``trace_pipe`` formatting) runs in *turns*:
 * a turn starts only when no FUSE request is waiting to be read from
   ``/dev/fuse`` (checked with a zero-timeout poll), or when it has waited
   ``MAX_DEFER`` for that, so a steady stream of requests cannot starve it;
-* a turn lasts ``SLICE`` seconds at most, and ends early as soon as a
-  request arrives: the worker asks :meth:`Turn.over` between small steps
-  (it polls ``/dev/fuse`` at most every ``POLL_EVERY`` seconds).
+* a turn lasts ``SLICE`` seconds at most, and ends early when a request
+  arrives after its first ``MIN_WORK`` seconds: the worker asks
+  :meth:`Turn.over` between small steps (it polls ``/dev/fuse`` at most
+  every ``POLL_EVERY`` seconds).
 
 This is what keeps the kernel's promise that a control write does not wait
 for the tracer: there, writers and readers run on other CPUs.
@@ -30,6 +31,7 @@ import trio
 
 SLICE = 0.001  # seconds of long work per turn
 MAX_DEFER = 0.02  # a turn waits at most this long for the request queue to empty
+MIN_WORK = 0.0002  # a turn works this long before a waiting request ends it
 POLL_EVERY = 0.0001  # seconds between looks at /dev/fuse during a turn
 
 
@@ -42,7 +44,7 @@ class Turn:
         now = time.perf_counter()
         self.slicer = slicer
         self.deadline = now + seconds
-        self.next_poll = now + POLL_EVERY
+        self.next_poll = now + MIN_WORK
 
     def over(self) -> bool:
         """The slice is used up, or a FUSE request is waiting."""
