@@ -151,11 +151,18 @@ def test_types_sizes_and_signedness():
 # --- refusals and ids -----------------------------------------------------------------
 
 @pytest.mark.parametrize("decl", ["foo_t x", "int", "unsigned long", "int x[0]", "int x[n]",
-                                  "int 3x", "__data_loc char msg", "int x[2][3]", "", "char *"])
+                                  "int 3x", "__data_loc char msg", "int x[2][3]", "", "char *",
+                                  "int x ]", "__string(s)", "int " + " " * 200 + "x y"])
 def test_bad_declarations_are_refused_by_name(decl):
     with pytest.raises(ValueError) as err:
         new_ftrace().define_event("mine", "ev", [decl])
     assert repr(decl) in str(err.value)
+
+
+def test_huge_declarations_are_refused_at_once():
+    for decl in ["int " + " " * 100000 + "x" + " " * 100000 + "y", "a" * 100000 + "["]:
+        with pytest.raises(ValueError, match="at most 256 characters"):
+            parse_declaration(decl)
 
 
 @pytest.mark.parametrize("system,name,why", [
@@ -212,6 +219,7 @@ def test_ids_follow_the_highest_and_redefinition():
     ('"%d", __frob(REC->a)', "unknown function __frob"),
     ('REC->a', "starts with a format string"),
     ('"%n", REC->a', "unsupported conversion"),
+    ('"%d", ' + "(" * 3000 + "REC->a" + ")" * 3000, "nested too deeply"),
 ])
 def test_bad_print_fmts_are_refused(fmt, why):
     with pytest.raises(ValueError, match=re.escape(why)):

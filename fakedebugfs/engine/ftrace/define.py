@@ -35,12 +35,9 @@ from .printfmt import PrintFmtError, compile_print_fmt
 
 MAX_EVENT_NAME_LEN = 64  # kernel/trace/trace.h: names are at most 63 bytes
 MAX_PAYLOAD = 4072  # BUF_PAGE_SIZE less the 8-byte header of a long event
+MAX_DECL_LEN = 256
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SYSTEM = re.compile(r"[A-Za-z_-][A-Za-z0-9_-]*\Z")
-_DECL = re.compile(r"\s*(?P<type>.*?)\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*"
-                   r"(?:\[\s*(?P<len>[^\]]*?)\s*\])?\s*;?\s*\Z", re.S)
-_DYN = re.compile(r"\s*__data_loc\s+(?P<type>.+?)\s*\[\s*\]\s*(?P<name>[A-Za-z_]\w*)\s*;?\s*\Z", re.S)
-_STRING = re.compile(r"\s*(?:__string|string)\s+(?P<name>[A-Za-z_]\w*)\s*;?\s*\Z")
 COMMON_NAMES = {f[1] for f in COMMON_FIELDS}
 
 
@@ -68,40 +65,69 @@ class Decl(NamedTuple):
 
 
 def parse_declaration(decl: str) -> Decl:
-    """A :class:`Decl` for one C declaration; ValueError naming it if bad."""
+    """A :class:`Decl` for one C declaration; ValueError naming it if bad.
+    Read from the right, in linear time: an optional ``;``, an optional
+    ``[N]`` (``[]`` after ``__data_loc TYPE``), the name, then the type."""
     if not isinstance(decl, str):
         raise ValueError(f"field {decl!r}: a declaration is a string such as 'int count'")
-    m = _STRING.match(decl)
-    if m:
-        return _named(decl, Decl("char", m.group("name"), "dynamic", 0, C.lookup("char")))
-    m = _DYN.match(decl)
-    if m:
-        return _named(decl, _dynamic(decl, m))
-    m = _DECL.match(decl)
-    if not m or not m.group("type"):
+    if len(decl) > MAX_DECL_LEN:
+        raise ValueError(f"field {decl[:40]!r}...: a declaration is at most "
+                         f"{MAX_DECL_LEN} characters")
+    text = decl.strip()
+    text = text[:-1].rstrip() if text.endswith(";") else text
+    words = text.split()
+    if len(words) == 2 and words[0] in ("__string", "string"):
+        return _named(decl, Decl("char", words[1], "dynamic", 0, C.lookup("char")), words[1])
+    if words and words[0] == "__data_loc":
+        return _dynamic(decl, text[len("__data_loc"):])
+    length = None
+    if text.endswith("]"):
+        open_at = text.rfind("[")
+        if open_at < 0:
+            raise ValueError(f"field {decl!r}: ']' without '['")
+        length, text = text[open_at + 1:-1].strip(), text[:open_at].rstrip()
+    name, ctype = _split_name(text)
+    if not ctype:
         raise ValueError(f"field {decl!r}: expected 'TYPE NAME', 'TYPE NAME[N]' or "
                          "'__data_loc TYPE[] NAME'")
-    ctype, elem = _element(decl, m.group("type"))
-    if m.group("len") is None:
-        return _named(decl, Decl(ctype, m.group("name"), "scalar", 1, elem))
-    count = _count(decl, m.group("len"))
-    return _named(decl, Decl(ctype, m.group("name"), "array", count, elem))
+    ctype, elem = _element(decl, ctype)
+    if length is None:
+        return _named(decl, Decl(ctype, name, "scalar", 1, elem), name)
+    return _named(decl, Decl(ctype, name, "array", _count(decl, length), elem), name)
+
+
+def _split_name(text: str) -> tuple[str, str]:
+    """``"unsigned int count"`` -> ``("count", "unsigned int")``: the
+    trailing identifier characters and what is before them."""
+    start = len(text)
+    while start and (text[start - 1].isalnum() or text[start - 1] == "_") \
+            and text[start - 1].isascii():
+        start -= 1
+    return text[start:], text[:start].rstrip()
+
+
+def _dynamic(decl: str, rest: str) -> Decl:
+    """``__data_loc TYPE[] NAME``."""
+    at = rest.rfind("[]")
+    if at < 0:
+        raise ValueError(f"field {decl!r}: expected '__data_loc TYPE[] NAME'")
+    name = rest[at + 2:].strip()
+    ctype, elem = _element(decl, rest[:at])
+    return _named(decl, Decl(ctype, name, "dynamic", 0, elem), name)
 
 
 _KEYWORDS = {"void", "char", "short", "int", "long", "signed", "unsigned", "const", "volatile",
              "struct", "enum", "union", "bool", "_Bool", "__data_loc", "__string", "string"}
 
 
-def _named(decl: str, d: Decl) -> Decl:
-    """Refuse a field named like a type (``unsigned long`` has no name)."""
-    if d.name in _KEYWORDS or C.lookup(d.name) is not None:
+def _named(decl: str, d: Decl, name: str) -> Decl:
+    """Refuse a name that is no C identifier, or is a type's (``unsigned
+    long`` has no name)."""
+    if not _IDENT.match(name):
+        raise ValueError(f"field {decl!r}: {name!r} is not a field name (a C identifier)")
+    if name in _KEYWORDS or C.lookup(name) is not None:
         raise ValueError(f"field {decl!r}: no field name (a type name is not one)")
     return d
-
-
-def _dynamic(decl: str, m) -> Decl:
-    ctype, elem = _element(decl, m.group("type"))
-    return Decl(ctype, m.group("name"), "dynamic", 0, elem)
 
 
 def _element(decl: str, text: str) -> tuple[str, C.CType]:

@@ -269,8 +269,11 @@ class PrintFmt:
             raise PrintFmtError("a print fmt starts with a format string")
         parser = Parser(tokens, field_infos(fields), dict(symbols), dict(pointees),
                         HELPERS, _BY_FIELD)
-        fmt = parser.primary().fn(None, None)
-        args = parser.arguments()
+        try:
+            fmt = parser.primary().fn(None, None)
+            args = parser.arguments()
+        except RecursionError:
+            raise PrintFmtError("expressions nested too deeply") from None
         items = parse_format(fmt)
         wanted = sum(1 + (i.width == "*") + (i.prec == "*")
                      for i in items if isinstance(i, Spec))
