@@ -49,7 +49,9 @@ def _unescape(body: str) -> str:
             continue
         nxt = body[i + 1]
         if nxt == "x":
-            m = re.match(r"[0-9a-fA-F]+", body[i + 2:])
+            m = re.match(r"[0-9a-fA-F]*", body[i + 2:])
+            if not m.group():
+                raise ExprError("\\x used with no following hex digits")
             out.append(chr(int(m.group(), 16) & 0xFF))
             i += 2 + len(m.group())
         elif nxt in "01234567":
