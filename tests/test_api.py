@@ -267,3 +267,25 @@ def test_run_uses_this_fake():
         mounts = fk.run(["grep", "-c", "tracefs", "/proc/mounts"], capture_output=True, text=True)
         assert mounts.stdout.strip() != "0"
     assert os.path.exists("/sys/kernel/tracing")  # the host's untouched
+
+
+def test_emit_user_declared_ktrace_event(tmp_path):
+    """A ktrace event declared with ``events=`` (the RFC's module notifier)
+    is injected as ``ktrace.<module>:<name>``, its arguments typed by its
+    format, and read back by the reference mmap + ioctl reader."""
+    import json
+
+    decl = tmp_path / "events.txt"
+    decl.write_text('net_rx "len %u dev %s"\n')
+    with Fake(events=decl, clock="virtual") as fk:
+        (fk.ktrace / "events" / "net_rx").write_text("1")
+        (fk.ktrace / "enabled").write_text("1")
+        fk.emit("ktrace.events:net_rx", cpu=1, pid=9, arg0=1500, arg1="eth0")
+        with pytest.raises(EventError, match=r"arg0 \(%u\) must be in \[0, 4294967295\]"):
+            fk.emit("ktrace.events:net_rx", arg0=-1)
+        out = subprocess.run([sys.executable, "-m", "fakedebugfs", "ktrace-read", str(fk.root),
+                              "--json", "--disable"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        (event,) = [json.loads(line) for line in out.stdout.splitlines()]
+        assert event["name"] == "net_rx" and event["cpu"] == 1
+        assert event["args"] == [1500, "eth0"]
