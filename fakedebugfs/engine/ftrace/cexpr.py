@@ -355,7 +355,10 @@ class Parser:
                 if not self.at(")"):
                     self.take(",")
             self.take(")")
-            return helper(*args)
+            try:
+                return helper(*args)
+            except (TypeError, ValueError) as err:
+                raise ExprError(f"wrong arguments to {name}(): {err}") from None
         if name in self.symbols:
             value = self.symbols[name]
             return constant(value, ULONG)
@@ -467,9 +470,11 @@ def _binop_node(op: str, left: Node, right: Node) -> Node:
         step, sign = left.type.elem or 1, 1 if op == "+" else -1
         return Node(lambda r, o: convert(a(r, o) + sign * step * convert(b(r, o), LONG), ULONG),
                     left.type)
-    if op in ("<<", ">>"):  # the type is the promoted left operand's
+    if op in ("<<", ">>"):  # the promoted left operand's type; the count as x86 masks it
         t = _common(left.type, INT)
-        return Node(lambda r, o: convert(_ARITH[op](convert(a(r, o), t), convert(b(r, o), ULONG)), t), t)
+        func, count_mask = _ARITH[op], 8 * t.size - 1
+        return Node(lambda r, o: convert(func(convert(a(r, o), t),
+                                              convert(b(r, o), ULONG) & count_mask), t), t)
     t = _common(left.type, right.type)
     if op in _COMPARE:
         cmp = _COMPARE[op]

@@ -32,6 +32,7 @@ from .cexpr import (INT, UCHAR, ULONG, ExprError, IntT, Node, Parser, as_bytes, 
                     field_infos, tokenize)
 
 PrintFmtError = ExprError  # a print fmt this interpreter cannot compile
+TRACE_SEQ_SIZE = 4096  # struct trace_seq: one page per printed entry
 
 
 # --- helpers of TP_printk (kernel/trace/trace_output.c) -----------------------------
@@ -114,7 +115,8 @@ def _print_array(array: Node, count: Node, el_size: Node) -> Node:
         data, size = as_bytes(a(r, o)), s(r, o)
         if size not in (1, 2, 4, 8):
             return f"{{BAD SIZE:{size} 0x{data[0] if data else 0:x}}}"
-        items = [element(data, i, IntT(size, 0)) for i in range(n(r, o))]
+        count = max(0, min(n(r, o), len(data) // size))  # never past the buffer
+        items = [element(data, i, IntT(size, 0)) for i in range(count)]
         return "{" + ",".join(f"0x{v:x}" for v in items) + "}"
     return Node(show, None)
 
@@ -234,7 +236,13 @@ def _alt_form(text: str, prefix: str, left: bool, zero: bool, width) -> str:
 
 
 def _number_of(text: Optional[str]) -> Optional[int]:
-    return None if text is None else int(text or 0)
+    return None if text is None else _bounded(int(text or 0))
+
+
+def _bounded(n: int) -> int:
+    """A width or precision: no text is longer than the ``trace_seq``
+    page the kernel prints a line into."""
+    return max(-TRACE_SEQ_SIZE, min(n, TRACE_SEQ_SIZE))
 
 
 def _piece(spec: Spec, args) -> Callable:
@@ -249,8 +257,8 @@ def _piece(spec: Spec, args) -> Callable:
 
     def dynamic(r, o):
         s = spec
-        width = convert(wfn(r, o), INT) if wfn else _number_of(spec.width)
-        prec = convert(pfn(r, o), INT) if pfn else _number_of(spec.prec)
+        width = _bounded(convert(wfn(r, o), INT)) if wfn else _number_of(spec.width)
+        prec = _bounded(convert(pfn(r, o), INT)) if pfn else _number_of(spec.prec)
         if width is not None and width < 0:  # a negative width left-justifies
             s, width = spec._replace(flags=spec.flags + "-"), -width
         if prec is not None and prec < 0:  # a negative precision is none
