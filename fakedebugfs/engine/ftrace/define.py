@@ -326,6 +326,9 @@ def build_event(system: str, name: str, fields, event_id: int,
                              else f"field {d.name!r}: the common fields have that name")
         seen.add(d.name)
     fmt_fields, size, data_offset = layout(decls)
+    if size > MAX_PAYLOAD:
+        raise ValueError(f"{system}:{name}: its fields take {size} bytes, more than a "
+                         f"ring-buffer page holds ({MAX_PAYLOAD})")
     text = print_fmt if print_fmt is not None else default_print_fmt(decls)
     if not isinstance(text, str) or "\n" in text:
         raise ValueError(f"print_fmt {text!r}: one line of C, '\"fmt\", args'")
