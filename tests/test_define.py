@@ -470,7 +470,8 @@ def test_define_on_a_mount(fake):
     last = read(tracing / "trace").splitlines()[-1]
     assert re.fullmatch(r"\s+app-42\s+\[001\] \.{5}\s+\d+\.\d{6}: alloc: "
                         r"addr=0x10 count=-2  \| msg=hello comm=bash", last), last
-    write(edir / "filter", "count > 0")
+    write(tracing / "events" / "demo" / "filter", "count > 0")  # the system's, to its events
+    assert read(edir / "filter") == "count > 0\n"
     run_cli("emit", mnt, "demo:alloc", "count=-3", "--cpu", "0", "--pid", "42")
     run_cli("emit", mnt, "demo:alloc", "count=3", "msg=kept", "--cpu", "0", "--pid", "42")
     lines = [ln for ln in read(tracing / "trace").splitlines() if " alloc: " in ln]
