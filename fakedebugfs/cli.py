@@ -119,10 +119,36 @@ def cmd_mount(args) -> int:
         raise CliError(str(err)) from None
     if args.die_with_parent:
         _die_with_parent()
+    if opts.replay:
+        _check_recording(opts.replay)
     server = build_server(args, args.mountpoint)
     if args.foreground:
         return _serve(server, opts, args.ready_fd)
-    return _daemonize(server, args.mountpoint)
+    _daemonize(server, args.mountpoint)
+    if opts.replay:
+        _start_mount_replay(server.mountpoint, opts.replay)
+    return 0
+
+
+def _check_recording(path: str) -> None:
+    """``mount --replay``: a broken recording is refused before mounting."""
+    from .replay import ReplayFormatError, open_recording
+
+    try:
+        open_recording(path)
+    except (ReplayFormatError, OSError) as err:
+        raise CliError(f"--replay: {err}") from None
+
+
+def _start_mount_replay(mountpoint: str, path: str) -> None:
+    """``mount --replay``: install the recording's events now; replay it once
+    a tracer has one of them enabled with tracing on."""
+    from .control.client import ControlClient
+    from .replay.client import start
+    from .replay.replay import ReplayOptions
+
+    with ControlClient(mountpoint) as client:
+        start(client.call, path, ReplayOptions.make(wait_enabled=True))
 
 
 def _die_with_parent() -> None:
@@ -137,12 +163,29 @@ def _die_with_parent() -> None:
 def _serve(server, opts, ready_fd) -> int:
     from .api.launcher import serve
 
-    def ready():
+    def signal_ready(message: str = "ok"):
         if ready_fd is not None:
-            os.write(ready_fd, b"ok\n")
+            os.write(ready_fd, f"{message}\n".encode())
             os.close(ready_fd)
-        else:
+        elif message == "ok":
             print(f"mounted {server.mountpoint}", flush=True)
+        else:
+            print(f"fakedebugfs mount: {message}", file=sys.stderr, flush=True)
+
+    def ready():
+        if not opts.replay:
+            return signal_ready()
+        import threading
+
+        def replay_then_ready():  # the loop must run to answer the request
+            try:
+                _start_mount_replay(server.mountpoint, opts.replay)
+            except Exception as err:  # noqa: BLE001 - reported, then the mount goes
+                signal_ready(f"--replay: {err}")
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            signal_ready()
+        threading.Thread(target=replay_then_ready, daemon=True).start()
 
     try:
         serve(server, ready)
@@ -291,6 +334,34 @@ def cmd_rmmod(args) -> int:
     return 0
 
 
+def cmd_replay(args) -> int:
+    """``fakedebugfs replay MNT FILE|DIR``: see :mod:`fakedebugfs.replay.replay`."""
+    from .control.client import ControlClient
+    from .replay.client import follow, start, summary
+    from .replay.replay import ReplayOptions
+
+    try:
+        options = ReplayOptions.make(
+            speed=args.speed, realtime=args.realtime,
+            as_fast_as_possible=args.as_fast_as_possible, loop=args.loop,
+            events=args.events or (), cpu_map=",".join(args.cpu_map or ()),
+            keep_timestamps=args.keep_timestamps, buffer=args.buffer,
+            wait_enabled=args.wait_enabled)
+    except ValueError as err:
+        raise CliError(str(err), USAGE_ERROR) from None
+    with ControlClient(args.mountpoint, timeout=None) as client:
+        st = start(client.call, args.recording, options)
+        for note in st["notes"]:
+            print(f"fakedebugfs replay: {note}", file=sys.stderr)
+        if args.no_wait:
+            return 0
+        st = follow(client.call, st["replay"], progress=not args.quiet,
+                    label=os.path.basename(os.path.normpath(args.recording)))
+    if not args.quiet:
+        print(summary(st), file=sys.stderr)
+    return 0
+
+
 def cmd_ktrace_read(args) -> int:
     from .clients.ktrace_reader import main as reader_main
 
@@ -298,6 +369,13 @@ def cmd_ktrace_read(args) -> int:
 
 
 def cmd_run(args) -> int:
+    if getattr(args, "replay", None):
+        raise CliError("run --replay is not supported: `fakedebugfs mount MNT --replay FILE`, "
+                       "then `fakedebugfs run --attach MNT -- COMMAND`", USAGE_ERROR)
+    return _cmd_run(args)
+
+
+def _cmd_run(args) -> int:
     from .run import RunError, run
 
     argv = list(args.command)
@@ -404,6 +482,45 @@ def _instrument_commands(sub) -> None:
     w.add_argument("-v", "--verbose", action="store_true")
 
 
+def _replay_commands(sub) -> None:
+    rp = _sub(sub, "replay", cmd_replay, help="replay a trace.dat or raw capture into a mount",
+              description="Replay a trace-cmd trace.dat (v6/v7) or a raw capture directory "
+                          "(cpuN files of trace_pipe_raw pages, events/ format files) into "
+                          "the fake mounted at MOUNTPOINT: events the fake lacks are defined "
+                          "from the recording's formats, then each event is committed with "
+                          "its CPU, pid and payload bytes, the recording's lost events "
+                          "lost again. Only enabled events are recorded, as by the kernel. "
+                          "A broken recording is refused (one line, exit 1) before any "
+                          "event is replayed.")
+    rp.add_argument("mountpoint")
+    rp.add_argument("recording", metavar="FILE|DIR")
+    pace = rp.add_mutually_exclusive_group()
+    pace.add_argument("--speed", type=float, metavar="X",
+                      help="X times the recorded pace (1: real time)")
+    pace.add_argument("--realtime", action="store_true", help="the recorded pace (--speed 1)")
+    pace.add_argument("--as-fast-as-possible", action="store_true",
+                      help="no pacing, only waiting for readers when a buffer is full "
+                           "(the default)")
+    rp.add_argument("--loop", type=positive, default=1, metavar="N",
+                    help="replay N times, each after the last (default 1)")
+    rp.add_argument("--events", metavar="SYSTEM:EVENT,...",
+                    help="only these events (SYSTEM, SYSTEM:EVENT, SYSTEM:*)")
+    rp.add_argument("--cpu-map", action="append", metavar="FROM:TO",
+                    help="put recorded CPU FROM's events on CPU TO (repeatable, or a,b lists)")
+    rp.add_argument("--keep-timestamps", action="store_true",
+                    help="each event at the time trace-cmd report shows for it in the "
+                         "recording (default: the first event at the fake's clock now)")
+    rp.add_argument("--buffer", metavar="NAME",
+                    help="the recording's buffer (instance) to replay into the fake's top "
+                         "buffer (default: the top one, else the one with data)")
+    rp.add_argument("--wait-enabled", action="store_true",
+                    help="start once tracing is on with one of the recording's events "
+                         "enabled (start a recorder after this command)")
+    rp.add_argument("--no-wait", action="store_true",
+                    help="return once the replay has started")
+    rp.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+
+
 def _mount_commands(sub) -> None:
     m = _sub(sub, "mount", cmd_mount, help="mount the trees at MOUNTPOINT",
              description="Mount the trees; returns once the mount is ready.")
@@ -505,6 +622,7 @@ def parser() -> argparse.ArgumentParser:
                            parser_class=Parser)
     _mount_commands(sub)
     _instrument_commands(sub)
+    _replay_commands(sub)
     _client_commands(sub)
     return p
 

@@ -44,7 +44,7 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(**options): options of the fake the `fakedebugfs` fixture "
-                   "starts (cpus=, workload=, clock=, enable_all=, ... as `fakedebugfs mount`)")
+                   "starts (cpus=, workload=, clock=, enable_all=, replay=, ... as `fakedebugfs mount`)")
 
 
 def fuse_unusable() -> Optional[str]:
@@ -88,6 +88,10 @@ def fakedebugfs(request):
     options = dict(marker.kwargs) if marker else {}
     if marker and marker.args:
         raise pytest.UsageError("@pytest.mark.fakedebugfs takes keyword arguments only")
+    if options.get("replay") and not os.path.isabs(os.fspath(options["replay"])):
+        beside = request.path.parent / options["replay"]  # beside the test file first
+        if beside.exists():
+            options["replay"] = str(beside)
     fake = _start(options)
     request.node.stash[_FAKES] = request.node.stash.get(_FAKES, []) + [fake]
     try:

@@ -231,6 +231,24 @@ class Fake:
 
         return apply_scenario(self.call, source)
 
+    def replay(self, path: Union[str, os.PathLike], *, wait: bool = True,
+               timeout: Optional[float] = None, **options: Any) -> dict:
+        """Replay a trace.dat (v6/v7) or a raw capture directory into this fake
+        (:mod:`fakedebugfs.replay`): the recording is checked whole first
+        (ReplayError with its one-line error: nothing replayed), its events
+        defined, then replayed.  *options*: ``speed`` (None: as fast as
+        possible), ``realtime``, ``loop``, ``events`` ("kmem,sched:sched_switch"),
+        ``cpu_map`` ({0: 1} or "0:1"), ``keep_timestamps``, ``buffer``,
+        ``wait_enabled`` (start once tracing is on with one of its events
+        enabled).  With *wait*, returns the finished replay's status
+        (``done``, ``committed``, ``lost_marks``, ``notes``...); otherwise its
+        status at the start (``replay``: its number for ``replay_status``)."""
+        from ..replay.client import follow, start
+        from ..replay.replay import ReplayOptions
+
+        st = start(self.call, path, ReplayOptions.make(**options))
+        return follow(self.call, st["replay"], timeout=timeout) if wait else st
+
     def wait_idle(self, timeout: float = 30.0) -> float:
         """Wait until the workload is done, no scenario runs and every event
         is visible to readers; WaitTimeout otherwise.  Returns seconds waited."""

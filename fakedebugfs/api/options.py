@@ -105,6 +105,16 @@ def file_value(value) -> Optional[str]:
     return value
 
 
+def recording_value(value) -> Optional[str]:
+    """A trace.dat file or a raw capture directory (or .tar), made absolute."""
+    if value is None:
+        return None
+    value = os.path.abspath(os.fspath(value))
+    if not os.path.exists(value):
+        raise ValueError(f"{value}: no such file or directory")
+    return value
+
+
 def flag(value) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"must be True or False, got {value!r}")
@@ -143,6 +153,9 @@ class MountOptions:
     raw_one_page: bool = _opt(False, flag,
                               "trace_pipe_raw hands out one page per read(), as the kernel "
                               "does (default: as many whole pages as the read asks for)")
+    replay: Optional[str] = _opt(None, recording_value,
+                                 "replay this trace.dat or raw capture (fakedebugfs.replay) "
+                                 "once tracing is on with one of its events enabled", "FILE")
     verbose: bool = _opt(False, flag, "log requests and errors")
 
     @classmethod

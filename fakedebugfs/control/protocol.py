@@ -18,7 +18,7 @@ Reply::
     {"v": 1, "ok": false, "kind": KIND, "error": "one line", ...details}
 
 KIND is one of ``request`` (unknown command, bad arguments), ``event``
-(injection refused), ``define``, ``fault``, ``scenario`` (with ``line`` or
+(injection refused), ``define``, ``fault``, ``replay``, ``scenario`` (with ``line`` or
 ``index`` of the bad step), ``timeout``, ``protocol``.  Nothing of a refused
 request was applied.
 
@@ -46,6 +46,14 @@ Commands (arguments -> results):
     ``tracing/per_cpu/cpu*/trace_pipe_raw``) -> ``waited`` (s)
 ``insmod`` ``module``, ``events`` [[name, format]] -> ``events``; ``rmmod`` ``module``
 ``kallsyms`` -> ``text``: the engine's symbols in ``/proc/kallsyms`` form
+``replay`` ``path`` (absolute), ``speed`` (None: as fast as possible), ``loop``,
+    ``events`` [patterns], ``cpu_map`` {from: to}, ``keep_timestamps``, ``buffer``,
+    ``wait_enabled`` -> ``replay`` (its number) and its status: the recording is
+    opened and checked whole (kind ``replay`` with its one-line error if broken:
+    nothing replayed), its events defined, then it is replayed in the background
+``replay_status`` ``replay`` (default: the last), ``wait`` (s, at most 600) ->
+    ``state`` (waiting, running, done, failed), ``error``, ``total``, ``done``,
+    ``committed``, ``lost_marks``, ``seconds``, ``created``, ``adopted``, ``notes``
 """
 
 from __future__ import annotations

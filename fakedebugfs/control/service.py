@@ -51,7 +51,9 @@ class ControlService:
             "define": self.define, "fault": self.fault, "faults": self.faults,
             "clear_faults": self.clear_faults, "scenario": self.scenario, "wait": self.wait,
             "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
+            "replay": self.replay, "replay_status": self.replay_status,
         }
+        self._replays = None  # fakedebugfs.replay.control.Replays, made on first use
 
     async def handle(self, req) -> dict:
         """The reply to one decoded request."""
@@ -97,6 +99,7 @@ class ControlService:
     def status(self, req) -> dict:
         status = self.server.status()
         status["injected"] = self.injector.injected
+        status["replayed"] = self._replays.committed() if self._replays else 0
         return status
 
     # --- events -------------------------------------------------------------------
@@ -128,6 +131,33 @@ class ControlService:
             raise Refused("define", str(err)) from None
         self.injector.forget(f"{system}:{name}")
         return {"event": f"{system}:{name}", "id": getattr(ev, "id", None)}
+
+    # --- replays (fakedebugfs.replay) --------------------------------------------------
+
+    def replays(self):
+        if self._replays is None:
+            from ..replay.control import Replays
+
+            self._replays = Replays(self.kernel)
+        return self._replays
+
+    async def replay(self, req) -> dict:
+        """Open and check a recording, install its events, replay it in the
+        background (kind ``replay`` if refused: nothing was replayed)."""
+        from ..replay import ReplayFormatError
+
+        try:
+            result = await self.replays().start(req)
+        except (ReplayFormatError, OSError, ValueError, TypeError) as err:
+            text = f"{err.filename}: {err.strerror}" if isinstance(err, OSError) \
+                and err.filename else str(err)
+            raise Refused("replay", text) from None
+        for key in result["created"] + result["adopted"]:
+            self.injector.forget(key)
+        return result
+
+    async def replay_status(self, req) -> dict:
+        return await self.replays().status(req)
 
     # --- faults ---------------------------------------------------------------------
 

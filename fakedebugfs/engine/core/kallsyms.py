@@ -57,6 +57,33 @@ class Kallsyms:
             self.sizes.append(size)
             addr += (size + 15) & ~15
         self.end = addr
+        self.text: str | None = None  # a recording's /proc/kallsyms, kept as it was
+
+    def load_text(self, text: str) -> int:
+        """Take the symbols of a ``/proc/kallsyms`` text (a replayed
+        recording's): ``addr type name [module]`` lines; each symbol's size
+        is the distance to the next address (the kernel's kallsyms keeps no
+        sizes either).  :meth:`proc_kallsyms` then gives *text* back as it
+        was.  Returns the number of symbols."""
+        syms = set()
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                try:
+                    addr = int(parts[0], 16)
+                except ValueError:
+                    continue
+                if addr:
+                    syms.add((addr, parts[2]))
+        if not syms:
+            return 0
+        ordered = sorted(syms)
+        addrs = [a for a, _ in ordered]
+        self.addrs, self.names = addrs, [n for _, n in ordered]
+        self.sizes = [max(1, b - a) for a, b in zip(addrs, addrs[1:])] + [0x100]
+        self.end = addrs[-1] + 0x100
+        self.text = text
+        return len(addrs)
 
     def address(self, name: str, offset: int = 0) -> int:
         """Address *offset* bytes into function *name*."""
@@ -85,4 +112,6 @@ class Kallsyms:
 
     def proc_kallsyms(self) -> str:
         """The table as /proc/kallsyms prints it (``ffffffff81000000 T name``)."""
+        if self.text is not None:
+            return self.text
         return "".join(f"{a:016x} T {n}\n" for a, n in zip(self.addrs, self.names))

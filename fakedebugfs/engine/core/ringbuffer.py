@@ -171,6 +171,8 @@ class CpuBuffer:
         self.consumed_events = 0  # events taken by readers
         self.missed = 0  # lost since a reader last took a page
         self.gaps: list[list[int]] = []  # [pos, lost]: lost before the page at pos
+        self.unstored: set[int] = set()  # gaps whose count is not stored (lose_now(None))
+        self.missed_unstored = False  # the next reader page has the flag, not the count
         self.pinned_until = 0.0  # a ktrace reader is copying [consumed, produced)
 
     # --- writer -----------------------------------------------------------
@@ -248,6 +250,22 @@ class CpuBuffer:
             self.gaps.append([self.produced, 1])
         return True
 
+    def lose_now(self, count: Optional[int]) -> None:
+        """Events lost right here (a replayed recording's ``RB_MISSED_EVENTS``
+        mark): the tail page is finished and the page after the gap carries
+        *count* (``RB_MISSED_STORED``), or only the flag when *count* is None,
+        as a kernel page with no room left for the count."""
+        self.flush()
+        lost = count or 0
+        self.entries += lost
+        self.overrun += lost
+        if self.gaps and self.gaps[-1][0] == self.produced:
+            self.gaps[-1][1] += lost
+        else:
+            self.gaps.append([self.produced, lost])
+        if count is None:
+            self.unstored.add(self.produced)
+
     def drop_pages(self, count: int) -> int:
         """Drop the *count* oldest unread complete pages now, their unread
         events counted as overrun, as the writer's overwrite does
@@ -270,7 +288,11 @@ class CpuBuffer:
         """Losses before the page at ``consumed`` become the reader's missed
         count (``cpu_buffer->lost_events`` at the reader-page swap)."""
         while self.gaps and self.gaps[0][0] <= self.consumed:
-            self.missed += self.gaps.pop(0)[1]
+            pos, lost = self.gaps.pop(0)
+            self.missed += lost
+            if self.unstored and pos in self.unstored:
+                self.unstored.discard(pos)
+                self.missed_unstored = True
 
     def _finish_page(self) -> None:
         """Close the tail page: pad it and make it readable (``rb_move_tail``);
@@ -406,7 +428,7 @@ class CpuBuffer:
         that page with :meth:`read_page`)."""
         if self.gaps:
             self._settle_gaps()
-        if self.read or self.missed:
+        if self.read or self.missed or self.missed_unstored:
             return b""
         first = self.slot(self.consumed)
         n = min(max_pages, (self.produced - self.consumed) // PAGE_SIZE, self.nr_pages - first)
@@ -429,12 +451,13 @@ class CpuBuffer:
     def _reader_page(self, ts: int, data: bytes) -> bytes:
         commit = len(data)
         flags = 0
-        if self.missed:
-            if BUF_PAGE_SIZE - commit >= 8:
+        if self.missed or self.missed_unstored:
+            if BUF_PAGE_SIZE - commit >= 8 and not self.missed_unstored:
                 data += _U64.pack(self.missed)
                 flags |= RB_MISSED_STORED
             flags |= RB_MISSED_EVENTS
             self.missed = 0
+            self.missed_unstored = False
         page = _PAGE_HDR.pack(ts, commit | flags) + data
         return page + bytes(PAGE_SIZE - len(page))
 
@@ -511,3 +534,4 @@ class CpuBuffer:
             self._advance_page()
         self._settle_gaps()
         self.missed = 0
+        self.missed_unstored = False
