@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from ..engine.core.engine import Pending
+from ..engine.ftrace.ctype import is_char, lookup
 
 VIRTUAL_STEP_NS = 1000  # an un-stamped injected event moves the virtual clock on
 MARKER_EVENT = "ftrace:print"
@@ -73,13 +74,16 @@ class FieldSpec:
         return value
 
     def _check_ints(self, event, value) -> tuple:
+        """A fixed array (``length`` elements, missing ones 0) or a dynamic
+        one (``length`` 0: as many as given)."""
         if isinstance(value, str):
             value = [v for v in value.replace(",", " ").split()]
-        if not isinstance(value, (list, tuple)) or len(value) > self.length:
-            raise InjectError(f"{event}: field {self.name} ({self.ctype}) takes up to "
-                              f"{self.length} integers, got {value!r}")
+        if not isinstance(value, (list, tuple)) or (self.length and len(value) > self.length):
+            raise InjectError(f"{event}: field {self.name} ({self.ctype}) takes "
+                              f"{f'up to {self.length}' if self.length else 'a list of'} "
+                              f"integers, got {value!r}")
         items = [self._check_int(event, v, f"{self.name}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) + (0,) * (self.length - len(items))
+        return tuple(items) + (0,) * max(0, self.length - len(items))
 
     def _check_int(self, event, value, label) -> int:
         if isinstance(value, str):
@@ -102,9 +106,15 @@ class FieldSpec:
 # --- where the types come from ------------------------------------------------
 
 def _from_format_field(name: str, ctype: str, size: int, signed: int) -> FieldSpec:
-    """A scalar or string line of a tracefs ``format`` file."""
+    """A scalar or dynamic-array line of a tracefs ``format`` file
+    (``__data_loc char[]`` is a string, ``__data_loc u32[]`` a list of ints)."""
     if ctype.startswith("__data_loc") or ctype.startswith("__rel_loc"):
-        return FieldSpec(name, "str", ctype=ctype)
+        elem = ctype.split(None, 1)[1].split("[", 1)[0].strip()
+        if is_char(elem):
+            return FieldSpec(name, "str", ctype=ctype)
+        info = lookup(elem)
+        return FieldSpec(name, "ints", size=info.size if info else 8,
+                         signed=bool(info.signed) if info else False, length=0, ctype=ctype)
     if ctype == "bool":
         return FieldSpec(name, "int", size=1, signed=False, ctype=ctype)
     return FieldSpec(name, "int", size=size or 8, signed=bool(signed), ctype=ctype)
@@ -128,7 +138,7 @@ def _array_spec(name: str, ctype: str, decl: str, size: int, signed: int) -> Fie
     """``char prev_comm[16]``, ``unsigned long args[6]``, ``char buf[]``."""
     count = decl.split("[", 1)[1].split("]", 1)[0]
     n = int(count) if count else 0
-    if ctype in ("char", "unsigned char", "u8", "const char"):
+    if is_char(ctype):
         return FieldSpec(name, "str", length=n, ctype=f"{ctype} {decl}")
     elem = size // n if n else 8
     return FieldSpec(name, "ints", size=elem, signed=bool(signed), length=n,
