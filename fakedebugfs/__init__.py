@@ -12,7 +12,7 @@ control socket), :mod:`.api` (the Python API), :mod:`.pytest_plugin`,
 :mod:`.clients` (readers and reports), :mod:`.cli`.
 """
 
-__version__ = "0.2.0"
+from .version import __version__  # noqa: F401
 
 _API = ("Fake", "Event", "MountOptions", "FakeError", "MountError", "ServerGone",
         "ProtocolError", "RequestError", "EventError", "DefineError", "FaultError",

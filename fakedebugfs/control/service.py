@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import trio
 
-from .. import __version__
+from ..version import __version__
 from ..instrument.inject import InjectError, Injector
 from .protocol import PROTOCOL_VERSION, ok, refused
 
