@@ -150,6 +150,61 @@ class TreeOperations(pyfuse3.Operations):
     async def releasedir(self, fh):
         pass
 
+    # --- directory changes (tracefs: only instances/ has mkdir/rmdir) ---------
+
+    def _dir_ops(self, parent_inode):
+        parent = self._node(parent_inode)
+        if not isinstance(parent, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return parent, parent.dir_ops
+
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        """``tracefs_create_instance_dir``'s mkdir; EPERM elsewhere (no
+        ``i_op->mkdir``), EEXIST for a taken name."""
+        parent, ops = self._dir_ops(parent_inode)
+        name = os.fsdecode(name)
+        if name in parent.children:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        if ops is None:
+            raise pyfuse3.FUSEError(errno.EPERM)
+        with _Guard(f"mkdir {name}"):
+            node = ops.mkdir(name)
+            parent.add(node)
+        return self.attrs(node)
+
+    async def rmdir(self, parent_inode, name, ctx):
+        """``instance_rmdir``: ENOENT for no such directory, EBUSY while a
+        file under it is open (the trace array's ``ref``), EPERM elsewhere."""
+        parent, ops = self._dir_ops(parent_inode)
+        node = parent.children.get(os.fsdecode(name))
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if ops is None or not isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR if ops is not None else errno.EPERM)
+        if any(_under(f.node, node) for f in self.open_files.values()):
+            raise pyfuse3.FUSEError(errno.EBUSY)
+        with _Guard(f"rmdir {node.name}"):
+            ops.rmdir(node.name)
+            parent.remove(node.name)
+
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        raise pyfuse3.FUSEError(errno.EACCES)  # no i_op->create: may_o_create
+
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def unlink(self, parent_inode, name, ctx):
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def symlink(self, parent_inode, name, target, ctx):
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def link(self, inode, new_parent_inode, new_name, ctx):
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        raise pyfuse3.FUSEError(errno.EPERM)
+
     # --- files ----------------------------------------------------------
 
     async def open(self, inode, flags, ctx):
@@ -249,6 +304,14 @@ class TreeOperations(pyfuse3.Operations):
                                            deleted=node.inode, ignore_enoent=True)
         except Exception as err:  # not mounted yet, or already gone
             log.debug("invalidate %s: %s", node.name, err)
+
+
+def _under(node, top) -> bool:
+    while node is not None:
+        if node is top:
+            return True
+        node = node.parent
+    return False
 
 
 def _rel(node) -> str:

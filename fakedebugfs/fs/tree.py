@@ -50,6 +50,9 @@ class Dir(Node):
         super().__init__(name, stat.S_IFDIR | (mode & 0o7777))
         self.children: dict[str, Node] = {}
         self.table: Optional["InodeTable"] = None
+        # inode operations mkdir/rmdir (tracefs' instances/): an object with
+        # mkdir(name) -> Dir and rmdir(name), raising OSError to refuse
+        self.dir_ops = None
 
     def add(self, node: Node) -> Node:
         if node.name in self.children:
