@@ -326,7 +326,7 @@ class Replay:
         t0 = trio.current_time()
         ft = self.kernel.ftrace
         pending = None
-        held: dict[int, tuple] = {}  # cpu -> (consumed position, since) while waiting
+        held: dict[int, tuple] = {}  # cpu -> (events readers took, since when)
         while True:
             async with slicer.turn(slicer.WRITER) as turn:
                 while True:
@@ -358,15 +358,15 @@ class Replay:
             await trio.sleep(0.0005)  # a full buffer: readers first
 
     def _full(self, buf, cpu: int, held: dict) -> bool:
-        """*cpu*'s buffer has no room without overwriting unread pages and a
-        reader has taken a page within :data:`STALL_S` seconds."""
+        """*cpu*'s buffer has no room without overwriting unread pages, and a
+        reader has taken events within :data:`STALL_S` seconds (the writer's
+        own overwrites do not count: ``consumed_events`` is readers' only)."""
         if buf.nr_pages * PAGE_SIZE - (buf.produced - buf.consumed) >= ROOM_PAGES * PAGE_SIZE:
-            held.pop(cpu, None)
             return False
         now = time.monotonic()
-        consumed, since = held.get(cpu, (None, now))
-        if consumed != buf.consumed:
-            held[cpu] = (buf.consumed, now)
+        taken, since = held.get(cpu, (None, now))
+        if taken != buf.consumed_events:
+            held[cpu] = (buf.consumed_events, now)
             return True
         return now - since < STALL_S
 
