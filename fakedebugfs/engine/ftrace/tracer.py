@@ -22,6 +22,7 @@ from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, Eve
 from .events_sched import SCHED_EVENTS
 from .filter import compile_filter
 from .kmemtrace_plugin import KmemTracer, NopTracer
+from .registry import LazyProbes, engine_profile, install_registry
 from .output import OutputContext, context, timestamp, trace_header
 from ..core.ringbuffer import CpuBuffer, Event, event_length
 
@@ -58,15 +59,13 @@ class Ftrace:
         self.buffers = [CpuBuffer(cpu, buffer_kb * 1024, overwrite=True) for cpu in range(n)]
         self.buffer_kb = [buffer_kb] * n
         self.tracing_on = True
-        self.events: dict[str, EventType] = {}
-        self.by_id: dict[int, EventType] = {}
-        for ev in KMEM_EVENTS + SCHED_EVENTS + FTRACE_EVENTS:
-            self.events[ev.key] = ev
-            self.by_id[ev.id] = ev
+        # every event of the kernel profile, built on first use (.registry)
+        self.events, self.by_id = install_registry(
+            engine, engine_profile(engine), KMEM_EVENTS + SCHED_EVENTS + FTRACE_EVENTS)
         self.enabled: set[str] = set()
         self.filters: dict[str, str] = {}
         self.filter_preds: dict = {}
-        self.probes = {key: self._make_probe(self.events[key]) for key in self.event_keys()}
+        self.probes = LazyProbes(self)  # made when an event is first enabled here
         self.options = dict(TRACE_OPTIONS)
         self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()}
         self.tracer = self.tracers["nop"]
@@ -82,8 +81,8 @@ class Ftrace:
 
     def event_keys(self) -> list[str]:
         """``system:name`` of the events with tracepoints (``available_events``)."""
-        return [key for key, ev in self.events.items()
-                if ev.system != "ftrace" and key in self.engine.tracepoints]
+        return [key for key in self.events
+                if not key.startswith("ftrace:") and key in self.engine.tracepoints]
 
     def systems(self) -> list[str]:
         return sorted({key.split(":")[0] for key in self.event_keys()})

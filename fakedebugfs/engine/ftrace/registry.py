@@ -1,0 +1,190 @@
+"""The event registry of a kernel profile (``ftrace_events``, the list of
+every ``trace_event_call``): every event the profile's kernel has, shared by
+the top-level tracing directory and its instances.
+
+The fake's own events (:mod:`.events`, :mod:`.events_sched`: hand-written
+codecs the workloads feed) keep their objects; every other event of the
+profile is a :class:`~.format_text.FormatEvent` built from its format text
+the first time it is looked up, and its engine tracepoint (arguments: the
+field names) is made the first time it is asked for.  Mounting stays fast:
+nothing of an event is parsed until a tool reads its format, enables it or
+a workload fires it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import MutableMapping
+from typing import Optional
+
+from .events import EventType
+from .format_text import event_from_format, tracepoint_args
+from .profile import Profile
+from ..core.tracepoint import Tracepoint
+
+
+class EventRegistry(MutableMapping):
+    """``system:name`` -> :class:`EventType`, in ``available_events`` order."""
+
+    def __init__(self, profile: Optional[Profile], builtins=()):
+        self.profile = profile
+        self._built: dict[str, EventType] = {}
+        self._texts: dict[str, str] = dict(profile.formats) if profile else {}
+        self._order: dict[str, None] = {}
+        if profile:
+            self._order.update(dict.fromkeys(profile.available_events()))
+            self._order.update(dict.fromkeys(k for k in profile.formats if k.startswith("ftrace:")))
+        for ev in builtins:
+            self[ev.key] = ev
+        self.ids: dict[int, str] = {}
+        if profile:
+            self.ids.update((i, k) for k, i in profile.ids.items())
+        self.ids.update((ev.id, ev.key) for ev in self._built.values())
+
+    def __getitem__(self, key: str) -> EventType:
+        ev = self._built.get(key)
+        if ev is None:
+            text = self._texts.get(key)
+            if text is None:
+                raise KeyError(key)
+            ev = self._built[key] = event_from_format(text, key.split(":", 1)[0])
+        return ev
+
+    def __contains__(self, key) -> bool:
+        return key in self._built or key in self._texts
+
+    def __setitem__(self, key: str, ev: EventType) -> None:
+        self._built[key] = ev
+        self._order.setdefault(key, None)
+        if hasattr(self, "ids"):
+            self.ids[ev.id] = key
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._built.pop(key, None)
+        self._texts.pop(key, None)
+        self._order.pop(key, None)
+
+    def __iter__(self):
+        return iter([k for k in self._order if k in self])
+
+    def __len__(self) -> int:
+        return sum(1 for k in self._order if k in self)
+
+    def text(self, key: str) -> Optional[str]:
+        """The profile's format text of *key* (None for the fake's own)."""
+        return self._texts.get(key)
+
+    def event_id(self, key: str) -> int:
+        """The id without building the event."""
+        ev = self._built.get(key)
+        return ev.id if ev is not None else self.profile.ids[key]
+
+
+class IdIndex(MutableMapping):
+    """``id`` -> :class:`EventType` over a registry (``ftrace_find_event``)."""
+
+    def __init__(self, events: EventRegistry):
+        self.events = events
+
+    def __getitem__(self, ident: int) -> EventType:
+        return self.events[self.events.ids[ident]]
+
+    def __contains__(self, ident) -> bool:
+        return ident in self.events.ids and self.events.ids[ident] in self.events
+
+    def __setitem__(self, ident: int, ev: EventType) -> None:
+        self.events.ids[ident] = ev.key
+        if ev.key not in self.events or self.events._built.get(ev.key) is not ev:
+            self.events[ev.key] = ev
+
+    def __delitem__(self, ident: int) -> None:
+        del self.events.ids[ident]
+
+    def __iter__(self):
+        return iter([i for i, k in self.events.ids.items() if k in self.events])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+class LazyTracepoints(dict):
+    """The engine's tracepoints, with the profile's generic events' made
+    when first asked for (their arguments: the format's field names)."""
+
+    def __init__(self, base: dict, events: EventRegistry):
+        super().__init__(base)
+        self.events = events
+
+    def _lazy(self, key) -> Optional[Tracepoint]:
+        text = self.events.text(key) if isinstance(key, str) else None
+        if text is None or key.startswith("ftrace:"):
+            return None
+        system, name = key.split(":", 1)
+        tp = Tracepoint(system, name, tracepoint_args(text))
+        dict.__setitem__(self, key, tp)
+        return tp
+
+    def __missing__(self, key):
+        tp = self._lazy(key)
+        if tp is None:
+            raise KeyError(key)
+        return tp
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, key) or (
+            isinstance(key, str) and not key.startswith("ftrace:")
+            and self.events.text(key) is not None)
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+def install_registry(engine, profile: Optional[Profile], builtins):
+    """The registry and id index of *profile* with *builtins*; the engine's
+    tracepoints become lazy over it.  Returns ``(events, by_id)``."""
+    events = EventRegistry(profile, builtins)
+    if profile is not None and not isinstance(engine.tracepoints, LazyTracepoints):
+        engine.tracepoints = LazyTracepoints(engine.tracepoints, events)
+    return events, IdIndex(events)
+
+
+
+
+class LazyProbes(dict):
+    """A trace array's probes (``trace_event_raw_event_<call>`` bound to its
+    buffer), made when an event is first enabled there."""
+
+    def __init__(self, tr):
+        super().__init__()
+        self.tr = tr
+
+    def __missing__(self, key: str):
+        probe = self[key] = self.tr._make_probe(self.tr.events[key])
+        return probe
+
+
+@functools.lru_cache(maxsize=8)
+def load_profile(path=None) -> Profile:
+    """A profile loaded once per process (its texts are only read)."""
+    return Profile(path)
+
+
+def engine_profile(engine) -> Optional[Profile]:
+    """The profile *engine* was booted with (``Kernel(profile=...)``): a
+    directory, a :class:`Profile`, False for none; the shipped 6.18 one
+    by default."""
+    prof = getattr(engine, "profile", None)
+    if prof is False:
+        return None
+    if isinstance(prof, Profile):
+        return prof
+    return load_profile(str(prof) if prof else None)
+
+
+__all__ = ["EventRegistry", "IdIndex", "LazyProbes", "LazyTracepoints", "engine_profile",
+           "install_registry", "load_profile"]
