@@ -150,7 +150,7 @@ def _event_for(ft, engine, fmt: EventFormat, out: Installed) -> Optional[EventTy
 def recorded_fields(fmt: EventFormat) -> tuple:
     """``(c type, name, offset, size, signed)`` of the non-common fields of
     *fmt*, as the ``format`` file prints them (``char comm[16]``,
-    ``__data_loc char[] name``): the tuples :class:`EventType` takes."""
+    ``__data_loc char[] name``), by offset: the tuples :class:`EventType` takes."""
     fields = []
     for line in fmt.text.splitlines():
         m = _DECL.match(line)
@@ -165,7 +165,7 @@ def recorded_fields(fmt: EventFormat) -> tuple:
             continue
         ctype = decl[:nm.start()].strip()
         fields.append((ctype, name, int(m["off"]), int(m["size"]), int(m["signed"] or 0)))
-    return tuple(fields)
+    return tuple(sorted(fields, key=lambda f: f[2]))  # EventType packs them in offset order
 
 
 def _layout(fmt: EventFormat) -> dict:

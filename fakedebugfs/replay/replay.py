@@ -184,32 +184,45 @@ class Replay:
 
     # --- what to commit ----------------------------------------------------------------
 
-    def _times(self) -> tuple[int, int]:
-        """``(first, last)`` report times of the buffer's events."""
-        first = last = None
+    def _first(self) -> int:
+        """The recorded (ring-buffer) time of the buffer's first event."""
+        firsts = []
         for cpu in self.buffer.cpus:
-            for ev in self.buffer.cpu_events(cpu):
-                ts = self.rec.report_ts(ev.ts)
-                first = ts if first is None else min(first, ts)
-                last = ts if last is None else max(last, ts)
-        return first or 0, last or 0
+            ev = next((e for e in self.buffer.cpu_events(cpu) if not e.lost), None)
+            if ev is not None:
+                firsts.append(ev.ts)
+        return min(firsts, default=0)
+
+    def _report_time(self):
+        """:meth:`Recording.report_ts` as one expression (it is per event)."""
+        rec = self.rec
+        const = rec.report_ts(0)
+        tsc = rec.options.get("tsc2nsec")
+        if tsc and tsc["multiplier"]:
+            mult, shift = tsc["multiplier"], tsc["shift"]
+            return lambda ts: ((ts * mult) >> shift) + const
+        return lambda ts: ts + const
 
     def items(self) -> Iterator[tuple]:
-        """``(cpu, ts, payload or None, target or lost count, recorded ts)`` in
-        the order to commit them: the merged recording, *loop* times."""
-        rec, opts, targets = self.rec, self.options, self.installed.targets
-        first, last = self._times()
-        span = last - first + 1
-        base = 0 if opts.keep_timestamps else self.kernel.engine.clock.now() - first
-        report_ts, cpu_of = rec.report_ts, self.cpu_of
+        """``(cpu, ts, payload or None, target or lost count)`` in the order
+        to commit them: the merged recording, *loop* times, each loop after
+        the last event of the one before."""
+        opts, targets, cpu_of = self.options, self.installed.targets, self.cpu_of
+        report_ts = self._report_time()
+        first = report_ts(self._first())
+        shift = 0 if opts.keep_timestamps else self.kernel.engine.clock.now() - first
+        last = first
         for n in range(opts.loop):
-            shift = base + n * span
+            if n:
+                shift += last - first + 1
             for ev in self.buffer.events():
-                ts = report_ts(ev.ts) + shift
+                ts = report_ts(ev.ts)
+                if ts > last:
+                    last = ts
                 if ev.lost:
-                    yield cpu_of[ev.cpu], ts, None, ev.count, ev.ts
-                    continue
-                yield cpu_of[ev.cpu], ts, ev.payload, targets.get(ev.id), ev.ts
+                    yield cpu_of[ev.cpu], ts + shift, None, ev.count
+                else:
+                    yield cpu_of[ev.cpu], ts + shift, ev.payload, targets.get(ev.id)
 
     def commit(self, cpu: int, ts: int, payload: bytes, target) -> bool:
         """One event into *cpu*'s ring buffer if the fake records it now."""
@@ -257,7 +270,7 @@ class Replay:
         (a fake without readers, the bench)."""
         self._begin()
         try:
-            for cpu, ts, payload, what, _ in self.items():
+            for cpu, ts, payload, what in self.items():
                 self._step(cpu, ts, payload, what)
         except Exception as err:
             self._fail(err)
@@ -334,7 +347,7 @@ class Replay:
                     pending = None
                     if item is None:
                         return
-                    cpu, ts, payload, what, _ = item
+                    cpu, ts, payload, what = item
                     if speed is not None:
                         first = ts if first is None else first
                         due = t0 + (ts - first) / 1e9 / speed
