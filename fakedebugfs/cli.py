@@ -613,6 +613,35 @@ def _client_commands(sub) -> None:
     b.add_argument("--quiet", action="store_true")
 
 
+def cmd_capture_profile(args) -> int:
+    """``fakedebugfs capture-profile OUTDIR``: this machine's tracefs, read
+    only, saved as a kernel profile (:mod:`fakedebugfs.engine.ftrace.profile`)."""
+    from .engine.ftrace.profile import ProfileError, capture_here
+
+    try:
+        n, where = capture_here(args.outdir, args.tracefs)
+    except (ProfileError, OSError) as err:
+        raise CliError(str(err)) from None
+    if not args.quiet:
+        print(f"{n} events of {os.uname().release} from {where} saved in {args.outdir}")
+    return 0
+
+
+def _profile_commands(sub) -> None:
+    cp = _sub(sub, "capture-profile", cmd_capture_profile,
+              help="save this machine's tracefs as a kernel profile (--profile DIR)",
+              description="Read the real tracefs (never writing to it) and save what the "
+                          "fake needs to look like this kernel: every event's format and "
+                          "id, available_events, tracers, options, clocks, README, header "
+                          "files and the modes of the top level, as plain files to commit "
+                          "next to a tool's tests; serve it with --profile OUTDIR.")
+    cp.add_argument("outdir")
+    cp.add_argument("--tracefs", metavar="DIR",
+                    help="the tracefs to read (default: the one mounted, else one mounted "
+                         "for the capture)")
+    cp.add_argument("-q", "--quiet", action="store_true")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="fakedebugfs", description=(
         "A FUSE file system serving the kernel's debugfs tracing trees "
@@ -624,6 +653,7 @@ def parser() -> argparse.ArgumentParser:
     _instrument_commands(sub)
     _replay_commands(sub)
     _client_commands(sub)
+    _profile_commands(sub)
     return p
 
 

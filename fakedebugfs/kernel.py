@@ -24,6 +24,8 @@ class Kernel:
                  events_file: str | None = None, **options):
         self.options = options
         self.engine = Engine(cpus, make_clock(clock), seed)
+        # the kernel profile whose events tracing/ serves (engine.ftrace.registry)
+        self.engine.profile = options.get("profile")
         self.ktrace = Ktrace(self.engine, buffer_size)
         for site in DEFAULT_SITES:
             self.ktrace.add_site(site)

@@ -115,6 +115,17 @@ def recording_value(value) -> Optional[str]:
     return value
 
 
+def profile_value(value) -> Optional[str]:
+    """A kernel profile directory (``fakedebugfs capture-profile``), absolute."""
+    if value is None:
+        return None
+    value = os.path.abspath(os.fspath(value))
+    if not os.path.isfile(os.path.join(value, "formats")):
+        raise ValueError(f"{value}: not a kernel profile (no 'formats' file; "
+                         "make one with `fakedebugfs capture-profile DIR`)")
+    return value
+
+
 def flag(value) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"must be True or False, got {value!r}")
@@ -156,6 +167,9 @@ class MountOptions:
     replay: Optional[str] = _opt(None, recording_value,
                                  "replay this trace.dat or raw capture (fakedebugfs.replay) "
                                  "once tracing is on with one of its events enabled", "FILE")
+    profile: Optional[str] = _opt(None, profile_value,
+                                  "serve the events of this kernel profile (fakedebugfs "
+                                  "capture-profile; default: the shipped 6.18 one)", "DIR")
     verbose: bool = _opt(False, flag, "log requests and errors")
 
     @classmethod
@@ -203,7 +217,7 @@ class MountOptions:
                     seed=self.seed, enable_all=self.enable_all, events_file=self.events,
                     kmemtrace_abi=self.kmemtrace_abi, kmemtrace_subbufs=self.kmemtrace_subbufs,
                     kmemtrace_subbuf_events=self.kmemtrace_subbuf_events,
-                    raw_one_page=self.raw_one_page)
+                    raw_one_page=self.raw_one_page, profile=self.profile)
 
 
 def build_server(options: MountOptions, mountpoint: str):

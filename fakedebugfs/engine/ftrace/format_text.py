@@ -26,6 +26,24 @@ _DECL = re.compile(r"^\s*field:\s*(?P<decl>[^;]*);\s*offset:\s*(?P<off>\d+);\s*s
                    r"(?P<size>\d+);(?:\s*signed:\s*(?P<signed>\d+);)?", re.M)
 _LAST_NAME = re.compile(r"(?P<name>[A-Za-z_]\w*(?:\s*\[[^\]]*\])?)\s*$")
 _ID_LINE = re.compile(r"^ID: *\d+ *$", re.M)
+# enum constants and globals some 6.18 print fmts still name (no
+# TRACE_DEFINE_ENUM for them), with their values in the kernel's headers:
+# include/linux/hrtimer_types.h, uapi/linux/ioprio.h, linux/pm_qos.h, and
+# x86_64's vmemmap_base (no KASLR) with sizeof(struct page)
+KERNEL_SYMBOLS = (
+    *((f"HRTIMER_MODE_{name}", value) for name, value in (
+        ("ABS", 0), ("REL", 1), ("PINNED", 2), ("SOFT", 4), ("HARD", 8),
+        ("ABS_PINNED", 2), ("REL_PINNED", 3), ("ABS_SOFT", 4), ("REL_SOFT", 5),
+        ("ABS_PINNED_SOFT", 6), ("REL_PINNED_SOFT", 7), ("ABS_HARD", 8), ("REL_HARD", 9),
+        ("ABS_PINNED_HARD", 10), ("REL_PINNED_HARD", 11))),
+    ("IOPRIO_CLASS_NONE", 0), ("IOPRIO_CLASS_RT", 1), ("IOPRIO_CLASS_BE", 2),
+    ("IOPRIO_CLASS_IDLE", 3), ("IOPRIO_CLASS_INVALID", 7),
+    ("PM_QOS_ADD_REQ", 0), ("PM_QOS_UPDATE_REQ", 1), ("PM_QOS_REMOVE_REQ", 2),
+    ("DEV_PM_QOS_RESUME_LATENCY", 1), ("DEV_PM_QOS_LATENCY_TOLERANCE", 2),
+    ("DEV_PM_QOS_MIN_FREQUENCY", 3), ("DEV_PM_QOS_MAX_FREQUENCY", 4), ("DEV_PM_QOS_FLAGS", 5),
+    ("vmemmap_base", 0xFFFFEA0000000000),
+)
+POINTEES = (("struct page", 64),)
 _CHAR_LOC = re.compile(r"__(?:data|rel)_loc\s+(const\s+)?(unsigned\s+)?char\b")
 
 
@@ -72,7 +90,27 @@ def event_from_format(text: str, system: str, event_id: int | None = None) -> Fo
                      dyn_arrays=tuple(field_key(n) for c, n in locs if not _CHAR_LOC.match(c)))
     ev.encode_values = _encoder(ev)
     ev.arg_names = tuple(field_key(f[1]) for f in fields)
+    if system == "syscalls" and fmt.name.startswith(("sys_enter_", "sys_exit_")):
+        ev.show, ev.bare = _syscall_show(fmt.name, ev.arg_names), True
     return ev
+
+
+def _syscall_show(name: str, args: tuple):
+    """``print_syscall_enter``/``print_syscall_exit`` (kernel/trace/
+    trace_syscalls.c): the syscall events print ``sys_openat(dfd: 0xffffff9c,
+    ...)`` and ``sys_openat -> 0x3``, not their print fmt and no event name
+    (each argument ``%#lx``: ``0`` for zero)."""
+    enter = name.startswith("sys_enter_")
+    call = "sys_" + name[len("sys_enter_" if enter else "sys_exit_"):]
+    params = tuple(a for a in args if a != "__syscall_nr")
+
+    def show(rec, out):
+        if not enter:
+            return f"{call} -> 0x{rec.get('ret', 0) & 0xFFFFFFFFFFFFFFFF:x}"
+        vals = ((p, rec.get(p, 0) & 0xFFFFFFFFFFFFFFFF) for p in params)
+        return f"{call}(" + ", ".join(f"{p}: {v:#x}" if v else f"{p}: 0"
+                                     for p, v in vals) + ")"
+    return show
 
 
 def _encoder(ev: EventType):
@@ -110,6 +148,13 @@ def _array_bytes(value, fld) -> bytes:
     return value if isinstance(value, (bytes, bytearray)) else b""
 
 
+def _plain(value):
+    """A field in the ``name=value`` fallback: char arrays as text."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).split(b"\0", 1)[0].decode(errors="replace")
+    return value
+
+
 def _lazy_show(print_fmt: str, fields: tuple):
     """The event's text: its print fmt, compiled when first shown; the
     fields as ``name=value`` when the interpreter cannot run it."""
@@ -119,7 +164,7 @@ def _lazy_show(print_fmt: str, fields: tuple):
     def show(rec, out):
         if "pf" not in state:
             try:
-                state["pf"] = compile_print_fmt(print_fmt, fields)
+                state["pf"] = compile_print_fmt(print_fmt, fields, KERNEL_SYMBOLS, POINTEES)
             except (PrintFmtError, ValueError, KeyError, TypeError):
                 state["pf"] = None
         pf = state["pf"]
@@ -129,7 +174,7 @@ def _lazy_show(print_fmt: str, fields: tuple):
             except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError,
                     AttributeError):
                 pass
-        return " ".join(f"{n}={rec.get(n)}" for n in names)
+        return " ".join(f"{n}={_plain(rec.get(n))}" for n in names)
     return show
 
 

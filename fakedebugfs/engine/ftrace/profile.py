@@ -34,6 +34,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Optional
 
 DEFAULT_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "linux-6.18"
 COPIED = ("available_events", "available_tracers", "trace_clock", "trace_options", "README")
@@ -162,4 +163,44 @@ class Profile:
         return out
 
 
-__all__ = ["DEFAULT_PROFILE", "Profile", "ProfileError", "capture"]
+
+
+def find_tracefs() -> Optional[str]:
+    """A tracefs mounted on this machine (``/proc/self/mounts``), if any."""
+    try:
+        with open("/proc/self/mounts") as fp:
+            for line in fp:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "tracefs":
+                    return parts[1].replace("\\040", " ")
+    except OSError:
+        pass
+    return None
+
+
+def capture_here(outdir: str, tracefs: Optional[str] = None) -> tuple[int, str]:
+    """:func:`capture` from *tracefs*, else the one mounted, else a tracefs
+    mounted for the capture (``mount -t tracefs``, read, unmounted: the
+    same superblock, so still read-only).  Returns ``(events, tracefs)``."""
+    import subprocess
+    import tempfile
+
+    path = tracefs or find_tracefs()
+    if path:
+        return capture(path, outdir), path
+    tmp = tempfile.mkdtemp(prefix="fdfs-tracefs-")
+    try:
+        res = subprocess.run(["mount", "-t", "tracefs", "nodev", tmp], capture_output=True,
+                             text=True)
+        if res.returncode:
+            raise ProfileError(f"no tracefs mounted and mounting one failed: "
+                               f"{res.stderr.strip() or 'mount failed'} (run as root)")
+        try:
+            return capture(tmp, outdir), "tracefs"
+        finally:
+            subprocess.run(["umount", tmp], capture_output=True)
+    finally:
+        os.rmdir(tmp)
+
+
+__all__ = ["DEFAULT_PROFILE", "Profile", "ProfileError", "capture", "capture_here", "find_tracefs"]

@@ -35,11 +35,27 @@ class EventRegistry(MutableMapping):
             self._order.update(dict.fromkeys(profile.available_events()))
             self._order.update(dict.fromkeys(k for k in profile.formats if k.startswith("ftrace:")))
         for ev in builtins:
-            self[ev.key] = ev
+            self._builtin(ev)
         self.ids: dict[int, str] = {}
         if profile:
             self.ids.update((i, k) for k, i in profile.ids.items())
         self.ids.update((ev.id, ev.key) for ev in self._built.values())
+
+    def _builtin(self, ev: EventType) -> None:
+        """One of the fake's own events: kept as it is when the profile has
+        it with the same format (or has no profile; ``ftrace`` entries are
+        always kept: the tracers write them); left out when the profile's
+        kernel lacks it; the profile's layout when its format differs, the
+        fake's firings filling the fields they share by name."""
+        text = self._texts.get(ev.key)
+        if self.profile is None or ev.system == "ftrace" or text == ev.format():
+            self[ev.key] = ev
+        elif text is not None:
+            other = event_from_format(text, ev.system)
+            own, theirs = ev.encode_values, other.encode_values
+            if own is not None:
+                other.encode_values = lambda values: theirs(own(values))
+            self[ev.key] = other
 
     def __getitem__(self, key: str) -> EventType:
         ev = self._built.get(key)

@@ -370,7 +370,8 @@ class Ftrace:
         if self.options["context-info"]:
             head = context(self.engine.comms, cpu, ev.ts, pid, rec["common_flags"],
                            rec["common_preempt_count"], self.options["irq-info"])
-        if etype.system == "ftrace":  # internal entries print no event name
+        if etype.system == "ftrace" or getattr(etype, "bare", False):
+            # internal entries and syscall events print no event name
             return head + etype.show(rec, self) + "\n"
         return f"{head}{etype.name}: {etype.show(rec, self.out)}\n"
 
