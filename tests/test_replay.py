@@ -454,3 +454,27 @@ def test_pages_built_with_every_kind_of_event(tmp_path):
         lines = trace_lines(fk)
     assert [(c, cpu) for c, cpu, _, _ in lines] == [
         ("alpha-10", 0), ("eps-20", 1), ("beta-11", 0), ("gamma-12", 0), ("delta-13", 0)]
+
+
+def test_replayed_events_go_through_pids_and_filters(tmp_path):
+    """As a fired event: ``set_event_pid`` and an event filter decide what
+    is recorded (the filter sees the recording's field values)."""
+    dat = FIXTURES / "default-v7-zstd.dat"
+    rec = open_recording(dat)
+    events = [e for e in rec.events() if not e.lost]
+    pid = max({e.pid for e in events}, key=lambda p: sum(e.pid == p for e in events))
+    big = [e for e in events if e.key == "kmem:kmalloc" and rec.decode(e)["bytes_req"] > 64]
+    with Fake(cpus=2) as fk:
+        (fk.tracing / "events" / "enable").write_text("1")
+        (fk.tracing / "set_event_pid").write_text(str(pid))
+        fk.replay(dat)
+        lines = trace_lines(fk)
+        assert lines and {c.rsplit("-", 1)[1] for c, *_ in lines} == {str(pid)}
+        assert len(lines) == sum(e.pid == pid for e in events)
+        (fk.tracing / "set_event_pid").write_text("")
+        (fk.tracing / "trace").write_text("")
+        (fk.tracing / "events" / "enable").write_text("0")
+        (fk.tracing / "events" / "kmem" / "kmalloc" / "filter").write_text("bytes_req > 64")
+        (fk.tracing / "events" / "kmem" / "kmalloc" / "enable").write_text("1")
+        st = fk.replay(dat)
+        assert st["committed"] == len(trace_lines(fk)) == len(big) > 0

@@ -21,8 +21,9 @@ original's.  A virtual clock is moved on to the last replayed event.
 Pacing: as fast as possible (default), at *speed* times the recorded pace
 (1 is real time).  Either way the replay keeps pace with readers: when the
 buffer of a CPU is full of unread pages it waits for a reader to take some
-(after :data:`STALL_S` seconds without one it goes on, and the ring buffer
-overwrites as the kernel's does).
+(after :data:`STALL_S` seconds without one, :data:`IDLE_STALL_S` if no
+reader took anything since the replay started, it goes on, and the ring
+buffer overwrites as the kernel's does).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from .recording import Recording
 
 log = logging.getLogger(__name__)
 
-STALL_S = 1.0  # a full buffer nobody reads stops holding the replay back after this
+STALL_S = 1.0  # a full buffer readers stopped taking from holds the replay this long
+IDLE_STALL_S = 0.25  # ... and one no reader took anything from since the replay started
 ROOM_PAGES = 2  # a CPU's buffer counts as full with fewer free pages than this
 
 
@@ -175,6 +177,8 @@ class Replay:
         out = {}
         for cpu in sorted(self.buffer.cpus):
             to = self.options.cpu_map.get(cpu, cpu)
+            if cpu in self.options.cpu_map and not 0 <= to < n:
+                raise ValueError(f"--cpu-map {cpu}:{to}: the fake has {n} CPUs (0-{n - 1})")
             if not 0 <= to < n:
                 raise ValueError(f"the recording has events on CPU {cpu} and the fake has "
                                  f"{n} CPUs: mount with --cpus {cpu + 1} or give --cpu-map "
@@ -225,24 +229,28 @@ class Replay:
                     yield cpu_of[ev.cpu], ts + shift, ev.payload, targets.get(ev.id)
 
     def commit(self, cpu: int, ts: int, payload: bytes, target) -> bool:
-        """One event into *cpu*'s ring buffer if the fake records it now."""
+        """One event into *cpu*'s ring buffer if the fake records it now
+        (``trace_event_buffer_commit`` of a probe: enabled and not soft
+        disabled, its pid not ignored, through its filter)."""
         ft = self.kernel.ftrace
         if target is None or not ft.tracing_on:
             return False
-        if not target.always and target.key not in ft.enabled:
+        if not target.always and (target.key not in ft.enabled
+                                  or target.key in getattr(ft, "soft_disabled", ())):
             return False
         if target.swap is not None:
             payload = target.swap.swap_payload(payload)
         if target.common_type is not None:
             payload = target.common_type + payload[2:]
-        if ft.event_pids or ft.filter_preds:
+        if ft.event_pids or ft.filter_preds or getattr(ft, "notrace_pids", None):
             if not self._passes(ft, cpu, payload, target):
                 return False
         return ft.commit(cpu, ts, payload)
 
     def _passes(self, ft, cpu: int, payload: bytes, target) -> bool:
         pid = int.from_bytes(payload[4:8], "little", signed=True)
-        if ft.event_pids and pid not in ft.event_pids:
+        ignore = getattr(ft, "ignore_pid", None)
+        if ignore(pid) if ignore else (ft.event_pids and pid not in ft.event_pids):
             return False
         match = ft.filter_preds.get(target.key)
         if match is None:
@@ -293,6 +301,7 @@ class Replay:
     def _begin(self) -> None:
         self.state = "running"
         self.started = time.monotonic()
+        self._taken0 = [buf.consumed_events for buf in self.kernel.ftrace.buffers]
 
     def _end(self) -> None:
         engine = self.kernel.engine
@@ -381,7 +390,8 @@ class Replay:
         if taken != buf.consumed_events:
             held[cpu] = (buf.consumed_events, now)
             return True
-        return now - since < STALL_S
+        idle = buf.consumed_events == self._taken0[cpu]
+        return now - since < (IDLE_STALL_S if idle else STALL_S)
 
     def status(self) -> dict:
         """Progress and result, as the control ``replay_status`` gives them."""
