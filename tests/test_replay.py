@@ -35,6 +35,7 @@ needs_tracecmd = pytest.mark.skipif(not HAVE_TRACECMD, reason="trace-cmd is not 
 pytestmark = [needs_tracecmd,
               pytest.mark.skipif(os.geteuid() != 0, reason="FUSE mounts and run need root")]
 CLI = [sys.executable, "-m", "fakedebugfs"]
+pytest_plugins = ["pytester"]
 INSTANCE = "fdreplay_rt"
 ONE_LINE = re.compile(r"^fakedebugfs replay: \S+: (truncated|corrupt) in .+ at offset 0x[0-9a-f]+"
                       r": .+$")
@@ -478,3 +479,27 @@ def test_replayed_events_go_through_pids_and_filters(tmp_path):
         (fk.tracing / "events" / "kmem" / "kmalloc" / "enable").write_text("1")
         st = fk.replay(dat)
         assert st["committed"] == len(trace_lines(fk)) == len(big) > 0
+
+
+def test_marker_replays_a_recording_beside_the_test(pytester):
+    """``@pytest.mark.fakedebugfs(replay="prod.dat")``: the user's fixture
+    fake replays the file beside the test once the tool turns its events on."""
+    dat = FIXTURES / "default-v6.dat"
+    rec = open_recording(dat)
+    kmem = sum(1 for e in rec.events() if not e.lost and e.key.startswith("kmem:"))
+    shutil.copy(dat, pytester.path / "prod.dat")
+    pytester.makepyfile(test_user=f'''
+import pytest
+
+@pytest.mark.fakedebugfs(replay="prod.dat")
+def test_tool_sees_the_recording(fakedebugfs):
+    assert fakedebugfs.call("replay_status")["state"] == "waiting"
+    (fakedebugfs.tracing / "events" / "kmem" / "enable").write_text("1")
+    st = fakedebugfs.call("replay_status", wait=60, io_timeout=90)
+    assert st["state"] == "done"
+    lines = [l for l in (fakedebugfs.tracing / "trace").read_text().splitlines()
+             if not l.startswith("#")]
+    assert len(lines) == st["committed"] == {kmem}
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=1)
