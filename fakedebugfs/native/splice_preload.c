@@ -46,6 +46,8 @@
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
+#include <sys/syscall.h>
+#include <limits.h>
 #include <unistd.h>
 
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -89,6 +91,12 @@ static int mountinfo_says_fake(dev_t dev)
 	return found;
 }
 
+/* fstatfs() without the statfs wrappers below (the file system's real magic) */
+static int raw_fstatfs(int fd, struct statfs *buf)
+{
+	return (int)syscall(SYS_fstatfs, fd, buf);
+}
+
 static int is_fake_file(int fd)
 {
 	struct stat st;
@@ -108,7 +116,7 @@ static int is_fake_file(int fd)
 	pthread_mutex_unlock(&lock);
 
 	fake = 0;
-	if (fstatfs(fd, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC) {
+	if (raw_fstatfs(fd, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC) {
 		/* any FUSE file when mountinfo cannot tell (-1) */
 		fake = mountinfo_says_fake(st.st_dev) != 0;
 	}
@@ -258,4 +266,83 @@ ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t le
 	if (!disabled() && is_fake_file(fd_in))
 		return fake_splice(fd_in, off_in, fd_out, off_out, len, flags);
 	return real_splice(fd_in, off_in, fd_out, off_out, len, flags);
+}
+
+/*
+ * statfs()/fstatfs() on the fake report the magic of the file system it
+ * stands for (include/uapi/linux/magic.h): TRACEFS_MAGIC for a tracing
+ * directory (/sys/kernel/tracing, debug/tracing, a mount's tracing/),
+ * DEBUGFS_MAGIC for the rest, as tools that check (powertop, stress-ng,
+ * libtracefs' test_dir) expect; they would otherwise see FUSE and mount
+ * the real debugfs over the fake.  Only fuse.fakedebugfs mounts are changed.
+ */
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+
+typedef int (*statfs_fn)(const char *, struct statfs *);
+typedef int (*fstatfs_fn)(int, struct statfs *);
+
+static int is_tracing_path(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (!strncmp(p, "/sys/kernel/tracing", 19) && (p[19] == '\0' || p[19] == '/'))
+		return 1;
+	return strstr(p, "/tracing/") != NULL || (n >= 8 && !strcmp(p + n - 8, "/tracing"));
+}
+
+/* buf came from the real call on path (or fd when path is NULL) */
+static void fake_magic(struct statfs *buf, const char *path, int fd)
+{
+	char where[PATH_MAX], link[64];
+	struct stat st;
+	ssize_t n;
+
+	if (buf->f_type != FUSE_SUPER_MAGIC || getenv("FAKEDEBUGFS_NO_STATFS_MAGIC"))
+		return;
+	if ((path ? stat(path, &st) : fstat(fd, &st)) < 0 || mountinfo_says_fake(st.st_dev) != 1)
+		return;
+	if (path) {
+		if (!realpath(path, where))
+			return;
+	} else {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, where, sizeof(where) - 1);
+		if (n < 0)
+			return;
+		where[n] = '\0';
+	}
+	buf->f_type = is_tracing_path(where) ? TRACEFS_MAGIC : DEBUGFS_MAGIC;
+}
+
+int statfs(const char *path, struct statfs *buf)
+{
+	static statfs_fn real;
+	int r;
+
+	if (!real)
+		real = (statfs_fn)dlsym(RTLD_NEXT, "statfs");
+	r = real ? real(path, buf) : (int)syscall(SYS_statfs, path, buf);
+	if (r == 0)
+		fake_magic(buf, path, -1);
+	return r;
+}
+
+int fstatfs(int fd, struct statfs *buf)
+{
+	int r = raw_fstatfs(fd, buf);
+
+	if (r == 0)
+		fake_magic(buf, NULL, fd);
+	return r;
+}
+
+int statfs64(const char *path, struct statfs64 *buf)
+{
+	return statfs(path, (struct statfs *)buf);
+}
+
+int fstatfs64(int fd, struct statfs64 *buf)
+{
+	return fstatfs(fd, (struct statfs *)buf);
 }
