@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from ..engine.ftrace.tracer import Ftrace
 from ..engine.core.layouts import PAGE_SIZE
@@ -55,6 +56,16 @@ TRIGGER_HELP = (
 )
 README = "tracing mini-HOWTO (fakedebugfs): see the kernel's Documentation/trace/ftrace.rst\n"
 RW, RO, WO = 0o640, 0o440, 0o220
+# files of the top-level directory only (tracer_init_tracefs, not
+# init_tracer_tracefs); an instance has the rest
+TOP_ONLY = ("README", "available_events", "dynamic_events", "instances", "printk_formats",
+            "saved_cmdlines", "saved_cmdlines_size", "saved_tgids", "tracing_thresh",
+            "uprobe_events", "uprobe_profile", "kprobe_events", "kprobe_profile",
+            "synthetic_events", "stack_trace", "stack_max_size", "stack_trace_filter",
+            "available_filter_functions", "available_filter_functions_addrs",
+            "dyn_ftrace_total_info", "enabled_functions", "touched_functions")
+# TOP_LEVEL_TRACE_FLAGS: options an instance has no file for
+TOP_LEVEL_TRACE_FLAGS = ("trace_printk", "printk-msg-only", "record-cmd")
 
 
 def kstrtoul(data: bytes) -> int:
@@ -91,17 +102,32 @@ class TruncFile(ValueFile):
 
 
 class TracingTree:
-    """Builds ``tracing/`` for one :class:`Ftrace` and keeps readers woken."""
+    """Builds ``tracing/`` for one trace array and keeps readers woken: the
+    top level (:class:`Ftrace`) or, with *tr*, one of its instances
+    (``instances/<name>``, laid out as ``init_tracer_tracefs`` makes an
+    instance: without the top-level-only files)."""
 
-    def __init__(self, kernel, ft: Ftrace):
+    def __init__(self, kernel, ft: Ftrace, tr=None):
         self.kernel = kernel
-        self.ft = ft
+        self.top = ft
+        self.ft = ft if tr is None else tr
+        self.is_instance = tr is not None
         self.trace_wait = WaitQueue()
-        self._seen = ft.written
+        self._seen = self.ft.written
         self.root = self.create_tree()
-        ft.on_tracer_change.append(self._tracer_changed)
-        ft.on_event_added.append(self._event_added)
-        ft.engine.listeners.append(self.wake)
+        if self.is_instance:
+            self.root.name, self.root.mode = tr.name, stat.S_IFDIR | 0o750
+            for name in TOP_ONLY:
+                self.root.children.pop(name, None)
+        self.ft.on_tracer_change.append(self._tracer_changed)
+        self.ft.on_event_added.append(self._event_added)
+        self.ft.engine.listeners.append(self.wake)
+
+    def detach(self) -> None:
+        """The instance is gone: stop waking its readers."""
+        if self.wake in self.ft.engine.listeners:
+            self.ft.engine.listeners.remove(self.wake)
+        self.trace_wait.wake()
 
     def wake(self) -> None:
         """After a workload batch: wake readers if entries were written."""
@@ -126,7 +152,7 @@ class TracingTree:
         root.file("dynamic_events", RW, TruncFile(lambda: "", _only_blank, lambda: None))
         root.file("error_log", RW, TruncFile(lambda: "", lambda d: None, lambda: None))
         root.file("free_buffer", 0o200, WriteFile(lambda d: None))
-        root.mkdir("instances", 0o750)
+        root.mkdir("instances", 0o750).dir_ops = Instances(self)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
         root.file("printk_formats", RO, SeqFile(lambda: ""))
@@ -219,13 +245,13 @@ class TracingTree:
         ft = self.ft
         system, name = key.split(":", 1)
         edir = sdir.mkdir(name)
-        edir.file("enable", RW, ValueFile(lambda: ft.enable_state([key]) + "\n",
+        edir.file("enable", RW, ValueFile(lambda: ft.event_enable_show(key),
                                           self._enable(system, name)))
         edir.file("filter", RW, ValueFile(lambda: ft.filters.get(key, "none") + "\n",
                                           self._filter([key])))
         edir.file("format", RO, SeqFile(lambda: ft.events[key].format()))
         edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"))
-        edir.file("trigger", RW, TruncFile(lambda: TRIGGER_HELP, _trigger, lambda: None))
+        edir.file("trigger", RW, TriggerFile(ft, key))
 
     def create_per_cpu(self) -> Dir:
         """``tracing_init_tracefs_percpu`` for each CPU."""
@@ -244,6 +270,8 @@ class TracingTree:
 
     def _add_option_files(self) -> None:
         for name in self.ft.option_names():
+            if self.is_instance and name in TOP_LEVEL_TRACE_FLAGS:
+                continue
             if name not in self.options.children:
                 self.options.file(name, RW, ValueFile(
                     lambda name=name: f"{int(self._option(name))}\n", self._option_write(name)))
@@ -346,6 +374,51 @@ class Marker(FileOperations):
         n = self.tree.ft.marker(f.pid, data, raw=self.raw)
         self.tree.wake()
         return n
+
+
+class TriggerFile(FileOperations):
+    """``event_trigger_fops``: the trigger list (newest first) or the
+    available commands; a write of one command (``event_trigger_regex_write``:
+    EINVAL from PAGE_SIZE bytes on, the buffer ``strim``-ed; 0 bytes: 0)."""
+
+    def __init__(self, tr, key: str):
+        self.tr, self.key = tr, key
+
+    def open(self, f: OpenFile) -> None:
+        f.private = self.tr.trigger_state(self.key).show().encode() if f.readable else b""
+
+    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+        return f.private[off:off + size]
+
+    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+        if not data:
+            return 0
+        if len(data) >= PAGE_SIZE:
+            raise fail(errno.EINVAL)
+        self.tr.write_trigger(self.key, data.split(b"\0", 1)[0])
+        return len(data)
+
+
+class Instances:
+    """``instances/``: ``mkdir`` makes a trace array and its directory
+    (``instance_mkdir``), ``rmdir`` removes them (``instance_rmdir``: EBUSY
+    while one of its files is open, which the adapter checks)."""
+
+    def __init__(self, tree: TracingTree):
+        self.tree = tree
+        self.trees: dict[str, TracingTree] = {}
+
+    def mkdir(self, name: str) -> Dir:
+        tr = self.tree.top.new_instance(name)  # EEXIST
+        sub = TracingTree(self.tree.kernel, self.tree.top, tr)
+        self.trees[name] = sub
+        return sub.root
+
+    def rmdir(self, name: str) -> None:
+        self.tree.top.remove_instance(name)  # ENOENT, EBUSY
+        sub = self.trees.pop(name, None)
+        if sub is not None:
+            sub.detach()
 
 
 def _learn_comm(engine, pid: int) -> None:

@@ -21,6 +21,7 @@ from .define import build_event
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
 from .filter import compile_filter
+from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
 from .registry import LazyProbes, engine_profile, install_registry
 from .output import OutputContext, context, timestamp, trace_header
@@ -30,6 +31,7 @@ DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64
 TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
                 "boot", "tai", "x86-tsc")
 TRACE_MARKER_MAX_SIZE = 4096
+TRACE_STACK = 4  # enum trace_type: kernel_stack
 MARKER_IP_NAME = "tracing_mark_write"
 
 # trace_options (TRACE_ITER_*), in the order 6.18 prints them, with defaults
@@ -50,29 +52,49 @@ def einval(why: str = "") -> OSError:
     return OSError(errno.EINVAL, why or "Invalid argument")
 
 
-class Ftrace:
-    """``struct trace_array`` of the top-level tracing directory."""
+class TraceArray:
+    """``struct trace_array``: one tracing directory's buffers, tracing_on,
+    enabled events, filters, triggers, options, pid lists, cpumask and
+    tracer.  The top level is :class:`Ftrace` (instance ""); ``instances/``
+    directories are more of these sharing its event registry: an event
+    fires into every trace array that enabled it (each registers its own
+    probe on the tracepoint, as each ``trace_event_file`` does)."""
 
-    def __init__(self, engine, buffer_kb: int = DEFAULT_BUFFER_KB):
+    def __init__(self, engine, buffer_kb: int = DEFAULT_BUFFER_KB, top=None, name: str = ""):
         self.engine = engine
+        self.name = name
+        self.top = self if top is None else top
         n = engine.nr_cpus
         self.buffers = [CpuBuffer(cpu, buffer_kb * 1024, overwrite=True) for cpu in range(n)]
         self.buffer_kb = [buffer_kb] * n
         self.tracing_on = True
-        # every event of the kernel profile, built on first use (.registry)
-        self.events, self.by_id = install_registry(
-            engine, engine_profile(engine), KMEM_EVENTS + SCHED_EVENTS + FTRACE_EVENTS)
+        if top is None:
+            # every event of the kernel profile, built on first use (.registry)
+            self.events, self.by_id = install_registry(
+                engine, engine_profile(engine), KMEM_EVENTS + SCHED_EVENTS + FTRACE_EVENTS)
+        else:  # an instance shares the registry (trace_events are global)
+            self.events, self.by_id = top.events, top.by_id
         self.enabled: set[str] = set()
         self.filters: dict[str, str] = {}
         self.filter_preds: dict = {}
         self.probes = LazyProbes(self)  # made when an event is first enabled here
         self.options = dict(TRACE_OPTIONS)
-        self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()}
+        if top is not None:  # an instance's printk and marker copies start off
+            self.options.update({"trace_printk_dest": False, "copy_trace_marker": False})
+        # instances get the tracers that allow them (here only nop)
+        self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()} if top is None \
+            else {"nop": NopTracer()}
         self.tracer = self.tracers["nop"]
         self.clock = "local"
         self.event_pids: set[int] = set()
+        self.notrace_pids: set[int] = set()
         self.cpumask = (1 << n) - 1
-        self.written = 0  # events committed (wake-ups compare this)
+        self.triggers: dict = {}  # key -> EventTriggers (.trigger)
+        self.soft_mode: dict[str, int] = {}  # key -> enable_event triggers holding it
+        self.soft_disabled: set[str] = set()
+        self.tm_ref: dict[str, int] = {}
+        self.busy = 0  # open files of this instance (rmdir answers EBUSY)
+        self.written = 0  # entries offered to the buffers (wake-ups compare this)
         self.on_tracer_change: list = []
         self.on_event_added: list = []  # callables(EventType): a new events/ directory
         self.out = OutputContext(engine.kallsyms, self.options, engine.seed)
@@ -92,18 +114,129 @@ class Ftrace:
         key = ev.key
 
         def probe(cpu, pid, ts, values):
-            if self.event_pids and pid not in self.event_pids:
+            trig = self.triggers.get(key)
+            if trig is not None and trig.list:
+                self._triggered(ev, trig, cpu, pid, ts, values)
+                return
+            if key in self.soft_disabled or self.ignore_pid(pid):
                 return
             match = self.filter_preds.get(key)
             if match is None:
                 self.commit(cpu, ts, ev.encode(pid, values))
                 return
-            vals = ev.encode_values(values) if ev.encode_values else dict(values)
-            rec = dict(vals, common_pid=pid, CPU=cpu, cpu=cpu,
-                       COMM=self.engine.comms.get(pid, ""), comm=self.engine.comms.get(pid, ""))
+            vals, rec = self._record(ev, cpu, pid, values)
             if match(rec):
                 self.commit(cpu, ts, ev.pack(pid, vals))
         return probe
+
+    def _record(self, ev, cpu, pid, values):
+        vals = ev.encode_values(values) if ev.encode_values else dict(values)
+        comm = self.engine.comms.get(pid, "")
+        return vals, dict(vals, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+
+    def ignore_pid(self, pid: int) -> bool:
+        """``trace_event_ignore_this_pid``: set_event_notrace_pid, then
+        set_event_pid."""
+        if pid in self.notrace_pids:
+            return True
+        return bool(self.event_pids) and pid not in self.event_pids
+
+    def _triggered(self, ev, trig, cpu, pid, ts, values) -> None:
+        """``trace_trigger_soft_disabled`` + ``event_trigger_unlock_commit``:
+        without TRIGGER_COND every trigger runs first, unconditionally;
+        with it they run against the record (own filters), post triggers
+        after the commit."""
+        key = ev.key
+        if not trig.cond:
+            for t in list(trig.list):
+                run_trigger(self, t, cpu, pid, ts)
+            if key in self.soft_disabled or self.ignore_pid(pid):
+                return
+            match = self.filter_preds.get(key)
+            vals, rec = self._record(ev, cpu, pid, values)
+            if match is None or match(rec):
+                self.commit(cpu, ts, ev.pack(pid, vals))
+            return
+        if self.ignore_pid(pid):
+            return
+        vals, rec = self._record(ev, cpu, pid, values)
+        post = []
+        for t in list(trig.list):
+            if t.pred is not None and not t.pred(rec):
+                continue
+            if t.post:
+                post.append(t)
+            else:
+                run_trigger(self, t, cpu, pid, ts)
+        match = self.filter_preds.get(key)
+        if key not in self.soft_disabled and (match is None or match(rec)):
+            self.commit(cpu, ts, ev.pack(pid, vals))
+        for t in post:
+            run_trigger(self, t, cpu, pid, ts)
+
+    def stack_entry(self, cpu: int, pid: int, ts: int) -> None:
+        """The ``stacktrace`` trigger's ``kernel_stack`` entry
+        (``__trace_stack``): the fake has no kernel stack to walk, so the
+        callers are the tracepoint's caller chain as far as it is known
+        (none: a zero-length stack)."""
+        ev = self.by_id.get(TRACE_STACK)
+        if ev is None:
+            return
+        self.commit(cpu, ts, ev.pack(pid, {"size": 0, "caller": b"\0" * 64}))
+
+    def trigger_state(self, key: str):
+        """The :class:`~.trigger.EventTriggers` of *key* (made on demand)."""
+        trig = self.triggers.get(key)
+        if trig is None:
+            trig = self.triggers[key] = EventTriggers()
+        return trig
+
+    def compile_trigger_filter(self, key: str, text: str):
+        """A trigger's ``if`` filter, for the triggering event."""
+        return self.compile_event_filter(key, text)
+
+    def compile_event_filter(self, key: str, text: str):
+        return compile_filter(self.events[key], text)
+
+    def write_trigger(self, key: str, data: bytes) -> None:
+        """``event_trigger_regex_write`` (after the size checks): one
+        command, added or removed."""
+        text = data.decode(errors="surrogateescape").strip(" \t\n\v\f\r")
+        remove, new = parse_trigger(text, self, key)
+        trig = self.trigger_state(key)
+        old = next((t for t in trig.list if t.same(new)), None)
+        if remove:
+            if old is not None:
+                trig.list.remove(old)
+                self._trigger_mode(key, False)
+                if old.target is not None:
+                    self.enable_disable(old.target, False, soft=True)
+            return
+        if new.target is not None:
+            self.enable_disable(new.target, True, soft=True)
+        if old is not None:
+            if new.target is not None:
+                self.enable_disable(new.target, False, soft=True)
+            raise OSError(errno.EEXIST, "trigger exists")
+        trig.list.insert(0, new)
+        self._trigger_mode(key, True)
+
+    def _trigger_mode(self, key: str, on: bool) -> None:
+        """``trace_event_trigger_enable_disable``: the triggering event is
+        soft-enabled while it has triggers."""
+        refs = self.tm_ref.get(key, 0) + (1 if on else -1)
+        self.tm_ref[key] = refs
+        if (on and refs == 1) or (not on and refs == 0):
+            self.enable_disable(key, on, soft=True)
+
+    def clear_triggers(self) -> None:
+        """``clear_event_triggers`` (instance removal)."""
+        for key, trig in self.triggers.items():
+            for t in list(trig.list):
+                trig.list.remove(t)
+                self._trigger_mode(key, False)
+                if t.target is not None:
+                    self.enable_disable(t.target, False, soft=True)
 
     def define_event(self, system: str, name: str, fields, print_fmt=None) -> EventType:
         """A new event ``system:name`` from C field declarations
@@ -126,9 +259,10 @@ class Ftrace:
         self.engine.define(system, name, ev.arg_names)  # ValueError if taken
         self.events[ev.key] = ev
         self.by_id[ev.id] = ev
-        self.probes[ev.key] = self._make_probe(ev)
-        for callback in self.on_event_added:
-            callback(ev)
+        for tr in self.top.arrays():
+            tr.probes[ev.key] = tr._make_probe(ev)
+            for callback in tr.on_event_added:
+                callback(ev)
         return ev
 
     def commit(self, cpu: int, ts: int, payload: bytes) -> bool:
@@ -141,14 +275,50 @@ class Ftrace:
         return self.buffers[cpu].write(ts, payload)
 
     def set_event(self, key: str, on: bool) -> None:
-        """``ftrace_event_enable_disable``."""
+        """``ftrace_event_enable_disable``: a hard enable or disable."""
+        self.enable_disable(key, on, soft=False)
+
+    def enable_disable(self, key: str, on: bool, soft: bool) -> None:
+        """``__ftrace_event_enable_disable``: *soft* uses of an event
+        (triggers) count in ``sm_ref``; while any holds it the event stays
+        registered and a disable only sets SOFT_DISABLED."""
         tp = self.engine.tracepoints[key]
-        if on:
+        refs = self.soft_mode.get(key, 0)
+        if not on:
+            if soft:
+                refs = max(0, refs - 1)
+                self.soft_mode[key] = refs
+                if refs > 0:
+                    return
+                disable = key in self.soft_disabled
+            else:
+                disable = refs == 0
+            if disable and key in self.enabled:
+                tp.unregister(self.probes[key])
+                self.enabled.discard(key)
+            if refs > 0:
+                self.soft_disabled.add(key)
+            else:
+                self.soft_disabled.discard(key)
+            return
+        if not soft:
+            self.soft_disabled.discard(key)
+        else:
+            self.soft_mode[key] = refs + 1
+            if refs + 1 > 1:
+                return
+        if key not in self.enabled:
+            if soft:
+                self.soft_disabled.add(key)
             tp.register(self.probes[key])
             self.enabled.add(key)
-        else:
-            tp.unregister(self.probes[key])
-            self.enabled.discard(key)
+
+    def event_enable_show(self, key: str) -> str:
+        """``event_enable_read``: 1 if enabled and not soft-disabled, ``*``
+        in soft mode."""
+        on = key in self.enabled and key not in self.soft_disabled
+        star = "*" if key in self.soft_disabled or self.soft_mode.get(key, 0) else ""
+        return f"{int(on)}{star}\n"
 
     def keys_matching(self, system: Optional[str], name: Optional[str]) -> list[str]:
         """``__ftrace_set_clr_event`` matching: None or ``*`` matches all."""
@@ -309,7 +479,8 @@ class Ftrace:
 
     # --- trace_marker ----------------------------------------------------------------
 
-    def marker(self, pid: int, data: bytes, raw: bool = False) -> int:
+    def marker(self, pid: int, data: bytes, raw: bool = False,
+               cpu: Optional[int] = None, ts: Optional[int] = None) -> int:
         """``tracing_mark_write``: an ``ftrace:print`` entry (``print`` with the
         newline the kernel adds); ``trace_marker_raw``: ``raw_data``. EBADF
         while tracing is off and EINVAL without the ``markers`` option, as
@@ -318,7 +489,7 @@ class Ftrace:
             raise OSError(errno.EBADF, "tracing is off")
         if not self.options["markers"]:
             raise einval("markers option is off")
-        cpu = pid % len(self.buffers)
+        cpu = pid % len(self.buffers) if cpu is None else cpu
         if raw:
             if len(data) < 4:
                 raise einval("raw marker")
@@ -330,7 +501,7 @@ class Ftrace:
                 text += b"\n"
             ev = self.by_id[TRACE_PRINT]
             payload = ev.pack(pid, {"ip": 0}, 0, 1) + text + b"\0"  # ip 0: see sym()
-        self.commit(cpu, self.engine.clock.now(), payload)
+        self.commit(cpu, self.engine.clock.now() if ts is None else ts, payload)
         return len(data)
 
     # --- text output ----------------------------------------------------------------
@@ -407,9 +578,50 @@ class Ftrace:
         return "".join(f"{pid} {comm}\n" for pid, comm in self.engine.comms.items() if pid)
 
 
+class Ftrace(TraceArray):
+    """The top-level ``tracing/`` trace array (``global_trace``), holder of
+    the event registry and of the ``instances/`` trace arrays
+    (``trace_array_create``/``__remove_instance``)."""
+
+    def __init__(self, engine, buffer_kb: int = DEFAULT_BUFFER_KB):
+        super().__init__(engine, buffer_kb)
+        self.instances: dict[str, TraceArray] = {}
+        if KERNEL_STACK.id not in self.by_id:  # the stacktrace trigger's entries
+            self.events[KERNEL_STACK.key] = KERNEL_STACK
+            self.by_id[KERNEL_STACK.id] = KERNEL_STACK
+
+    def arrays(self) -> list:
+        return [self, *self.instances.values()]
+
+    def new_instance(self, name: str) -> TraceArray:
+        """``trace_array_create``: EEXIST for a name taken."""
+        if name in self.instances:
+            raise OSError(errno.EEXIST, name)
+        tr = TraceArray(self.engine, DEFAULT_BUFFER_KB, top=self, name=name)
+        self.instances[name] = tr
+        return tr
+
+    def remove_instance(self, name: str) -> None:
+        """``__remove_instance``: EBUSY while one of its files is open
+        (``tr->ref``); its events are disabled and its buffers freed."""
+        tr = self.instances.get(name)
+        if tr is None:
+            raise OSError(errno.ENOENT, name)
+        if tr.busy:
+            raise OSError(errno.EBUSY, name)
+        tr.clear_triggers()
+        for key in list(tr.enabled):
+            tr.set_event(key, False)
+        for key in list(tr.probes):
+            tp = self.engine.tracepoints.get(key)
+            if tp is not None:
+                tp.unregister(tr.probes[key])
+        del self.instances[name]
+
+
 def _stamped(cpu: int, buf: CpuBuffer):
     for ev in buf.iter_unread():
         yield ev.ts, cpu, ev
 
 
-__all__ = ["Ftrace", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]
+__all__ = ["Ftrace", "TraceArray", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]
