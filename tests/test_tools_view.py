@@ -5,6 +5,7 @@ saved_cmdlines, the errno of creating a file, exec'd comms, stack entries.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -33,3 +34,21 @@ def test_statfs_inside_run_reports_debugfs_and_tracefs_magic(tmp_path):
     for path in paths:
         magic = TRACEFS_MAGIC if "tracing" in path else DEBUGFS_MAGIC
         assert got[path] == (magic, magic), path
+
+
+def test_creating_a_missing_file_answers_as_the_kernel(fake):
+    """open(O_CREAT) and mknod() of a new name: EACCES (tracefs and debugfs
+    have no create/mknod; 6.18 answers EACCES for both), mkdir outside
+    instances/: EPERM."""
+    mnt = fake("--workload", "none")
+    for d in ("tracing", "tracing/events", "ktrace", "kmemtrace"):
+        path = str(mnt / d / "newfile")
+        with pytest.raises(PermissionError) as exc:
+            os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        assert exc.value.errno == errno.EACCES, d
+        with pytest.raises(PermissionError) as exc:
+            os.mknod(path)
+        assert exc.value.errno == errno.EACCES, d
+        with pytest.raises(PermissionError) as exc:
+            os.mkdir(path + ".d")
+        assert exc.value.errno == errno.EPERM, d

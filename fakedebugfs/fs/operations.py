@@ -191,7 +191,8 @@ class TreeOperations(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.EACCES)  # no i_op->create: may_o_create
 
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        raise pyfuse3.FUSEError(errno.EPERM)
+        # what mknod(2) answers on 6.18's tracefs and debugfs (checked)
+        raise pyfuse3.FUSEError(errno.EACCES)
 
     async def unlink(self, parent_inode, name, ctx):
         raise pyfuse3.FUSEError(errno.EPERM)
