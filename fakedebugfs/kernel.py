@@ -54,6 +54,41 @@ class Kernel:
         self.ftrace.tracing_on = True
         self.kmemtrace.set_enabled(True)
 
+    # --- the instrument's view -------------------------------------------------
+
+    def define_event(self, system: str, name: str, fields, print_fmt=None):
+        """A new tracefs event ``events/<system>/<name>/`` whose fields are C
+        declarations (:meth:`~fakedebugfs.engine.ftrace.Ftrace.define_event`)."""
+        return self.ftrace.define_event(system, name, list(fields), print_fmt)
+
+    def published(self) -> bool:
+        """Every finished ktrace page is visible to readers (GET_PRODUCED)."""
+        kt = self.ktrace
+        return all(kt.visible_produced(cpu) >= buf.produced for cpu, buf in enumerate(kt.buffers))
+
+    def unread(self, tracers=None, complete_pages: bool = False) -> dict:
+        """What readers have not taken yet, per tracer and CPU (nothing
+        listed: all consumed).  *tracers*: a subset of ftrace, ktrace,
+        kmemtrace (default: the enabled ones).  *complete_pages*: count only
+        what a page reader can take now (whole pages, finished sub-buffers)."""
+        wanted = set(tracers or ("ftrace", "ktrace", "kmemtrace"))
+        unknown = wanted - {"ftrace", "ktrace", "kmemtrace"}
+        if unknown:
+            raise ValueError(f"unknown tracer {sorted(unknown)[0]!r} (ftrace, ktrace, kmemtrace)")
+        out = {}
+        if "ftrace" in wanted:
+            out["ftrace"] = {cpu: self.ftrace.entries(cpu) for cpu, buf in
+                             enumerate(self.ftrace.buffers)
+                             if (buf.has_pages() if complete_pages else not buf.empty())}
+        if "ktrace" in wanted and (tracers or self.ktrace.enabled):
+            out["ktrace"] = {cpu: (self.ktrace.visible_produced(cpu) - buf.consumed) // 4096
+                             for cpu, buf in enumerate(self.ktrace.buffers)
+                             if self.ktrace.visible_produced(cpu) > buf.consumed}
+        if "kmemtrace" in wanted and (tracers or self.kmemtrace.enabled):
+            out["kmemtrace"] = {cpu: n for cpu, n in enumerate(self.kmemtrace.unread(complete_pages))
+                                if n}
+        return {name: cpus for name, cpus in out.items() if cpus}
+
     def insmod(self, module: str, events) -> list[str]:
         """Load a module declaring ktrace events ``[(name, format)]``."""
         if module in self.modules:

@@ -19,6 +19,9 @@ import pyfuse3
 import trio
 
 from . import runstate
+from .control.errors import MountError
+from .control.protocol import MAX_LINE, encode, refused
+from .control.service import ControlService
 from .fs import waitqueue
 from .fs.operations import TreeOperations, has_ioctl_support
 from .fs.slices import slicer
@@ -29,10 +32,7 @@ log = logging.getLogger(__name__)
 
 MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 TICK = 0.002  # seconds between workload batches
-
-
-class MountError(Exception):
-    """The mount cannot be made; the message says why and how to fix it."""
+WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 
 
 def check_can_mount(mountpoint: str) -> None:
@@ -57,9 +57,17 @@ class Server:
         self.workload = workload
         self.rate = rate
         self.done = workload is None
+        self.service = ControlService(self)
+        self.ops: Optional[TreeOperations] = None  # once mounted
+
+    def open_paths(self) -> list[str]:
+        """Paths (relative to the mount, no leading slash) of every open file."""
+        if self.ops is None:
+            return []
+        return [f.node.path().lstrip("/") for f in list(self.ops.open_files.values())]
 
     def status(self) -> dict:
-        kt = self.kernel.ktrace
+        kt, ft = self.kernel.ktrace, self.kernel.ftrace
         return {
             "pid": os.getpid(),
             "mountpoint": self.mountpoint,
@@ -69,6 +77,10 @@ class Server:
             "ktrace": {"enabled": kt.enabled, "overflow": kt.overflow(),
                        "entries": sum(b.entries for b in kt.buffers)},
             "kmemtrace": self.kernel.kmemtrace.status(),
+            "ftrace": {"tracing_on": ft.tracing_on, "enabled": sorted(ft.enabled),
+                       "cpus": [{"entries": ft.entries(cpu), "overrun": buf.overrun,
+                                 "dropped": buf.dropped, "read": buf.consumed_events}
+                                for cpu, buf in enumerate(ft.buffers)]},
         }
 
     # --- tasks ------------------------------------------------------------
@@ -76,15 +88,22 @@ class Server:
     async def drive_workload(self) -> None:
         """Fire the workload paced to ``rate`` events/s (0: flat out), in
         turns of the slicer (at most ``slices.SLICE`` seconds each, started
-        and ended by FUSE requests waiting), waking readers after each turn."""
+        and ended by FUSE requests waiting).  Readers are woken (the ktrace
+        pages published) every ``WAKE_EVERY`` seconds and before a pause: a
+        wake-up per turn would split the page stores into many small ones,
+        each waiting for the GIL."""
         wl, engine = self.workload, self.kernel.engine
         if wl is None:
             return
         start, fired = trio.current_time(), 0
+        woken, last_wake = 0, start
         while not wl.done:
             if self.rate:
                 due = int((trio.current_time() - start) * self.rate) - fired
                 if due <= 0:
+                    if fired != woken:
+                        engine.batch_done()
+                        woken, last_wake = fired, trio.current_time()
                     await trio.sleep(TICK)
                     continue
                 if due > self.rate:  # fallen behind by over a second: no burst
@@ -92,7 +111,9 @@ class Server:
                     due = int(self.rate)
             async with slicer.turn(slicer.WRITER) as turn:
                 fired += fire_until(wl, due if self.rate else None, turn)
-                engine.batch_done()
+                if trio.current_time() - last_wake >= WAKE_EVERY:
+                    engine.batch_done()
+                    woken, last_wake = fired, trio.current_time()
         engine.batch_done()
         self.done = True
         log.info("workload %s done: %d events", wl.name, wl.emitted)
@@ -106,7 +127,7 @@ class Server:
                 return
 
     async def serve_control(self, sock_path: str, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """JSON-line commands on a unix socket: status, insmod, rmmod."""
+        """The control socket (:mod:`fakedebugfs.control.protocol`)."""
         try:
             os.unlink(sock_path)
         except FileNotFoundError:
@@ -120,43 +141,41 @@ class Server:
         await trio.serve_listeners(self._control_client, [listener])
 
     async def _control_client(self, stream) -> None:
+        """One client: a request per line, a reply per line, in order
+        (:mod:`fakedebugfs.control.protocol`)."""
         buf = b""
         async with stream:
             while True:
-                data = await stream.receive_some(65536)
+                try:
+                    data = await stream.receive_some(65536)
+                except trio.BrokenResourceError:
+                    return
                 if not data:
                     return
                 buf += data
+                if len(buf) > MAX_LINE:
+                    await stream.send_all(encode(refused("request", "request line too long")))
+                    return
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
-                    reply = self.control(line)
-                    await stream.send_all(json.dumps(reply).encode() + b"\n")
+                    try:
+                        await stream.send_all(encode(await self.handle_line(line)))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
 
-    def control(self, line: bytes) -> dict:
-        """Answer one control command; never raises."""
+    async def handle_line(self, line: bytes) -> dict:
+        """The reply to one request line (never raises)."""
         try:
             req = json.loads(line)
-            cmd = req.get("cmd")
-            if cmd == "status":
-                return {"ok": True, **self.status()}
-            if cmd == "insmod":
-                names = self.kernel.insmod(req["module"], [tuple(e) for e in req["events"]])
-                self.kernel.engine.batch_done()
-                return {"ok": True, "events": names}
-            if cmd == "rmmod":
-                self.kernel.rmmod(req["module"])
-                return {"ok": True}
-            return {"ok": False, "error": f"unknown command {cmd!r}"}
-        except KeyError as err:  # str() of a KeyError is its repr
-            return {"ok": False, "error": str(err.args[0]) if err.args else "missing field"}
-        except (ValueError, TypeError) as err:
-            return {"ok": False, "error": str(err)}
+        except ValueError:
+            return refused("request", "a request is one JSON object per line")
+        return await self.service.handle(req)
 
     # --- the whole life of a mount ---------------------------------------------
 
     async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
         root = build_root(self.kernel)
-        ops = TreeOperations(root, faults=self.kernel.faults)
+        ops = self.ops = TreeOperations(root, faults=self.kernel.faults)
         options = set(pyfuse3.default_options)
         options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
         paths = runstate.paths(self.mountpoint)
