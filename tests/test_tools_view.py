@@ -52,3 +52,40 @@ def test_creating_a_missing_file_answers_as_the_kernel(fake):
         with pytest.raises(PermissionError) as exc:
             os.mkdir(path + ".d")
         assert exc.value.errno == errno.EPERM, d
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("trace-cmd") is None,
+                    reason="needs root and trace-cmd")
+def test_trace_cmd_record_T_reports_symbolised_stacks(tmp_path):
+    """``trace-cmd record -T`` (options/stacktrace): a kernel_stack entry
+    after each event, its frames symbolised from the fake kallsyms."""
+    out = tmp_path / "t.dat"
+    res = fake_run("trace-cmd", "record", "-q", "-T", "-e", "sched:sched_switch",
+                   "-o", str(out), "sleep", "0.5")
+    assert res.returncode == 0, res.stderr
+    rep = subprocess.run(["trace-cmd", "report", "-i", str(out)], capture_output=True,
+                         text=True, check=True).stdout
+    lines = rep.splitlines()
+    switches = [i for i, ln in enumerate(lines) if " sched_switch: " in ln]
+    assert switches, rep[:2000]
+    i = switches[0]
+    assert "kernel_stack:" in lines[i + 1]
+    frames = [ln.split()[1] for ln in lines[i + 2:i + 9] if ln.startswith("=> ")]
+    assert frames[:2] == ["__schedule", "schedule"]
+    assert frames[-1] == "entry_SYSCALL_64_after_hwframe"
+
+
+def test_stacktrace_trigger_prints_the_kernel_stack_text(fake):
+    """The ``stacktrace`` trigger's entry in ``trace``: ``<stack trace>`` and
+    one `` => symbol`` line per frame (trace_stack_print)."""
+    mnt = fake("--workload", "none")
+    ev = mnt / "tracing/events/irq/irq_handler_entry"
+    (ev / "trigger").write_text("stacktrace")
+    (ev / "enable").write_text("1")
+    run_cli("emit", mnt, "irq:irq_handler_entry", "irq=24", "name=virtio0", "--pid", "0")
+    text = (mnt / "tracing/trace").read_text()
+    body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert any(ln.endswith(": <stack trace>") for ln in body), text
+    frames = [ln for ln in body if ln.startswith(" => ")]
+    assert frames[0] == " => __handle_irq_event_percpu"
+    assert len(frames) == 6

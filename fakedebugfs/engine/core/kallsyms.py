@@ -59,6 +59,20 @@ class Kallsyms:
         self.end = addr
         self.text: str | None = None  # a recording's /proc/kallsyms, kept as it was
 
+    def extend(self, functions) -> None:
+        """More ``(name, size)`` functions laid out after the last one (the
+        stack frames of ``kernel_stack`` entries); names present are kept."""
+        have = set(self.names)
+        addr = self.end
+        for name, size in functions:
+            if name in have or self.text is not None:
+                continue
+            self.names.append(name)
+            self.addrs.append(addr)
+            self.sizes.append(size)
+            addr += (size + 15) & ~15
+        self.end = addr
+
     def load_text(self, text: str) -> int:
         """Take the symbols of a ``/proc/kallsyms`` text (a replayed
         recording's): ``addr type name [module]`` lines; each symbol's size

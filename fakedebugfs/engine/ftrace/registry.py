@@ -20,7 +20,12 @@ from typing import Optional
 from .events import EventType
 from .format_text import event_from_format, tracepoint_args
 from .profile import Profile
+from .stacks import STACK_FUNCTIONS, show_stack
 from ..core.tracepoint import Tracepoint
+
+
+# ftrace entries printed by trace_output.c's own functions, not their print fmt
+SHOW = {"ftrace:kernel_stack": show_stack}
 
 
 class EventRegistry(MutableMapping):
@@ -64,6 +69,8 @@ class EventRegistry(MutableMapping):
             if text is None:
                 raise KeyError(key)
             ev = self._built[key] = event_from_format(text, key.split(":", 1)[0])
+            if key in SHOW:  # entries the kernel prints with their own code
+                ev.show = SHOW[key]
         return ev
 
     def __contains__(self, key) -> bool:
@@ -164,6 +171,7 @@ def install_registry(engine, profile: Optional[Profile], builtins):
     """The registry and id index of *profile* with *builtins*; the engine's
     tracepoints become lazy over it.  Returns ``(events, by_id)``."""
     events = EventRegistry(profile, builtins)
+    engine.kallsyms.extend(STACK_FUNCTIONS)  # the frames of kernel_stack entries
     if profile is not None and not isinstance(engine.tracepoints, LazyTracepoints):
         engine.tracepoints = LazyTracepoints(engine.tracepoints, events)
     return events, IdIndex(events)

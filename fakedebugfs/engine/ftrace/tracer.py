@@ -24,6 +24,7 @@ from .filter import compile_filter
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
 from .registry import LazyProbes, engine_profile, install_registry
+from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
 from ..core.ringbuffer import CpuBuffer, Event, event_length
 
@@ -114,6 +115,7 @@ class TraceArray:
         key = ev.key
 
         def probe(cpu, pid, ts, values):
+            self.firing = key  # whose stack a kernel_stack entry shows (.stacks)
             trig = self.triggers.get(key)
             if trig is not None and trig.list:
                 self._triggered(ev, trig, cpu, pid, ts, values)
@@ -122,11 +124,13 @@ class TraceArray:
                 return
             match = self.filter_preds.get(key)
             if match is None:
-                self.commit(cpu, ts, ev.encode(pid, values))
+                if self.commit(cpu, ts, ev.encode(pid, values)) and self.options["stacktrace"]:
+                    self.stack_entry(cpu, pid, ts)  # ftrace_trace_stack after the event
                 return
             vals, rec = self._record(ev, cpu, pid, values)
-            if match(rec):
-                self.commit(cpu, ts, ev.pack(pid, vals))
+            if match(rec) and self.commit(cpu, ts, ev.pack(pid, vals)) \
+                    and self.options["stacktrace"]:
+                self.stack_entry(cpu, pid, ts)
         return probe
 
     def _record(self, ev, cpu, pid, values):
@@ -175,14 +179,15 @@ class TraceArray:
             run_trigger(self, t, cpu, pid, ts)
 
     def stack_entry(self, cpu: int, pid: int, ts: int) -> None:
-        """The ``stacktrace`` trigger's ``kernel_stack`` entry
-        (``__trace_stack``): the fake has no kernel stack to walk, so the
-        callers are the tracepoint's caller chain as far as it is known
-        (none: a zero-length stack)."""
+        """The ``kernel_stack`` entry of the ``stacktrace`` trigger and
+        option (``__trace_stack``): the fake has no kernel stack to walk, so
+        the callers are the chain a 6.18 kernel shows for the event being
+        recorded (:mod:`.stacks`)."""
         ev = self.by_id.get(TRACE_STACK)
         if ev is None:
             return
-        self.commit(cpu, ts, ev.pack(pid, {"size": 0, "caller": b"\0" * 64}))
+        self.commit(cpu, ts, stack_payload(ev, self.engine.kallsyms, pid,
+                                           getattr(self, "firing", "")))
 
     def trigger_state(self, key: str):
         """The :class:`~.trigger.EventTriggers` of *key* (made on demand)."""
