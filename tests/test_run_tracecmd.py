@@ -274,12 +274,14 @@ def test_extract_has_every_event(tmp_path):
 
 
 def test_tracecmd_commands_exit_zero(tmp_path):
+    # trace-cmd stream reads every events/*/*/format (2,300 of them) before its
+    # recorders start, and hangs if SIGINT comes before: give it 8 s
     out = tmp_path / "out"
     script = f"""
         set -u
         trace-cmd list -e > {out}.list; echo list=$?
         trace-cmd show > {out}.show; echo show=$?
-        timeout --preserve-status -s INT 2 trace-cmd stream -e kmem:kmalloc > {out}.stream 2>&1
+        timeout --preserve-status -s INT 8 trace-cmd stream -e kmem:kmalloc > {out}.stream 2>&1
         echo stream=$?
         trace-cmd reset; echo reset=$?
     """
