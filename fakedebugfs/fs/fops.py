@@ -98,7 +98,7 @@ class FileOperations:
 
 def read_from_buffer(text, off: int, size: int) -> bytes:
     """``simple_read_from_buffer``: the slice of *text* at *off*."""
-    data = text.encode() if isinstance(text, str) else text
+    data = text.encode(errors="surrogateescape") if isinstance(text, str) else text
     return data[off:off + size]
 
 
@@ -109,7 +109,7 @@ class SeqFile(FileOperations):
         self.show = show
 
     def open(self, f: OpenFile) -> None:
-        f.private = self.show().encode() if f.readable else b""
+        f.private = self.show().encode(errors="surrogateescape") if f.readable else b""
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
         return f.private[off:off + size]

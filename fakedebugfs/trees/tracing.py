@@ -26,6 +26,10 @@ import errno
 import os
 import stat
 
+from ..engine.ftrace.control import (
+    DEFAULT_SAVED_CMDLINES, EVENT_BUF_SIZE, bitmap_parse, bool_write, nsecs_write, percent,
+    pid_write, saved_cmdlines_size, subbuf_order, trace_get_user)
+from ..engine.ftrace.kstrto import kstrtoul_from_user
 from ..engine.ftrace.tracer import Ftrace
 from ..engine.core.layouts import PAGE_SIZE
 from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail
@@ -56,6 +60,7 @@ TRIGGER_HELP = (
 )
 README = "tracing mini-HOWTO (fakedebugfs): see the kernel's Documentation/trace/ftrace.rst\n"
 RW, RO, WO = 0o640, 0o440, 0o220
+MAX_TRACER_SIZE = 100
 # files of the top-level directory only (tracer_init_tracefs, not
 # init_tracer_tracefs); an instance has the rest
 TOP_ONLY = ("README", "available_events", "dynamic_events", "instances", "printk_formats",
@@ -69,23 +74,31 @@ TOP_LEVEL_TRACE_FLAGS = ("trace_printk", "printk-msg-only", "record-cmd")
 
 
 def kstrtoul(data: bytes) -> int:
-    """``kstrtoul_from_user`` base 10: an optional ``+``, digits, one optional
-    newline; EINVAL otherwise, ERANGE past 64 bits."""
-    text = data.split(b"\0", 1)[0]
-    if text.endswith(b"\n"):
-        text = text[:-1]
-    if text.startswith(b"+"):
-        text = text[1:]
-    if not text.isdigit():
-        raise fail(errno.EINVAL)
-    value = int(text)
-    if value >> 64:
-        raise fail(errno.ERANGE)
-    return value
+    """``kstrtoul_from_user`` base 10 (:mod:`..engine.ftrace.kstrto`)."""
+    return kstrtoul_from_user(data)
 
 
 def words(data: bytes) -> list[str]:
     return data.decode(errors="replace").split()
+
+
+class CountFile(ValueFile):
+    """A value file whose *store* returns the count the kernel's write
+    answers (None: all of it); its text may be bytes."""
+
+    def __init__(self, show, store=None, on_trunc=None):
+        super().__init__(show, store)
+        self.on_trunc = on_trunc
+
+    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+        if self.store is None:
+            raise fail(errno.EINVAL)
+        n = self.store(data)
+        return len(data) if n is None else n
+
+    def truncate(self, f):
+        if self.on_trunc is not None and (f is None or not f.flags & os.O_APPEND):
+            self.on_trunc()
 
 
 class TruncFile(ValueFile):
@@ -144,27 +157,35 @@ class TracingTree:
         root.file("available_events", RO, SeqFile(
             lambda: "".join(k + "\n" for k in ft.event_keys())))
         root.file("available_tracers", RO, SeqFile(lambda: " ".join(ft.tracers) + "\n"))
-        root.file("buffer_percent", RW, ValueFile(lambda: "50\n", _accept_ul))
+        root.file("buffer_percent", RW, ValueFile(lambda: f"{ft.buffer_percent}\n",
+                                                  self._buffer_percent))
         root.file("buffer_size_kb", RW, ValueFile(ft.buffer_size_kb, self._resize(None)))
+        root.file("buffer_subbuf_size_kb", RW, ValueFile(
+            lambda: f"{4 << ft.subbuf_order}\n", self._subbuf_size))
         root.file("buffer_total_size_kb", RO, ValueFile(lambda: f"{sum(ft.buffer_kb)}\n"))
-        root.file("current_tracer", RW, ValueFile(lambda: ft.tracer.name + "\n",
+        root.file("current_tracer", RW, CountFile(lambda: ft.tracer.name + "\n",
                                                   self._set_tracer))
-        root.file("dynamic_events", RW, TruncFile(lambda: "", _only_blank, lambda: None))
-        root.file("error_log", RW, TruncFile(lambda: "", lambda d: None, lambda: None))
+        root.file("dynamic_events", RW, CountFile(lambda: "", dyn_event_write, lambda: None))
+        root.file("error_log", RW, CountFile(lambda: b"".join(ft.error_log), lambda d: None,
+                                             ft.error_log.clear))
         root.file("free_buffer", 0o200, WriteFile(lambda d: None))
         root.mkdir("instances", 0o750).dir_ops = Instances(self)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
         root.file("printk_formats", RO, SeqFile(lambda: ""))
         root.file("saved_cmdlines", RO, SeqFile(ft.saved_cmdlines))
-        root.file("saved_cmdlines_size", RW, ValueFile(lambda: "6552\n", _accept_ul))
-        root.file("set_event", RW, TruncFile(
+        root.file("saved_cmdlines_size", RW, ValueFile(
+            lambda: f"{getattr(ft, 'cmdlines_size', DEFAULT_SAVED_CMDLINES)}\n",
+            self._cmdlines_size))
+        root.file("set_event", RW, CountFile(
             lambda: "".join(k + "\n" for k in ft.event_keys() if k in ft.enabled),
             self._set_event, lambda: [ft.set_event(k, False) for k in list(ft.enabled)]))
-        root.file("set_event_pid", RW, TruncFile(
+        root.file("set_event_pid", RW, CountFile(
             lambda: "".join(f"{p}\n" for p in sorted(ft.event_pids)),
-            self._set_event_pid, ft.event_pids.clear))
-        root.file("set_event_notrace_pid", RW, TruncFile(lambda: "", _pids_only, lambda: None))
+            self._pid_write("event_pids"), ft.event_pids.clear))
+        root.file("set_event_notrace_pid", RW, CountFile(
+            lambda: "".join(f"{p}\n" for p in sorted(ft.notrace_pids)),
+            self._pid_write("notrace_pids"), ft.notrace_pids.clear))
         root.file("timestamp_mode", RO, SeqFile(lambda: "[delta] absolute\n"))
         root.file("trace", RW, TraceText(self, None))
         root.file("trace_clock", RW, ValueFile(ft.trace_clock, self._set_clock))
@@ -174,7 +195,8 @@ class TracingTree:
         root.file("trace_pipe", RO, TracePipe(self, None))
         root.file("tracing_cpumask", RW, ValueFile(lambda: f"{ft.cpumask:x}\n", self._cpumask))
         root.file("tracing_on", RW, ValueFile(lambda: f"{int(ft.tracing_on)}\n", self._tracing_on))
-        root.file("tracing_thresh", RW, ValueFile(lambda: "0\n", _accept_ul))
+        root.file("tracing_thresh", RW, ValueFile(
+            lambda: f"{getattr(ft, 'thresh_ns', 0) // 1000}\n", self._thresh))
         root.add(self.create_events())
         root.add(self.create_per_cpu())
         return root
@@ -247,8 +269,9 @@ class TracingTree:
         edir = sdir.mkdir(name)
         edir.file("enable", RW, ValueFile(lambda: ft.event_enable_show(key),
                                           self._enable(system, name)))
-        edir.file("filter", RW, ValueFile(lambda: ft.filters.get(key, "none") + "\n",
-                                          self._filter([key])))
+        edir.file("filter", RW, ValueFile(
+            lambda: (ft.filters.get(key, "none") + "\n").encode(errors="surrogateescape"),
+            self._filter([key])))
         edir.file("format", RO, SeqFile(lambda: ft.events[key].format()))
         edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"))
         edir.file("trigger", RW, TriggerFile(ft, key))
@@ -308,58 +331,87 @@ class TracingTree:
         self.ft.tracing_on = kstrtoul(data) != 0
         self.trace_wait.wake()
 
-    def _set_tracer(self, data: bytes) -> None:
-        self.ft.set_tracer(data.decode(errors="replace").strip())
+    def _set_tracer(self, data: bytes) -> int:
+        """``tracing_set_trace_write``: the first 100 bytes, stripped; the
+        count answered is of those bytes."""
+        cnt = min(len(data), MAX_TRACER_SIZE)
+        self.ft.set_tracer(_cstr(data[:cnt]).strip(" \t\n\v\f\r"))
         self.trace_wait.wake()
+        return cnt
 
     def _trace_options(self, data: bytes) -> None:
-        self.ft.write_trace_options(data.decode(errors="replace"))
+        """``tracing_trace_options_write``: under 64 bytes."""
+        if len(data) >= 64:
+            raise fail(errno.EINVAL)
+        self.ft.write_trace_options(_cstr(data))
 
     def _set_clock(self, data: bytes) -> None:
-        self.ft.set_clock(data.decode(errors="replace").strip())
+        """``tracing_clock_write``: under 64 bytes, stripped, an exact name."""
+        if len(data) >= 64:
+            raise fail(errno.EINVAL)
+        self.ft.set_clock(_cstr(data).strip(" \t\n\v\f\r"))
 
     def _resize(self, cpu):
         def store(data: bytes) -> None:
             self.ft.resize(kstrtoul(data), cpu)
         return store
 
+    def _buffer_percent(self, data: bytes) -> None:
+        self.ft.buffer_percent = percent(data)
+
+    def _subbuf_size(self, data: bytes) -> None:
+        self.ft.subbuf_order = subbuf_order(data)
+
+    def _thresh(self, data: bytes) -> None:
+        self.ft.thresh_ns = nsecs_write(data)
+
+    def _cmdlines_size(self, data: bytes) -> None:
+        self.ft.cmdlines_size = saved_cmdlines_size(data)
+
     def _cpumask(self, data: bytes) -> None:
-        try:
-            mask = int(data.decode().strip().replace(",", ""), 16)
-        except ValueError:
-            raise fail(errno.EINVAL) from None
-        self.ft.cpumask = mask & ((1 << len(self.ft.buffers)) - 1)
+        """``tracing_cpumask_write``: ``bitmap_parse_user`` over the CPUs."""
+        self.ft.cpumask = bitmap_parse(data, len(self.ft.buffers))
 
     def _enable(self, system, name):
         """``event_enable_write``/``system_enable_write``: 0 or 1, else EINVAL."""
         def store(data: bytes) -> None:
-            value = kstrtoul(data)
-            if value > 1:
-                raise fail(errno.EINVAL)
+            value = bool_write(data)
             for key in self.ft.keys_matching(system, name):
-                self.ft.set_event(key, bool(value))
+                self.ft.set_event(key, value)
         return store
 
     def _system_filter(self, system: str):
         def store(data: bytes) -> None:
-            keys = self.ft.keys_matching(system, None)
-            self.ft.set_filter(keys, data.decode(errors="replace"), True)
+            if len(data) >= PAGE_SIZE:
+                raise fail(errno.EINVAL)
+            self.ft.set_filter(self.ft.keys_matching(system, None), data, True)
         return store
 
     def _filter(self, keys, system=False):
+        """``event_filter_write``: under a page, the rest in the engine."""
         def store(data: bytes) -> None:
-            self.ft.set_filter(keys, data.decode(errors="replace"), system)
+            if len(data) >= PAGE_SIZE:
+                raise fail(errno.EINVAL)
+            self.ft.set_filter(keys, data, system)
         return store
 
-    def _set_event(self, data: bytes) -> None:
-        for word in words(data):
-            self.ft.set_event_line(word)
+    def _set_event(self, data: bytes) -> int:
+        """``ftrace_event_write``: one word per write (``trace_get_user``),
+        the count consumed answered; ``[!][system:]event``."""
+        used, token = trace_get_user(data, EVENT_BUF_SIZE + 1)
+        if token is not None:
+            self.ft.set_event_line(token.decode(errors="surrogateescape"))
+        return used
 
-    def _set_event_pid(self, data: bytes) -> None:
-        for word in words(data):
-            if not word.isdigit():
-                raise fail(errno.EINVAL)
-            self.ft.event_pids.add(int(word))
+    def _pid_write(self, attr: str):
+        """``ftrace_event_pid_write``/``ftrace_event_npid_write``."""
+        def store(data: bytes) -> int:
+            used, pids = pid_write(data, getattr(self.ft, attr))
+            target = getattr(self.ft, attr)
+            target.clear()
+            target.update(pids)
+            return used
+        return store
 
 
 class Marker(FileOperations):
@@ -431,23 +483,48 @@ def _learn_comm(engine, pid: int) -> None:
             pass
 
 
-def _accept_ul(data: bytes) -> None:
-    kstrtoul(data)
+def _cstr(data: bytes) -> str:
+    """The bytes as the kernel's C string sees them: up to a NUL."""
+    return data.split(b"\0", 1)[0].decode(errors="surrogateescape")
 
 
-def _only_blank(data: bytes) -> None:
-    if data.strip():
+def dyn_event_write(data: bytes) -> int:
+    """``dyn_event_write`` (``trace_parse_run_command``): line by line,
+    ``#`` comments cut; a blank line does nothing; ``-:[sys/]event`` or
+    ``!...:...`` removes (ENOENT: the fake has no dynamic events listed
+    here, EINVAL when malformed); any other command is EINVAL (no probe
+    type is emulated).  A NUL byte is a line too long (EINVAL)."""
+    if b"\0" in data:
         raise fail(errno.EINVAL)
+    for line in data.split(b"\n"):
+        line = line.split(b"#", 1)[0]
+        if line[:1] in (b"-", b"!"):
+            _dyn_event_release(line)
+        elif line.split():
+            raise fail(errno.EINVAL)
+    return len(data)
 
 
-def _pids_only(data: bytes) -> None:
-    if not all(w.isdigit() for w in words(data)):
+def _dyn_event_release(line: bytes) -> None:
+    argv = line.split()
+    word = argv[0]
+    if word[:1] == b"-":
+        if word[1:2] != b":":
+            raise fail(errno.EINVAL)
+        event = word[2:]
+    else:
+        at = word.find(b":")
+        if at == -1:
+            raise fail(errno.EINVAL)
+        event = word[at + 1:]
+    if b"/" not in event and not event:
         raise fail(errno.EINVAL)
+    raise fail(errno.ENOENT)
 
 
 def _trigger(data: bytes) -> None:
-    """``event_trigger_write``: no trigger commands are emulated; blank
-    writes and removals (``!cmd``) of absent triggers are accepted."""
+    """The ``trigger`` file of an ``events/ftrace`` entry: blank writes and
+    removals are accepted, commands refused (those entries never fire)."""
     text = data.decode(errors="replace").strip()
     if text and not text.startswith("!"):
         raise fail(errno.EINVAL)

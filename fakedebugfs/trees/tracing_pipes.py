@@ -105,7 +105,7 @@ class TextState:
         text, lines = self.text, self.lines
         while len(text) < want:
             try:
-                text += next(lines).encode()
+                text += next(lines).encode(errors="surrogateescape")
             except StopIteration:
                 self.done = True
                 return
@@ -165,7 +165,7 @@ class TracePipe(FileOperations):
             got = ft.consume(self.cpu)
             if got is None:
                 break
-            line = ft.format_line(*got).encode()
+            line = ft.format_line(*got).encode(errors="surrogateescape")
             if out and len(out) + len(line) > size:
                 f.private = line
                 break

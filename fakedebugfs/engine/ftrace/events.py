@@ -191,7 +191,7 @@ def _s32(v: int) -> int:
 
 def _show_print(r, out):
     """``trace_print_print``: ``%ps: %s`` (the buffer ends with its newline)."""
-    text = r["buf"].split(b"\0", 1)[0].decode(errors="replace")
+    text = r["buf"].split(b"\0", 1)[0].decode(errors="surrogateescape")  # bytes as written
     return f"{out.sym(r['ip'])}: {text.rstrip(chr(10))}"
 
 

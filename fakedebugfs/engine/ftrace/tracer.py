@@ -20,7 +20,9 @@ from typing import Iterator, Optional
 from .define import build_event
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
-from .filter import compile_filter
+from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
+from .control import (PAGE_SIZE, buffer_kb_shown, buffer_pages, marker_count,
+                      raw_marker_ok)
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
 from .registry import LazyProbes, engine_profile, install_registry
@@ -66,8 +68,11 @@ class TraceArray:
         self.name = name
         self.top = self if top is None else top
         n = engine.nr_cpus
-        self.buffers = [CpuBuffer(cpu, buffer_kb * 1024, overwrite=True) for cpu in range(n)]
-        self.buffer_kb = [buffer_kb] * n
+        pages = buffer_pages(buffer_kb)
+        self.buffers = [CpuBuffer(cpu, pages * PAGE_SIZE, overwrite=True) for cpu in range(n)]
+        self.buffer_kb = [buffer_kb_shown(pages)] * n  # as buffer_size_kb shows them
+        self.buffer_percent = 50
+        self.subbuf_order = 0  # buffer_subbuf_size_kb (pages stay 4 KiB here)
         self.tracing_on = True
         if top is None:
             # every event of the kernel profile, built on first use (.registry)
@@ -94,6 +99,7 @@ class TraceArray:
         self.soft_mode: dict[str, int] = {}  # key -> enable_event triggers holding it
         self.soft_disabled: set[str] = set()
         self.tm_ref: dict[str, int] = {}
+        self.error_log: list[bytes] = []  # tracing_log_err entries
         self.busy = 0  # open files of this instance (rmdir answers EBUSY)
         self.written = 0  # entries offered to the buffers (wake-ups compare this)
         self.on_tracer_change: list = []
@@ -201,7 +207,13 @@ class TraceArray:
         return self.compile_event_filter(key, text)
 
     def compile_event_filter(self, key: str, text: str):
-        return compile_filter(self.events[key], text)
+        """``create_event_filter`` with ``set_str``: errors are logged."""
+        raw = text.encode(errors="surrogateescape")
+        try:
+            return compile_filter(self.events[key], raw)
+        except FilterError as err:
+            self.log_filter_error(raw, err)
+            raise
 
     def write_trigger(self, key: str, data: bytes) -> None:
         """``event_trigger_regex_write`` (after the size checks): one
@@ -343,43 +355,70 @@ class TraceArray:
         return "X" if len(states) > 1 else "1" if states == {True} else "0"
 
     def set_event_line(self, line: str) -> None:
-        """One ``set_event`` word: ``[!][system:]event``, ``system:*``, ``*:*``."""
+        """``ftrace_set_clr_event`` of one ``set_event`` word:
+        ``[!]match`` (an event or a system name), ``[!]sys:event`` where
+        an empty part or ``*`` matches all; EINVAL if nothing matched."""
         on = not line.startswith("!")
-        word = line.lstrip("!")
-        if ":" in word:
-            system, name = word.split(":", 1)
-        else:
-            system, name = None, word
-            if word in self.systems():
-                system, name = word, None
-        keys = self.keys_matching(system, name)
+        word = line[1:] if not on else line
+        match, sep, rest = word.partition(":")
+        system = name = None
+        if sep:
+            system = None if match in ("", "*") else match
+            name = None if rest in ("", "*") else rest
+            match = None
+        keys = [key for key in self.event_keys()
+                if _event_matches(key, match, system, name)]
         if not keys:
             raise einval(word)
         for key in keys:
             self.set_event(key, on)
 
-    def set_filter(self, keys, text: str, system: bool = False) -> None:
-        """``apply_event_filter``/``apply_subsystem_event_filter``: ``0``
-        clears; a system filter applies to the events that have its fields
-        (EINVAL if none), an event filter must compile (EINVAL)."""
-        text = text.strip()
-        if text in ("", "0"):
+    def set_filter(self, keys, data, system: bool = False) -> None:
+        """``apply_event_filter``/``apply_subsystem_event_filter`` of one
+        write (bytes up to a NUL, trailing spaces stripped as ``strstrip``
+        leaves them): ``0`` clears.  An event filter that does not parse
+        is kept as its error text (the filter file shows it, the event is
+        unfiltered), logged in ``error_log`` and refused with its errno.
+        A system filter goes to each event of the system, each failing
+        one showing the subsystem error; the write itself succeeds."""
+        if isinstance(data, str):
+            data = data.encode(errors="surrogateescape")
+        text = data.split(b"\0", 1)[0].rstrip(b" \t\n\v\f\r")
+        if text.lstrip(b" \t\n\v\f\r") == b"0":
             for key in keys:
                 self.filters.pop(key, None)
                 self.filter_preds.pop(key, None)
             return
-        compiled = {}
+        shown = text.decode(errors="surrogateescape")
         for key in keys:
             try:
-                compiled[key] = compile_filter(self.events[key], text)
-            except OSError:
+                pred = compile_filter(self.events[key], text)
+            except FilterError as err:
+                self.filter_preds.pop(key, None)
+                if system:
+                    err = FilterError(err.errno, E_BAD_SUBSYS_FILTER, 0)
+                self.log_filter_error(text, err)
+                self.filters[key] = err.filter_text(text).decode(errors="surrogateescape")
                 if not system:
                     raise
-        if not compiled:
-            raise einval("filter")
-        for key, pred in compiled.items():
-            self.filters[key] = text
+                continue
+            self.filters[key] = shown
             self.filter_preds[key] = pred
+
+    def log_filter_error(self, text: bytes, err) -> None:
+        """``append_filter_err``'s ``tracing_log_err``."""
+        if err.lasterr > 0:
+            self.log_err("event filter parse error", text, err.log_text(), err.pos)
+        else:
+            self.log_err("event filter parse error", text, "Error", 0)
+
+    def log_err(self, loc: str, cmd: bytes, text: str, pos: int) -> None:
+        """``tracing_log_err``: one ``error_log`` entry (16 kept)."""
+        ns = self.engine.clock.now()
+        entry = (f"[{ns // 10**9:5d}.{ns % 10**9 // 1000:06d}] {loc}: error: {text}\n"
+                 "  Command: ").encode() + cmd + b"\n" + b" " * (11 + pos) + b"^\n"
+        self.error_log.append(entry)
+        del self.error_log[:-16]
 
     # --- the tracer and options -------------------------------------------------
 
@@ -449,13 +488,17 @@ class TraceArray:
             self.buffers[cpu].reset()
 
     def resize(self, kb: int, cpu: Optional[int] = None) -> None:
-        """``tracing_resize_ring_buffer``: the content is dropped (the kernel
-        keeps it; a deviation)."""
+        """``tracing_entries_write`` + ``tracing_resize_ring_buffer``: 0 is
+        EINVAL; the size in pages of 4080 data bytes (``val << 10``
+        wrapping at 64 bits, at least two pages), shown back in KiB of
+        those pages.  The content is dropped (the kernel keeps it; a
+        deviation)."""
         if kb <= 0:
             raise einval("size")
+        pages = buffer_pages(kb)
         for c in self._cpus(cpu):
-            self.buffers[c].resize(kb * 1024)  # ENOMEM leaves it as it was
-            self.buffer_kb[c] = kb
+            self.buffers[c].resize(pages * PAGE_SIZE)  # ENOMEM leaves it as it was
+            self.buffer_kb[c] = buffer_kb_shown(pages)
 
     def buffer_size_kb(self) -> str:
         sizes = set(self.buffer_kb)
@@ -495,19 +538,22 @@ class TraceArray:
         if not self.options["markers"]:
             raise einval("markers option is off")
         cpu = pid % len(self.buffers) if cpu is None else cpu
-        if raw:
-            if len(data) < 4:
+        if raw:  # all or nothing: an id and what one event holds
+            if not raw_marker_ok(len(data)):
                 raise einval("raw marker")
             ev = self.by_id[TRACE_RAW_DATA]
             payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, 1) + data[4:]
-        else:
-            text = data[:TRACE_MARKER_MAX_SIZE]
-            if not text.endswith(b"\n"):
-                text += b"\n"
+            count = len(data)
+        else:  # cut to TRACE_MARKER_MAX_SIZE, then to one event: the count says
+            count = marker_count(len(data))
+            text = data[:count]
+            text = text + b"\0\0" if text.endswith(b"\n") else text + b"\n\0"
             ev = self.by_id[TRACE_PRINT]
-            payload = ev.pack(pid, {"ip": 0}, 0, 1) + text + b"\0"  # ip 0: see sym()
-        self.commit(cpu, self.engine.clock.now() if ts is None else ts, payload)
-        return len(data)
+            payload = ev.pack(pid, {"ip": 0}, 0, 1) + text  # ip 0: see sym()
+        if not self.commit(cpu, self.engine.clock.now() if ts is None else ts, payload) \
+                and not self.tracing_on:
+            raise OSError(errno.EBADF, "tracing is off")
+        return count
 
     # --- text output ----------------------------------------------------------------
 
@@ -622,6 +668,16 @@ class Ftrace(TraceArray):
             if tp is not None:
                 tp.unregister(tr.probes[key])
         del self.instances[name]
+
+
+def _event_matches(key: str, match, system, name) -> bool:
+    """``__ftrace_set_clr_event_nolock``'s test for one event."""
+    sys_, ev = key.split(":", 1)
+    if match is not None and match not in (ev, sys_):
+        return False
+    if system is not None and system != sys_:
+        return False
+    return name is None or name == ev
 
 
 def _stamped(cpu: int, buf: CpuBuffer):
