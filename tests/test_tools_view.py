@@ -89,3 +89,19 @@ def test_stacktrace_trigger_prints_the_kernel_stack_text(fake):
     frames = [ln for ln in body if ln.startswith(" => ")]
     assert frames[0] == " => __handle_irq_event_percpu"
     assert len(frames) == 6
+
+
+def test_trace_marker_entries_carry_the_writers_pid(fake, tmp_path):
+    """A file opened by one process and written by its forked child: each
+    entry has the pid of the task that wrote it (tracing_mark_write records
+    current), not the opener's."""
+    mnt = fake("--workload", "none")
+    prog = build_c("marker_writer.c", tmp_path)
+    res = subprocess.run([str(prog), str(mnt / "tracing/trace_marker")], capture_output=True,
+                         text=True, check=True)
+    parent, child = map(int, res.stdout.split())
+    lines = [ln for ln in (mnt / "tracing/trace").read_text().splitlines()
+             if "tracing_mark_write:" in ln]
+    got = {ln.split("tracing_mark_write: ")[1]: int(ln.split("[")[0].rsplit("-", 1)[1])
+           for ln in lines}
+    assert got == {f"child {child}": child, f"parent {parent}": parent}

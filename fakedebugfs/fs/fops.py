@@ -10,10 +10,21 @@ default mask.  The helpers below are the kernel's usual building blocks:
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
 import select
 from typing import Callable, Optional
+
+# the pid of the task whose write is being handled (the FUSE request's
+# header: the writer, which need not be the task that opened the file);
+# None when the FUSE binding cannot tell (then OpenFile.pid, the opener's)
+WRITER_PID: contextvars.ContextVar = contextvars.ContextVar("writer_pid", default=None)
+
+
+def writer_pid(f: "OpenFile") -> int:
+    """``current->pid`` of a write: the writer's pid, else the opener's."""
+    return WRITER_PID.get() or f.pid
 
 DEFAULT_POLLMASK = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
 POLLIN_RDNORM = select.POLLIN | select.POLLRDNORM

@@ -23,9 +23,12 @@ import time
 import pyfuse3
 import trio
 
-from .fops import OpenFile, PollTable
+from .fops import WRITER_PID, OpenFile, PollTable
 from .tree import Dir, File, InodeTable
 from .waitqueue import WaitQueue
+
+# the writer's pid of a WRITE (patches/pyfuse3-*-ioctl.patch; None unpatched)
+_WRITE_PID = getattr(pyfuse3, "write_pid", None)
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +244,7 @@ class TreeOperations(pyfuse3.Operations):
 
     async def write(self, fh, off, buf):
         f = self._file(fh)
+        WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
         if self.faults is not None and self.faults.active:
             await self._inject(f.node, "write")
         with _Guard(f"write {f.node.path()}"):

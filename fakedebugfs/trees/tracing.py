@@ -32,7 +32,7 @@ from ..engine.ftrace.control import (
 from ..engine.ftrace.kstrto import kstrtoul_from_user
 from ..engine.ftrace.tracer import Ftrace
 from ..engine.core.layouts import PAGE_SIZE
-from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail
+from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail, writer_pid
 from ..fs.tree import Dir
 from ..fs.waitqueue import WaitQueue
 from .tracing_pipes import TracePipe, TracePipeRaw, TraceText
@@ -422,8 +422,9 @@ class Marker(FileOperations):
         self.raw = raw
 
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
-        _learn_comm(self.tree.ft.engine, f.pid)
-        n = self.tree.ft.marker(f.pid, data, raw=self.raw)
+        pid = writer_pid(f)  # tracing_mark_write records current, the writer
+        _learn_comm(self.tree.ft.engine, pid)
+        n = self.tree.ft.marker(pid, data, raw=self.raw)
         self.tree.wake()
         return n
 
