@@ -73,9 +73,12 @@ STACKS = {
 }
 DEFAULT_STACK = ("trace_event_raw_event_fake", *_SYSCALL)
 
+# timer and work callbacks the default workload names (``%ps`` in their events)
+CALLBACKS = ("tick_nohz_handler", "process_timeout", "delayed_work_timer_fn", "vmstat_update",
+             "flush_to_ldisc", "blk_mq_run_work_fn")
 # the functions above, for the fake kallsyms (name, size)
 STACK_FUNCTIONS = tuple((name, 0x100 + 0x40 * (i % 7)) for i, name in enumerate(dict.fromkeys(
-    f for chain in (*STACKS.values(), DEFAULT_STACK) for f in chain)))
+    f for chain in (*STACKS.values(), DEFAULT_STACK, CALLBACKS) for f in chain)))
 
 
 def stack_for(key: str) -> tuple:
