@@ -105,3 +105,37 @@ def test_trace_marker_entries_carry_the_writers_pid(fake, tmp_path):
     got = {ln.split("tracing_mark_write: ")[1]: int(ln.split("[")[0].rsplit("-", 1)[1])
            for ln in lines}
     assert got == {f"child {child}": child, f"parent {parent}": parent}
+
+
+def _cmdlines(tracing) -> dict:
+    return {int(p): c for p, c in (ln.split(" ", 1) for ln in
+                                   (tracing / "saved_cmdlines").read_text().splitlines())}
+
+
+def test_saved_cmdlines_records_only_tasks_with_recorded_entries_and_is_capped(fake, tmp_path):
+    """A comm is saved when an entry of its task is recorded (not for an
+    event that is off, nor while tracing is off); saved_cmdlines_size bounds
+    the map and the oldest pids go first (trace_save_cmdline's ring)."""
+    mnt = fake("--workload", "none")
+    tracing = mnt / "tracing"
+    assert _cmdlines(tracing) == {}
+    run_cli("emit", mnt, "irq:softirq_entry", "vec=1", "--pid", "501", "--comm", "off-event")
+    (tracing / "events/irq/softirq_entry/enable").write_text("1")
+    (tracing / "tracing_on").write_text("0")
+    run_cli("emit", mnt, "irq:softirq_entry", "vec=1", "--pid", "502", "--comm", "tracing-off")
+    assert _cmdlines(tracing) == {}
+    (tracing / "tracing_on").write_text("1")
+    run_cli("emit", mnt, "irq:softirq_entry", "vec=1", "--pid", "503", "--comm", "recorded")
+    assert _cmdlines(tracing) == {503: "recorded"}
+    (tracing / "saved_cmdlines_size").write_text("1")
+    cap = int((tracing / "saved_cmdlines_size").read_text())  # 6552: one page-rounded map
+    assert cap >= 1
+    assert _cmdlines(tracing) == {}  # a new, empty buffer
+    n = cap + 20
+    scenario = tmp_path / "many.txt"
+    scenario.write_text("".join(f"emit irq:softirq_entry vec=1 --pid {1000 + i} "
+                                f"--comm task{i}\n" for i in range(n)))
+    run_cli("emit", mnt, "--file", scenario)
+    saved = _cmdlines(tracing)
+    assert len(saved) == cap
+    assert saved == {1000 + i: f"task{i}" for i in range(n - cap, n)}

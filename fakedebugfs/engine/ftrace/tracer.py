@@ -21,10 +21,11 @@ from .define import build_event
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
 from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
-from .control import (PAGE_SIZE, buffer_kb_shown, buffer_pages, marker_count,
-                      raw_marker_ok)
+from .control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown, buffer_pages,
+                      marker_count, raw_marker_ok)
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
+from .cmdlines import SavedCmdlines
 from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
@@ -289,7 +290,11 @@ class TraceArray:
         # counted even when lost: losing an event to a fault finishes the
         # tail page, which a blocked trace_pipe_raw reader must be woken for
         self.written += 1
-        return self.buffers[cpu].write(ts, payload)
+        ok = self.buffers[cpu].write(ts, payload)
+        top = self.top
+        if top.options["record-cmd"]:  # tracing_record_cmdline: the entry's task
+            top.cmdlines.record(int.from_bytes(payload[4:8], "little", signed=True))
+        return ok
 
     def set_event(self, key: str, on: bool) -> None:
         """``ftrace_event_enable_disable``: a hard enable or disable."""
@@ -590,7 +595,7 @@ class TraceArray:
         pid = rec["common_pid"]
         head = ""
         if self.options["context-info"]:
-            head = context(self.engine.comms, cpu, ev.ts, pid, rec["common_flags"],
+            head = context(self.top.cmdlines, cpu, ev.ts, pid, rec["common_flags"],
                            rec["common_preempt_count"], self.options["irq-info"])
         if etype.system == "ftrace" or getattr(etype, "bare", False):
             # internal entries and syscall events print no event name
@@ -626,7 +631,18 @@ class TraceArray:
             yield self.format_line(cpu, ev)
 
     def saved_cmdlines(self) -> str:
-        return "".join(f"{pid} {comm}\n" for pid, comm in self.engine.comms.items() if pid)
+        """Comms of the tasks whose entries were recorded (.cmdlines)."""
+        return self.top.cmdlines.show()
+
+    @property
+    def cmdlines_size(self) -> int:
+        """``saved_cmdlines_size``."""
+        return self.top.cmdlines.num
+
+    @cmdlines_size.setter
+    def cmdlines_size(self, size: int) -> None:
+        """``tracing_resize_saved_cmdlines``: a new buffer, empty."""
+        self.top.cmdlines.resize(size)
 
 
 class Ftrace(TraceArray):
@@ -637,6 +653,8 @@ class Ftrace(TraceArray):
     def __init__(self, engine, buffer_kb: int = DEFAULT_BUFFER_KB):
         super().__init__(engine, buffer_kb)
         self.instances: dict[str, TraceArray] = {}
+        # saved_cmdlines (global: instances record into it too)
+        self.cmdlines = SavedCmdlines(engine.comms, DEFAULT_SAVED_CMDLINES)
         if KERNEL_STACK.id not in self.by_id:  # the stacktrace trigger's entries
             self.events[KERNEL_STACK.key] = KERNEL_STACK
             self.by_id[KERNEL_STACK.id] = KERNEL_STACK

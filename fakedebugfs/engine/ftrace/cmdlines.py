@@ -1,0 +1,71 @@
+"""``saved_cmdlines``: the pid -> comm map tracing keeps (``struct
+saved_cmdlines_buffer`` of kernel/trace/trace_sched_switch.c).
+
+A comm is saved only when an entry of its task is recorded
+(``tracing_record_cmdline`` after a commit, with the ``record-cmd`` option
+on; the idle task never), into a ring of ``saved_cmdlines_size`` slots: a
+new pid takes the slot after the last one used, evicting the pid there
+(``trace_save_cmdline``).  ``saved_cmdlines`` lists the slots in order
+(``saved_cmdlines_show``); resizing starts an empty buffer
+(``allocate_cmdlines_buffer``).  The text of ``trace`` names tasks from it
+(``trace_find_cmdline``: ``<idle>`` for 0, ``<...>`` when not saved).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class SavedCmdlines:
+    """The saved pid -> comm slots; *comms* gives a task's comm now."""
+
+    def __init__(self, comms: dict, size: int):
+        self.comms = comms
+        self.resize(size)
+
+    def resize(self, size: int) -> None:
+        self.num = size
+        self.slots: list[Optional[tuple[int, str]]] = [None] * size
+        self.map: dict[int, int] = {}  # pid -> slot
+        self.idx = 0
+
+    def record(self, pid: int) -> None:
+        """``trace_save_cmdline`` for task *pid* (its comm now)."""
+        if pid <= 0:
+            return
+        comm = self.comms.get(pid)
+        if comm is None:
+            return
+        slot = self.map.get(pid)
+        if slot is None:
+            slot = (self.idx + 1) % self.num
+            old = self.slots[slot]
+            if old is not None:
+                self.map.pop(old[0], None)
+            self.map[pid] = slot
+            self.idx = slot
+        elif self.slots[slot][1] == comm:
+            return
+        self.slots[slot] = (pid, comm)
+
+    def get(self, pid: int, default: str = "<...>") -> str:
+        """``trace_find_cmdline``."""
+        if pid == 0:
+            return "<idle>"
+        slot = self.map.get(pid)
+        return self.slots[slot][1] if slot is not None else default
+
+    def __contains__(self, pid) -> bool:
+        return pid == 0 or pid in self.map
+
+    def __getitem__(self, pid):
+        if pid not in self:
+            raise KeyError(pid)
+        return self.get(pid)
+
+    def show(self) -> str:
+        """``saved_cmdlines``: ``<pid> <comm>`` per used slot, in slot order."""
+        return "".join(f"{s[0]} {s[1]}\n" for s in self.slots if s is not None)
+
+
+__all__ = ["SavedCmdlines"]
