@@ -30,11 +30,13 @@ from ..engine.ftrace.control import (
     DEFAULT_SAVED_CMDLINES, EVENT_BUF_SIZE, bitmap_parse, bool_write, nsecs_write, percent,
     pid_write, saved_cmdlines_size, subbuf_order, trace_get_user)
 from ..engine.ftrace.kstrto import kstrtoul_from_user
+from ..engine.ftrace.registry import engine_profile
 from ..engine.ftrace.tracer import Ftrace
 from ..engine.core.layouts import PAGE_SIZE
 from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail, writer_pid
 from ..fs.tree import Dir
 from ..fs.waitqueue import WaitQueue
+from .readme import readme_text
 from .tracing_pipes import TracePipe, TracePipeRaw, TraceText
 
 HEADER_PAGE = (
@@ -153,7 +155,7 @@ class TracingTree:
     def create_tree(self) -> Dir:
         ft = self.ft
         root = Dir("tracing", 0o700)
-        root.file("README", RO, SeqFile(lambda: README))
+        root.file("README", RO, SeqFile(lambda: readme_text(_kernel_readme(ft), set(root.children))))
         root.file("available_events", RO, SeqFile(
             lambda: "".join(k + "\n" for k in ft.event_keys())))
         root.file("available_tracers", RO, SeqFile(lambda: " ".join(ft.tracers) + "\n"))
@@ -482,6 +484,12 @@ def _learn_comm(engine, pid: int) -> None:
                 engine.set_comm(pid, fp.read().strip())
         except OSError:
             pass
+
+
+def _kernel_readme(ft):
+    """The README of the kernel profile the fake serves (None without one)."""
+    prof = engine_profile(ft.engine)
+    return prof.files.get("README") if prof is not None else None
 
 
 def _cstr(data: bytes) -> str:

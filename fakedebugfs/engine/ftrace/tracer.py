@@ -26,6 +26,7 @@ from .control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown, buffer
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
 from .cmdlines import SavedCmdlines
+from .cmdlines import SavedCmdlines
 from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
@@ -36,6 +37,10 @@ TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_ra
                 "boot", "tai", "x86-tsc")
 TRACE_MARKER_MAX_SIZE = 4096
 TRACE_STACK = 4  # enum trace_type: kernel_stack
+# events whose pid filtering also looks at another task (pid fields)
+PID_PAIR_EVENTS = {"sched:sched_switch": ("prev_pid", "next_pid"),
+                   "sched:sched_wakeup": ("pid",), "sched:sched_wakeup_new": ("pid",),
+                   "sched:sched_waking": ("pid",)}
 MARKER_IP_NAME = "tracing_mark_write"
 
 # trace_options (TRACE_ITER_*), in the order 6.18 prints them, with defaults
@@ -127,7 +132,7 @@ class TraceArray:
             if trig is not None and trig.list:
                 self._triggered(ev, trig, cpu, pid, ts, values)
                 return
-            if key in self.soft_disabled or self.ignore_pid(pid):
+            if key in self.soft_disabled or self._ignored(key, pid, values):
                 return
             match = self.filter_preds.get(key)
             if match is None:
@@ -145,6 +150,54 @@ class TraceArray:
         comm = self.engine.comms.get(pid, "")
         return vals, dict(vals, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
 
+    def _ignored(self, key: str, pid: int, values) -> bool:
+        """The pid lists' verdict for one event: ``sched_switch`` is kept
+        if its previous or next task is traced, a wake-up if the waker or
+        the woken task is (``event_filter_pid_sched_switch_probe_pre``,
+        ``..._sched_wakeup_probe_pre``); any other event by its task."""
+        if not (self.event_pids or self.notrace_pids):
+            return False
+        if key in PID_PAIR_EVENTS:
+            tp = self.engine.tracepoints[key]
+            try:
+                others = [values[tp.index(arg)] for arg in PID_PAIR_EVENTS[key]]
+            except (ValueError, IndexError):
+                return self.ignore_pid(pid)
+            pids = others if key == "sched:sched_switch" else [pid] + others
+            return all(self.ignore_pid(p) for p in pids)
+        return self.ignore_pid(pid)
+
+    def follow_fork(self, on: bool) -> None:
+        """``trace_event_follow_fork``: with ``event-fork`` a forked task
+        joins the pid lists its parent is in, an exiting one leaves them."""
+        fork = self.engine.tracepoints.get("sched:sched_process_fork")
+        exit_ = self.engine.tracepoints.get("sched:sched_process_exit")
+        if fork is None or exit_ is None:
+            return
+        if not hasattr(self, "_fork_probes"):
+            self._fork_probes = (self._on_fork(fork), self._on_exit(exit_))
+        for tp, probe in zip((fork, exit_), self._fork_probes):
+            (tp.register if on else tp.unregister)(probe)
+
+    def _on_fork(self, tp):
+        parent_i, child_i = tp.index("parent_pid"), tp.index("child_pid")
+
+        def probe(cpu, pid, ts, values):
+            parent, child = values[parent_i], values[child_i]
+            for pids in (self.event_pids, self.notrace_pids):
+                if parent in pids:
+                    pids.add(child)
+        return probe
+
+    def _on_exit(self, tp):
+        pid_i = tp.index("pid")
+
+        def probe(cpu, pid, ts, values):
+            if self.event_pids or self.notrace_pids:
+                self.event_pids.discard(values[pid_i])
+                self.notrace_pids.discard(values[pid_i])
+        return probe
+
     def ignore_pid(self, pid: int) -> bool:
         """``trace_event_ignore_this_pid``: set_event_notrace_pid, then
         set_event_pid."""
@@ -161,14 +214,14 @@ class TraceArray:
         if not trig.cond:
             for t in list(trig.list):
                 run_trigger(self, t, cpu, pid, ts)
-            if key in self.soft_disabled or self.ignore_pid(pid):
+            if key in self.soft_disabled or self._ignored(key, pid, values):
                 return
             match = self.filter_preds.get(key)
             vals, rec = self._record(ev, cpu, pid, values)
             if match is None or match(rec):
                 self.commit(cpu, ts, ev.pack(pid, vals))
             return
-        if self.ignore_pid(pid):
+        if self._ignored(key, pid, values):
             return
         vals, rec = self._record(ev, cpu, pid, values)
         post = []
@@ -457,6 +510,8 @@ class TraceArray:
             if name == "overwrite":
                 for buf in self.buffers:
                     buf.overwrite = on
+            elif name == "event-fork":
+                self.follow_fork(on)
         elif name in self.tracer.flags:
             self.tracer.set_flag(name, on)
         else:
@@ -655,6 +710,8 @@ class Ftrace(TraceArray):
         self.instances: dict[str, TraceArray] = {}
         # saved_cmdlines (global: instances record into it too)
         self.cmdlines = SavedCmdlines(engine.comms, DEFAULT_SAVED_CMDLINES)
+        # saved_cmdlines (global: instances record into it too)
+        self.cmdlines = SavedCmdlines(engine.comms, DEFAULT_SAVED_CMDLINES)
         if KERNEL_STACK.id not in self.by_id:  # the stacktrace trigger's entries
             self.events[KERNEL_STACK.key] = KERNEL_STACK
             self.by_id[KERNEL_STACK.id] = KERNEL_STACK
@@ -679,6 +736,8 @@ class Ftrace(TraceArray):
         if tr.busy:
             raise OSError(errno.EBUSY, name)
         tr.clear_triggers()
+        if tr.options.get("event-fork"):
+            tr.follow_fork(False)
         for key in list(tr.enabled):
             tr.set_event(key, False)
         for key in list(tr.probes):

@@ -1,0 +1,53 @@
+"""``tracing/README`` (``readme_msg`` of kernel/trace/trace.c): the text of
+the kernel the fake is profiled on, keeping only what the fake provides.
+
+Tools and ftracetest look for feature lines in README (``# requires:
+"...":README``), so a line must be there exactly when the feature works:
+entries for files the tree does not have (function tracing, uprobes...)
+are dropped, as are the tracefs ``gid=`` mount option (a FUSE mount has
+no tracefs options) and ``set_event``'s ``:mod:`` (no modules load here).
+"""
+
+from __future__ import annotations
+
+import re
+
+FALLBACK = "tracing mini-HOWTO:\n\n# echo 0 > tracing_on : quick way to disable tracing\n" \
+           "# echo 1 > tracing_on : quick way to re-enable tracing\n"
+ENTRY = re.compile(r"^  (\S+)")  # "  name<TAB>- what it is"
+DROPPED_LINES = ("Can enable module events via: :mod:",)
+
+
+def readme_text(kernel_readme, present) -> str:
+    """*kernel_readme* without the entries of files not in *present*
+    (names of the top-level directory), the gid mount paragraph and the
+    lines of features the fake lacks."""
+    if not kernel_readme:
+        return FALLBACK
+    lines = _drop_gid(kernel_readme.split("\n"))
+    out, keep = [], True
+    for line in lines:
+        m = ENTRY.match(line)
+        if m:
+            top = m.group(1).split("/", 1)[0]
+            keep = top in present
+        elif not line.startswith(("\t", "   ")):
+            keep = True  # a blank line or a heading ends an entry
+        if keep and not any(s in line for s in DROPPED_LINES):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _drop_gid(lines: list[str]) -> list[str]:
+    """The paragraph on ``mount -t tracefs -o gid=``."""
+    try:
+        start = next(i for i, l in enumerate(lines) if l.startswith("When mounting tracefs"))
+        end = next(i for i, l in enumerate(lines) if "[gid=<gid>]" in l)
+    except StopIteration:
+        return lines
+    while end + 1 < len(lines) and not lines[end + 1].strip():
+        end += 1
+    return lines[:start] + lines[end:]  # one blank line stays
+
+
+__all__ = ["readme_text"]
