@@ -35,7 +35,7 @@ def fake_run(*cmd, timeout=60, options=()) -> subprocess.CompletedProcess:
     """``fakedebugfs run [options] -- cmd``: the command sees a fake at
     /sys/kernel/tracing."""
     return subprocess.run([FAKEDEBUGFS, "run", *options, "--", *cmd], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, errors="replace", timeout=timeout)
 
 
 def host(*cmd, timeout=60) -> subprocess.CompletedProcess:
@@ -266,3 +266,33 @@ def test_generic_events_print_what_the_real_kernel_printed():
                 compared.add(ev.name)
         assert ours == texts[cpu]
     assert len(compared) >= 4, compared
+
+
+# --- real programs that look events up in tracefs ----------------------------------
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}")
+                                       if os.path.exists(p)), None)
+
+
+PROGRAMS = (
+    ("perf sched record", "perf", "perf sched record -o {tmp}/sched.data -- sleep 1"),
+    ("perf timechart record", "perf", "cd {tmp} && perf timechart record -- sleep 1"),
+    ("bpftrace sys_enter_openat", "bpftrace",
+     "bpftrace -e 'tracepoint:syscalls:sys_enter_openat {{ @[comm] = count(); }}' "
+     "-c '/usr/bin/sleep 1'"),
+    ("libbpf-tools execsnoop", "execsnoop",
+     "{execsnoop} > {tmp}/exec.txt 2>&1 & p=$!; sleep 2; kill -INT $p; wait $p"),
+)
+
+
+@pytest.mark.skipif(not ROOT, reason="fakedebugfs run needs root")
+@pytest.mark.parametrize("label,tool,script", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_program_starts_and_exits_0_under_run(tmp_path, label, tool, script):
+    """They find their tracepoints (format, id) in the fake's tracefs, then
+    trace the real kernel as they would on it."""
+    path = _tool(tool)
+    if path is None:
+        pytest.skip(f"{tool} is not installed (Debian: linux-perf, bpftrace, libbpf-tools)")
+    res = fake_run("sh", "-c", script.format(tmp=tmp_path, execsnoop=path), timeout=120)
+    assert res.returncode == 0, f"{label}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
