@@ -60,7 +60,6 @@ TRIGGER_HELP = (
     "# Available triggers:\n"
     "# traceon traceoff stacktrace enable_event disable_event\n"
 )
-README = "tracing mini-HOWTO (fakedebugfs): see the kernel's Documentation/trace/ftrace.rst\n"
 RW, RO, WO = 0o640, 0o440, 0o220
 MAX_TRACER_SIZE = 100
 # files of the top-level directory only (tracer_init_tracefs, not
@@ -78,10 +77,6 @@ TOP_LEVEL_TRACE_FLAGS = ("trace_printk", "printk-msg-only", "record-cmd")
 def kstrtoul(data: bytes) -> int:
     """``kstrtoul_from_user`` base 10 (:mod:`..engine.ftrace.kstrto`)."""
     return kstrtoul_from_user(data)
-
-
-def words(data: bytes) -> list[str]:
-    return data.decode(errors="replace").split()
 
 
 class CountFile(ValueFile):
