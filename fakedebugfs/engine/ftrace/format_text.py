@@ -15,6 +15,7 @@ use; a print fmt the interpreter cannot run prints the fields as
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ POINTEES = (("struct page", 64),)
 _CHAR_LOC = re.compile(r"__(?:data|rel)_loc\s+(const\s+)?(unsigned\s+)?char\b")
 
 
+@functools.lru_cache(maxsize=4096)
 def format_fields(text: str) -> tuple:
     """``(c type, name, offset, size, signed)`` of the non-common fields of a
     format text, spelled as the file prints them."""
@@ -56,7 +58,9 @@ def format_fields(text: str) -> tuple:
         nm = _LAST_NAME.search(decl)
         if not nm:
             raise ValueError(f"no field name in {decl!r}")
-        name = re.sub(r"\s+", "", nm["name"])
+        name = nm["name"]
+        if " " in name or "\t" in name:
+            name = re.sub(r"\s+", "", name)
         if not name.startswith("common_"):
             fields.append((decl[:nm.start()].strip(), name, int(m["off"]), int(m["size"]),
                            int(m["signed"] or 0)))
@@ -81,17 +85,17 @@ class FormatEvent(EventType):
 def event_from_format(text: str, system: str, event_id: int | None = None) -> FormatEvent:
     """The event of ``events/<system>/<name>/format`` *text* (its own ID
     unless *event_id*); ValueError for a text that is not a format."""
-    fmt = parse_format(text, system)
+    name, ident, print_fmt = _header(text)
     fields = format_fields(text)
     locs = [(c, n) for c, n, *_ in fields if c.startswith(("__data_loc", "__rel_loc"))]
-    ev = FormatEvent(system, fmt.name, fmt.id if event_id is None else event_id, fields,
-                     fmt.print_fmt, _lazy_show(fmt.print_fmt, fields), text=text,
+    ev = FormatEvent(system, name, ident if event_id is None else event_id, fields,
+                     print_fmt, _lazy_show(print_fmt, fields), text=text,
                      dyn=tuple(field_key(n) for _, n in locs),
                      dyn_arrays=tuple(field_key(n) for c, n in locs if not _CHAR_LOC.match(c)))
     ev.encode_values = _encoder(ev)
     ev.arg_names = tuple(field_key(f[1]) for f in fields)
-    if system == "syscalls" and fmt.name.startswith(("sys_enter_", "sys_exit_")):
-        ev.show, ev.bare = _syscall_show(fmt.name, ev.arg_names), True
+    if system == "syscalls" and name.startswith(("sys_enter_", "sys_exit_")):
+        ev.show, ev.bare = _syscall_show(name, ev.arg_names), True
     return ev
 
 
@@ -111,6 +115,22 @@ def _syscall_show(name: str, args: tuple):
         return f"{call}(" + ", ".join(f"{p}: {v:#x}" if v else f"{p}: 0"
                                      for p, v in vals) + ")"
     return show
+
+
+_NAME_LINE = re.compile(r"^name: *(\S+)", re.M)
+_ID_NUM = re.compile(r"^ID: *(\d+)", re.M)
+_PRINT_FMT = re.compile(r"^print fmt: *(.*)$", re.M)
+
+
+def _header(text: str) -> tuple:
+    """``(name, id, print fmt)`` of a format text: a kernel's own text is
+    read with three searches; anything else goes through the full parser
+    (:func:`fakedebugfs.replay.formats.parse_format`, ValueError if bad)."""
+    name, ident, pf = _NAME_LINE.search(text), _ID_NUM.search(text), _PRINT_FMT.search(text)
+    if name and ident:
+        return name[1], int(ident[1]), pf[1].strip() if pf else ""
+    fmt = parse_format(text)
+    return fmt.name, fmt.id, fmt.print_fmt
 
 
 def _encoder(ev: EventType):
