@@ -427,7 +427,7 @@ def test_ktrace_overflow_counts_injected_overrun(fake):
     from fakedebugfs.clients.ktrace_reader import read_all as ktrace_read
 
     n, m = 6000, 333
-    mnt = fake("--workload", "default", "--count", n, "--rate", 3000, "--enable-all",
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 3000, "--enable-all",
                "--buffer-size", "1M", "--seed", 4)
     fault(mnt, kind="overrun", cpu=0, events=m, tracer="ktrace")
     st = wait_done(mnt)

@@ -229,7 +229,7 @@ def test_slow_reader_exact_accounting(fake, reader, buffer_size):
     events/s in a 2- or 4-page buffer: pages are overwritten, yet every event
     is either read or counted in ``overflow``."""
     n = 20000
-    mnt = fake("--count", n, "--rate", 10000, "--enable-all", "--buffer-size", buffer_size,
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 10000, "--enable-all", "--buffer-size", buffer_size,
                "--seed", 7)
     r = Reader(reader, mnt, "--sleep-ms", 200)
     st = wait_done(mnt)
@@ -250,7 +250,7 @@ def test_fast_reader_reads_100k_events(fake, reader):
     events/s; the two 1 MiB buffers hold about 50,000 events together, so at
     least half must be read while the workload runs."""
     n = 150_000
-    mnt = fake("--count", n, "--rate", 50000, "--enable-all", "--buffer-size", "1M",
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 50000, "--enable-all", "--buffer-size", "1M",
                "--seed", 3)
     r = Reader(reader, mnt)
     st = wait_done(mnt)
@@ -269,7 +269,7 @@ def test_python_and_c_readers_agree(fake, reader):
     totals, and read + overflow == N for each."""
     n = 12000
     opts = ("--count", n, "--rate", 0, "--enable-all", "--buffer-size", 16384,
-            "--seed", 11, "--clock", "virtual")
+            "--seed", 11, "--clock", "virtual", "--workload", "classic")
     a, b = fake(*opts), fake(*opts)
     wait_done(a), wait_done(b)
     c_summary = run_reader(reader, a, "--drain")
@@ -288,7 +288,7 @@ def test_python_and_c_readers_agree(fake, reader):
 
 def test_virtual_clock_is_deterministic(fake, reader, tmp_path):
     opts = ("--count", 6000, "--rate", 0, "--enable-all", "--buffer-size", "1M",
-            "--clock", "virtual", "--workload", "default")
+            "--clock", "virtual", "--workload", "classic")
     a = fake(*opts, "--seed", 5)
     b = fake(*opts, "--seed", 5)
     c = fake(*opts, "--seed", 6)
@@ -513,7 +513,7 @@ def test_observer_poller_keeps_accounting_exact(fake, reader, tmp_path):
     only ever sees page-aligned positions with at most GET_SIZE pending, and
     the consuming reader's accounting stays exact (read + overflow == N)."""
     n = 30000
-    mnt = fake("--count", n, "--rate", 15000, "--enable-all", "--buffer-size", 16384)
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 15000, "--enable-all", "--buffer-size", 16384)
     ready = tmp_path / "observer-ready"
     obs = subprocess.Popen([sys.executable, "-c", OBSERVER,
                             str(Path(mnt) / "ktrace" / "buffers"), str(ready)],
@@ -548,7 +548,7 @@ def test_two_consumers_on_the_same_buffers(fake, reader):
     empty after the drain), each reader decodes only whole, well-formed
     events, and the two together read something and at most twice N."""
     n = 30000
-    mnt = fake("--count", n, "--rate", 15000, "--enable-all")
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 15000, "--enable-all")
     r1 = Reader(reader, mnt)
     r2 = Reader(reader, mnt, "--no-disable")
     wait_done(mnt)
@@ -598,7 +598,7 @@ def collect_until(mnt, names, timeout=20.0) -> dict[str, list]:
 
 
 def test_insmod_rmmod(fake, tmp_path):
-    mnt = fake("--enable-all", "--rate", 4000, "--buffer-size", 16384)
+    mnt = fake("--workload", "classic", "--enable-all", "--rate", 4000, "--buffer-size", 16384)
     kt = Path(mnt) / "ktrace"
     before = parse_info(read_text(kt / "info"))
     module = tmp_path / "netdisk.events"
@@ -683,7 +683,7 @@ def test_events_file_at_mount(fake, tmp_path):
 
 def test_poll_waits_for_a_complete_page(fake):
     # 50 events/s: a CPU's 4 KiB page takes seconds to fill
-    mnt = fake("--rate", 50, "--buffer-size", 65536)  # tracing starts disabled
+    mnt = fake("--workload", "classic", "--rate", 50, "--buffer-size", 65536)  # tracing starts disabled
     kt = Path(mnt) / "ktrace"
     fds = [os.open(kt / "buffers" / f"cpu{i}", os.O_RDONLY) for i in range(2)]
     try:
@@ -745,7 +745,7 @@ def _wait_gone(pid, timeout=10):
 
 
 def test_umount_recovers_after_sigkill(fake, reader):
-    mnt = fake("--enable-all", "--rate", 2000)
+    mnt = fake("--workload", "classic", "--enable-all", "--rate", 2000)
     pid = status(mnt)["pid"]
     r = Reader(reader, mnt, "--no-disable")  # blocked in poll
     os.kill(pid, signal.SIGKILL)
@@ -770,7 +770,7 @@ def test_umount_recovers_after_sigkill(fake, reader):
 def test_umount_with_a_blocked_reader(fake, reader):
     """A reader blocked in poll() with the buffers mapped does not keep the
     server or the mount alive."""
-    mnt = fake("--rate", 100)  # disabled: the reader blocks
+    mnt = fake("--workload", "classic", "--rate", 100)  # disabled: the reader blocks
     pid = status(mnt)["pid"]
     r = Reader(reader, mnt, "--no-disable")
     run_cli("umount", mnt, timeout=30)
@@ -812,7 +812,7 @@ def test_page_faults_racing_page_stores_do_not_deadlock(fake, reader):
     answering and the accounting stay exact.  (The race is timing-bound:
     this did not hang the old code every time.)"""
     n = 100_000
-    mnt = fake("--count", n, "--rate", 0, "--enable-all", "--buffer-size", 65536)
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 0, "--enable-all", "--buffer-size", 65536)
     toucher = subprocess.Popen([sys.executable, "-c", TOUCHER,
                                 str(Path(mnt) / "ktrace" / "buffers"), "30"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -144,7 +144,7 @@ class MountOptions:
     buffer_size: int = _opt(65536, size_value,
                             "ktrace per-CPU buffer size (default 65536, the RFC's)", "BYTES")
     workload: str = _opt("default", workload_value,
-                         "default, kmem, kmem-faults or none (default: default)", "NAME")
+                         "default, classic, kmem, kmem-faults or none (default: default)", "NAME")
     rate: float = _opt(30000.0, rate_value,
                        "workload pace in events/s; 0 means as fast as possible (default 30000)",
                        "EVENTS_PER_S")

@@ -7,10 +7,11 @@ The server's driver paces it (``--rate``) and wakes readers between batches.
 
 from __future__ import annotations
 
+from .classic import ClassicWorkload
 from .slab import SlabFaultsWorkload, SlabWorkload
 from .synthetic import SyntheticWorkload
 
-WORKLOADS = {"default": SyntheticWorkload, "kmem": SlabWorkload,
+WORKLOADS = {"default": SyntheticWorkload, "classic": ClassicWorkload, "kmem": SlabWorkload,
              "kmem-faults": SlabFaultsWorkload, "none": None}
 
 
