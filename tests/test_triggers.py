@@ -62,7 +62,7 @@ def test_trigger_effects(fake):
     """traceoff with a filter stops tracing on the first matching event
     (itself recorded: a post trigger); enable_event turns on its target
     once; stacktrace adds kernel_stack entries; counts run down."""
-    mnt = fake("--workload", "kmem", "--count", 3000, "--rate", 6000, "--seed", 5,
+    mnt = fake("--workload", "kmem", "--count", 3000, "--rate", 2000, "--seed", 5,
                "--clock", "virtual")
     tracing = mnt / "tracing"
     inst = tracing / "instances" / "t"
@@ -70,8 +70,10 @@ def test_trigger_effects(fake):
     write(inst / "events/kmem/kmalloc/enable", "1")
     write(inst / "events/kmem/kmalloc/trigger", "enable_event:kmem:kfree:1")
     write(inst / "events/kmem/kmalloc/trigger", "stacktrace:2")
-    write(tracing / "events/kmem/kmalloc/enable", "1")
+    write(tracing / "tracing_on", "0")  # set up, then trace: the trigger sees it all
     write(tracing / "events/kmem/kmalloc/trigger", "traceoff if bytes_req > 1000")
+    write(tracing / "events/kmem/kmalloc/enable", "1")
+    write(tracing / "tracing_on", "1")
     wait_done(mnt)
     assert (tracing / "tracing_on").read_text() == "0\n"
     top = [l for l in (tracing / "trace").read_text().splitlines() if "kmalloc:" in l]
