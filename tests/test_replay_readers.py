@@ -157,7 +157,7 @@ def recordings(tmp_path_factory):
         cmd = f"{how} -o {name}.dat"
         if how.startswith(RECORD):
             p = subprocess.run([FAKEDEBUGFS, "run", *map(str, RUN_OPTS), "--workload",
-                                "default", "--count", "2500", "--", "sh", "-c",
+                                "classic", "--count", "2500", "--", "sh", "-c",
                                 f"{cmd} sleep 1.5"], cwd=d, capture_output=True, text=True,
                                timeout=120)
         else:

@@ -32,6 +32,17 @@ def _files(root):
             yield os.path.join(dirpath, name)
 
 
+# the profile's 2,305 events share one implementation: their files are poked
+# for these systems only (all of them would take minutes through FUSE)
+POKED_SYSTEMS = {"kmem", "sched", "raw_syscalls", "irq", "ftrace"}
+
+
+def _poked(root, path) -> bool:
+    parts = os.path.relpath(path, root).split(os.sep)
+    return not (len(parts) > 3 and parts[:2] == ["tracing", "events"]
+                and parts[2] not in POKED_SYSTEMS)
+
+
 def _try(fn, *args):
     """Run one syscall; return its errno (0 when it worked)."""
     try:
@@ -81,7 +92,7 @@ def _open(path, flags):
 def test_junk_everywhere_never_breaks_the_server(fake, options):
     mnt = fake(*options, "--rate", "5000", "--enable-all")
     rng = random.Random(7)
-    files = sorted(_files(mnt))
+    files = sorted(f for f in _files(mnt) if _poked(mnt, f))
     assert len(files) > 100
     eio = []
     for path in files:

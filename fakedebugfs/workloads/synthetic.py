@@ -166,6 +166,11 @@ class SyntheticWorkload:
         return budget
 
     def _ev(self, cpu: int, pid: int, key: str, values) -> None:
+        """Queue one event; *values* by name become the tracepoint's
+        arguments in order (missing ones 0), as every probe expects them."""
+        if isinstance(values, dict):
+            args = self.engine.tracepoints[key].args
+            values = tuple(values.get(a, 0) for a in args)
         self.queue.append((cpu, pid, key, values))
 
     # --- system calls ----------------------------------------------------------
