@@ -16,7 +16,7 @@ from .version import __version__  # noqa: F401
 
 _API = ("Fake", "Event", "MountOptions", "FakeError", "MountError", "ServerGone",
         "ProtocolError", "RequestError", "EventError", "DefineError", "FaultError",
-        "ScenarioError", "WaitTimeout")
+        "ScenarioError", "ReplayError", "WaitTimeout")
 
 __all__ = list(_API)
 

@@ -144,7 +144,7 @@ def _start_mount_replay(mountpoint: str, path: str) -> None:
     """``mount --replay``: install the recording's events now; replay it once
     a tracer has one of them enabled with tracing on."""
     from .control.client import ControlClient
-    from .replay.client import start
+    from .api.replay import start
     from .replay.replay import ReplayOptions
 
     with ControlClient(mountpoint) as client:
@@ -337,7 +337,7 @@ def cmd_rmmod(args) -> int:
 def cmd_replay(args) -> int:
     """``fakedebugfs replay MNT FILE|DIR``: see :mod:`fakedebugfs.replay.replay`."""
     from .control.client import ControlClient
-    from .replay.client import follow, start, summary
+    from .api.replay import follow, start, summary
     from .replay.replay import ReplayOptions
 
     try:

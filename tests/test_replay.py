@@ -25,7 +25,7 @@ import pytest
 
 from fakedebugfs import Fake
 from fakedebugfs.replay import open_recording, read_tracedat
-from fakedebugfs.replay.control import ReplayError
+from fakedebugfs import ReplayError
 
 from test_replay_readers import TOP_FILES, DatWriter, Pages, header_page
 

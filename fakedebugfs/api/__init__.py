@@ -6,10 +6,11 @@ of its options; the errors are those of :mod:`fakedebugfs.control.errors`.
 """
 
 from ..control.errors import (DefineError, EventError, FakeError, FaultError, MountError,
-                              ProtocolError, RequestError, ScenarioError, ServerGone, WaitTimeout)
+                              ProtocolError, ReplayError, RequestError, ScenarioError, ServerGone,
+                              WaitTimeout)
 from .fake import Event, Fake
 from .options import MountOptions
 
 __all__ = ["Fake", "Event", "MountOptions", "FakeError", "MountError", "ServerGone",
            "ProtocolError", "RequestError", "EventError", "DefineError", "FaultError",
-           "ScenarioError", "WaitTimeout"]
+           "ScenarioError", "ReplayError", "WaitTimeout"]

@@ -243,7 +243,7 @@ class Fake:
         enabled).  With *wait*, returns the finished replay's status
         (``done``, ``committed``, ``lost_marks``, ``notes``...); otherwise its
         status at the start (``replay``: its number for ``replay_status``)."""
-        from ..replay.client import follow, start
+        from .replay import follow, start
         from ..replay.replay import ReplayOptions
 
         st = start(self.call, path, ReplayOptions.make(**options))

@@ -70,6 +70,12 @@ class ScenarioError(RequestError):
         self.line = line
 
 
+class ReplayError(FakeError):
+    """A replay refused (a broken recording, bad options) or failed."""
+
+    kind = "replay"
+
+
 class WaitTimeout(FakeError, TimeoutError):
     """A wait (idle, consumed, workload done) did not end in time."""
 
@@ -78,7 +84,8 @@ class WaitTimeout(FakeError, TimeoutError):
 
 KINDS: dict[str, type[FakeError]] = {
     cls.kind: cls for cls in (FakeError, MountError, ServerGone, ProtocolError, RequestError,
-                              EventError, DefineError, FaultError, ScenarioError, WaitTimeout)
+                              EventError, DefineError, FaultError, ScenarioError, ReplayError,
+                              WaitTimeout)
 }
 
 

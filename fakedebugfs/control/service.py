@@ -53,7 +53,7 @@ class ControlService:
             "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
             "replay": self.replay, "replay_status": self.replay_status,
         }
-        self._replays = None  # fakedebugfs.replay.control.Replays, made on first use
+        self._replays = None  # control.replay.Replays, made on first use
 
     async def handle(self, req) -> dict:
         """The reply to one decoded request."""
@@ -136,7 +136,7 @@ class ControlService:
 
     def replays(self):
         if self._replays is None:
-            from ..replay.control import Replays
+            from .replay import Replays
 
             self._replays = Replays(self.kernel)
         return self._replays

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from .errors import ReplayFormatError
-from .formats import EventFormat, Field, parse_format
+from ..engine.ftrace.formatfile import EventFormat, Field, parse_format
 from .recording import Buffer, CpuData, Event, LostEvents, Recording
 
 __all__ = [

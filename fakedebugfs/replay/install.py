@@ -28,7 +28,7 @@ from typing import Optional
 from ..engine.ftrace.events import EventType, field_key
 from ..engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
 from ..engine.ftrace.tracer import TRACE_CLOCKS
-from .formats import EventFormat
+from ..engine.ftrace.formatfile import EventFormat
 from .recording import Recording
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import re
 import tarfile
 
 from .errors import ReplayFormatError
-from .formats import (
+from ..engine.ftrace.formatfile import (
     DEFAULT_HEADER_EVENT,
     FormatSyntaxError,
     parse_cmdlines,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .errors import ReplayFormatError
-from .formats import EventFormat, EventHeader, Kallsyms, PageHeader
+from ..engine.ftrace.formatfile import EventFormat, EventHeader, Kallsyms, PageHeader
 from .ringpages import PageDecoder, PageError
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .formats import EventHeader, PageHeader
+from ..engine.ftrace.formatfile import EventHeader, PageHeader
 from .tracedat_layouts import (
     RB_COMMIT_MASK,
     RB_MISSED_EVENTS,

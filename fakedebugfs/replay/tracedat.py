@@ -24,7 +24,7 @@ import zlib
 from construct import Const, ConstructError, StreamError
 
 from .errors import ReplayFormatError
-from .formats import (
+from ..engine.ftrace.formatfile import (
     FormatSyntaxError,
     parse_cmdlines,
     parse_format,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .events import EventType, field_key
 from .printfmt import PrintFmtError, compile_print_fmt
-from ...replay.formats import parse_format
+from .formatfile import parse_format
 
 _DECL = re.compile(r"^\s*field:\s*(?P<decl>[^;]*);\s*offset:\s*(?P<off>\d+);\s*size:\s*"
                    r"(?P<size>\d+);(?:\s*signed:\s*(?P<signed>\d+);)?", re.M)

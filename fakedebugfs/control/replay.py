@@ -13,17 +13,10 @@ from __future__ import annotations
 
 import os
 
-from ..control.errors import FakeError
 
 OPTION_KEYS = ("speed", "loop", "events", "cpu_map", "keep_timestamps", "buffer",
                "wait_enabled", "realtime", "as_fast_as_possible")
 RUNNING = ("ready", "waiting", "running")
-
-
-class ReplayError(FakeError):
-    """A replay refused (a broken recording, bad options) or failed."""
-
-    kind = "replay"
 
 
 class Replays:
@@ -41,8 +34,8 @@ class Replays:
         import trio
 
         from ..fs.slices import slicer
-        from . import open_recording
-        from .replay import Replay, ReplayOptions
+        from ..replay import open_recording
+        from ..replay.replay import Replay, ReplayOptions
 
         path = req["path"]
         if not isinstance(path, str) or not os.path.isabs(path):

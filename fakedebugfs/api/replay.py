@@ -13,9 +13,9 @@ import sys
 import time
 from typing import Callable, Optional
 
-from ..control.errors import FakeError
-from .control import RUNNING, ReplayError
-from .replay import ReplayOptions
+from ..control.errors import FakeError, ReplayError
+from ..control.replay import RUNNING
+from ..replay.replay import ReplayOptions
 
 POLL_S = 0.25  # seconds the server waits per replay_status while following
 
