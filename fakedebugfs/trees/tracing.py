@@ -169,7 +169,7 @@ class TracingTree:
         root.mkdir("instances", 0o750).dir_ops = Instances(self)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
-        root.file("printk_formats", RO, SeqFile(lambda: ""))
+        root.file("printk_formats", RO, SeqFile(lambda: getattr(ft, "printk_formats", "")))
         root.file("saved_cmdlines", RO, SeqFile(ft.saved_cmdlines))
         root.file("saved_cmdlines_size", RW, ValueFile(
             lambda: f"{getattr(ft, 'cmdlines_size', DEFAULT_SAVED_CMDLINES)}\n",
