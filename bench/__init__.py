@@ -11,12 +11,42 @@ row and the command exits nonzero.  To add rows, drop in a new module.
 
 from __future__ import annotations
 
+import os
 import pkgutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PREFIX = "bench_"
+FAKEDEBUGFS = str(Path(sys.executable).parent / "fakedebugfs")
+
+
+def cli(*args, timeout=120) -> subprocess.CompletedProcess:
+    """Run the ``fakedebugfs`` command (output captured; CalledProcessError on failure)."""
+    return subprocess.run([FAKEDEBUGFS, *map(str, args)], check=True, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+class Mount:
+    """A fakedebugfs mount made with the CLI for the length of a ``with`` block."""
+
+    def __init__(self, workdir: str, *options):
+        self.path = tempfile.mkdtemp(prefix="bench-", dir=workdir)
+        self.options = options
+
+    def __enter__(self) -> str:
+        cli("mount", self.path, *self.options)
+        return self.path
+
+    def __exit__(self, *exc):
+        subprocess.run([FAKEDEBUGFS, "umount", self.path], capture_output=True, timeout=60)
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
 
 
 def available() -> list[str]:

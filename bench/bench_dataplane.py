@@ -33,14 +33,12 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
+from . import FAKEDEBUGFS, Mount, cli
 from .load import ReadLoad, percentile, probe
 
-FAKEDEBUGFS = str(Path(sys.executable).parent / "fakedebugfs")
 MIXES = ("none", "tracefs", "ktrace", "kmemtrace", "all")
 ENGINE_EVENTS = 60_000
 CLIENTS = 32
@@ -49,11 +47,6 @@ RATES = (0, 50_000)
 READY_TRIALS = 5
 RSS_EVENTS = 400_000
 KMEM_EVENTS = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free")
-
-
-def _cli(*args, timeout=120):
-    return subprocess.run([FAKEDEBUGFS, *map(str, args)], check=True, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 # --- engine in process ----------------------------------------------------------------
@@ -88,25 +81,8 @@ def bench_engine() -> list[dict]:
 
 # --- control ops under load -------------------------------------------------------------
 
-class FakeMount:
-    def __init__(self, workdir: str, *options):
-        self.path = tempfile.mkdtemp(prefix="dp-", dir=workdir)
-        self.options = options
-
-    def __enter__(self) -> str:
-        _cli("mount", self.path, *self.options)
-        return self.path
-
-    def __exit__(self, *exc):
-        subprocess.run([FAKEDEBUGFS, "umount", self.path], capture_output=True, timeout=60)
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
-
-
 def fake_control(workdir: str, rate: int) -> dict:
-    with FakeMount(workdir, "--workload", "kmem", "--rate", rate, "--enable-all") as mnt:
+    with Mount(workdir, "--workload", "kmem", "--rate", rate, "--enable-all") as mnt:
         tracing = os.path.join(mnt, "tracing")
         with ReadLoad(tracing, CLIENTS):
             time.sleep(1.0)
@@ -117,7 +93,7 @@ def fake_control(workdir: str, rate: int) -> dict:
 
 
 def _status(mnt: str) -> dict:
-    return json.loads(_cli("status", mnt).stdout)
+    return json.loads(cli("status", mnt).stdout)
 
 
 def _write(path: str, text: str) -> None:
@@ -272,14 +248,14 @@ def _buffers(pid: int) -> int:
 
 def bench_rss(workdir: str) -> list[dict]:
     rows = []
-    with FakeMount(workdir, "--workload", "none", "--enable-all") as mnt:
+    with Mount(workdir, "--workload", "none", "--enable-all") as mnt:
         st = _status(mnt)
         rows.append({"name": "server_rss_MB_beyond_buffers[mounted]",
                      "fake": round((_rss(st["pid"]) - _buffers(st["pid"])) / 2**20, 1),
                      "real": None, "unit": "MB"})
-    with FakeMount(workdir, "--workload", "kmem", "--rate", 0, "--count", RSS_EVENTS,
+    with Mount(workdir, "--workload", "kmem", "--rate", 0, "--count", RSS_EVENTS,
                    "--enable-all") as mnt:
-        st = json.loads(_cli("status", mnt, "--wait-done", "--timeout", 600, timeout=700).stdout)
+        st = json.loads(cli("status", mnt, "--wait-done", "--timeout", 600, timeout=700).stdout)
         rows.append({"name": f"server_rss_MB_beyond_buffers[{RSS_EVENTS:,} events]",
                      "fake": round((_rss(st["pid"]) - _buffers(st["pid"])) / 2**20, 1),
                      "real": None, "unit": "MB"})

@@ -35,15 +35,15 @@ import select
 import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from . import Mount, cli
+
 HERE = Path(__file__).resolve().parent
 READER_SRC = HERE.parent / "tests" / "c" / "ktrace_reader.c"
-FAKEDEBUGFS = str(Path(sys.executable).parent / "fakedebugfs")
 
 DRAIN_COUNT = 600_000  # about 11 MB per CPU: fits 16 MiB buffers
 TRIALS = 3
@@ -56,32 +56,8 @@ GET_PRODUCED, GET_CONSUMED, PUT_CONSUMED = _IOR(1), _IOR(2), _IOW(4)
 U32 = struct.Struct("<I")
 
 
-def _cli(*args, timeout=120):
-    return subprocess.run([FAKEDEBUGFS, *map(str, args)], check=True, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-class Mount:
-    """A fakedebugfs mount for the length of a ``with`` block."""
-
-    def __init__(self, workdir: str, *options):
-        self.path = tempfile.mkdtemp(prefix="ktbench-", dir=workdir)
-        self.options = options
-
-    def __enter__(self) -> str:
-        _cli("mount", self.path, *self.options)
-        return self.path
-
-    def __exit__(self, *exc):
-        subprocess.run([FAKEDEBUGFS, "umount", self.path], capture_output=True, timeout=60)
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
-
-
 def _wait_done(mnt: str) -> dict:
-    return json.loads(_cli("status", mnt, "--wait-done", "--timeout", 600, timeout=700).stdout)
+    return json.loads(cli("status", mnt, "--wait-done", "--timeout", 600, timeout=700).stdout)
 
 
 def _reader(workdir: str) -> str:

@@ -12,13 +12,13 @@ control socket), :mod:`.api` (the Python API), :mod:`.pytest_plugin`,
 :mod:`.clients` (readers and reports), :mod:`.cli`.
 """
 
-from .version import __version__  # noqa: F401
+from .version import __version__
 
 _API = ("Fake", "Event", "MountOptions", "FakeError", "MountError", "ServerGone",
         "ProtocolError", "RequestError", "EventError", "DefineError", "FaultError",
         "ScenarioError", "ReplayError", "WaitTimeout")
 
-__all__ = list(_API)
+__all__ = ["__version__", *_API]
 
 
 def __getattr__(name):

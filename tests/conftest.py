@@ -81,6 +81,18 @@ def cc(tmp_path):
     return lambda source, name=None, flags=(): build_c(source, tmp_path, name, flags)
 
 
+def read(path) -> str:
+    """The text of a file, read as ``cat`` reads it."""
+    with open(path) as fp:
+        return fp.read()
+
+
+def write(path, data: str) -> None:
+    """One write of *data*, as ``echo -n data > path``."""
+    with open(path, "w") as fp:
+        fp.write(data)
+
+
 def errno_of(fn, *args):
     """The errno *fn* fails with, or None if it succeeds."""
     try:

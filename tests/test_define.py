@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS, build_c, run_cli
+from conftest import FAKEDEBUGFS, build_c, read, run_cli, write
 
 from fakedebugfs.engine.core.kallsyms import Kallsyms
 from fakedebugfs.engine.core.engine import Engine
@@ -425,16 +425,6 @@ def test_print_fmt_is_parsed_once():
 
 
 # --- through a real mount ---------------------------------------------------------------
-
-def read(path) -> str:
-    with open(path) as fp:
-        return fp.read()
-
-
-def write(path, data: str) -> None:
-    with open(path, "w") as fp:
-        fp.write(data)
-
 
 DEMO_DECLS = ["unsigned long addr", "int count", "__string msg", "char comm[16]"]
 DEMO_FMT = '"addr=%#lx count=%-4d| msg=%s comm=%s", REC->addr, REC->count, __get_str(msg), ' \

@@ -25,10 +25,8 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_done
+from conftest import read, wait_done, write
 
 from fakedebugfs.kernel import Kernel
 from fakedebugfs.workloads import make_workload
@@ -29,16 +29,6 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs"
 KMEM = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free", "mm_page_alloc", "mm_page_free")
 TYPE_ID = {"kmalloc": 0, "kfree": 0, "kmem_cache_alloc": 1, "kmem_cache_free": 1,
            "mm_page_alloc": 2, "mm_page_free": 2}
-
-
-def read(path) -> str:
-    with open(path) as fp:
-        return fp.read()
-
-
-def write(path, data: str) -> None:
-    with open(path, "w") as fp:
-        fp.write(data)
 
 
 def write_errno(path, data: bytes) -> str:

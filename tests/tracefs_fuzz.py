@@ -16,7 +16,6 @@ refresh ``fixtures/tracefs/semantics.json.gz``.
 
 from __future__ import annotations
 
-import errno
 import gzip
 import json
 import os

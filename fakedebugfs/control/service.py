@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import re
-from typing import Callable, Optional
+from typing import Callable
 
 import trio
 

@@ -28,7 +28,6 @@ buffer overwrites as the kernel's does).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import time

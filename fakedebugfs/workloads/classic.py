@@ -15,26 +15,14 @@ import random
 
 from ..engine.core.kallsyms import FUNCTIONS
 from ..engine.ktrace.format import parse_format
+from .synthetic import (GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT, PAGE_OFFSET,
+                        SLAB_BASE, kmalloc_size)
 
-GFP_KERNEL = 0xCC0
-GFP_ATOMIC = 0x820  # __GFP_HIGH | __GFP_KSWAPD_RECLAIM
-GFP_KERNEL_ACCOUNT = 0x400CC0
-KMALLOC_SIZES = (8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
-SLAB_BASE = 0xFFFF888100000000
-PAGE_OFFSET = 0xFFFF888000000000
 CACHES = (("names_cache", 4096, "getname_flags"), ("filp", 256, "alloc_empty_file"),
           ("dentry", 192, "__d_alloc"), ("vm_area_struct", 176, "vm_area_alloc"),
           ("skbuff_head_cache", 232, "__alloc_skb"))
 SYSCALLS = (0, 1, 3, 9, 11, 202, 228, 257, 262)
 COMMS = ("bash", "sshd", "systemd", "find", "cc1", "kworker/u4:2", "python3", "sleep")
-
-
-def kmalloc_size(size: int) -> int:
-    """The kmalloc size class SLUB serves *size* from."""
-    for cls in KMALLOC_SIZES:
-        if size <= cls:
-            return cls
-    return 1 << (size - 1).bit_length()
 
 
 class ClassicWorkload:

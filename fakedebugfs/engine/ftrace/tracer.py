@@ -26,7 +26,6 @@ from .control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown, buffer
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
 from .cmdlines import SavedCmdlines
-from .cmdlines import SavedCmdlines
 from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
