@@ -93,6 +93,25 @@ def write(path, data: str) -> None:
         fp.write(data)
 
 
+def read_chunks(path, size: int = 4096, nonblock: bool = True) -> list[bytes]:
+    """Every read(2) of *path* until EOF (or EAGAIN with *nonblock*), one
+    chunk per call: how a page reader drains ``trace_pipe_raw``."""
+    fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0))
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(fd, size)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(fd)
+    return chunks
+
+
 def errno_of(fn, *args):
     """The errno *fn* fails with, or None if it succeeds."""
     try:

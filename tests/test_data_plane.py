@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_c, wait_done
+from conftest import build_c, read_chunks, wait_done
 
 PAGE = 4096
 KTRACE_BUF_GET_SIZE = (2 << 30) | (4 << 16) | (0xF5 << 8) | 0
@@ -92,23 +92,6 @@ def test_fionread_on_ktrace_files(fake):
 
 # --- trace_pipe_raw: as many pages as the read asks for ----------------------------------
 
-def drain_raw(path, size: int) -> list[bytes]:
-    """Non-blocking reads of *size* bytes until EAGAIN; the chunks read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    chunks = []
-    try:
-        while True:
-            try:
-                data = os.read(fd, size)
-            except BlockingIOError:
-                return chunks
-            if not data:
-                return chunks
-            chunks.append(data)
-    finally:
-        os.close(fd)
-
-
 def filled_mount(fake, *extra):
     mnt = fake("--workload", "kmem", "--count", 30000, "--rate", 0, "--enable-all",
                "--clock", "virtual", "--seed", 11, *extra)
@@ -121,20 +104,20 @@ def test_trace_pipe_raw_bulk_reads(fake):
     """A 64 KiB read gets up to 16 whole pages, a 4096-byte read exactly one;
     the pages are the ones one-page reads (``--raw-one-page``, the kernel's
     way) give from the same trace, byte for byte."""
-    bulk = drain_raw(filled_mount(fake), 65536)
-    one = drain_raw(filled_mount(fake, "--raw-one-page"), 65536)
+    bulk = read_chunks(filled_mount(fake), 65536)
+    one = read_chunks(filled_mount(fake, "--raw-one-page"), 65536)
     assert len(bulk[0]) == 65536 and all(len(c) % PAGE == 0 and len(c) <= 65536 for c in bulk)
     assert all(len(c) == PAGE for c in one)
     assert len(one) > 16
     assert b"".join(bulk) == b"".join(one)
-    small = drain_raw(filled_mount(fake), PAGE)
+    small = read_chunks(filled_mount(fake), PAGE)
     assert all(len(c) == PAGE for c in small) and b"".join(small) == b"".join(one)
 
 
 def test_trace_pipe_raw_short_read_keeps_the_rest(fake):
     """A read smaller than a page gets the page's start, the next the rest
     (``tracing_buffers_read`` keeps the page between reads)."""
-    chunks = drain_raw(filled_mount(fake), 1000)
+    chunks = read_chunks(filled_mount(fake), 1000)
     whole = b"".join(chunks)
     assert len(whole) % PAGE == 0 and len(whole) > PAGE
     assert {len(c) for c in chunks} <= {1000, PAGE % 1000}

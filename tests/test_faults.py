@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from conftest import FAKEDEBUGFS, wait_done
+from conftest import FAKEDEBUGFS, read_chunks, wait_done
 from fakedebugfs.engine.core.ringbuffer import decode_page_events
 from fakedebugfs.instrument.faults import FaultTable, parse_fault
 from fakedebugfs.kernel import Kernel
@@ -322,24 +322,6 @@ def fault(mnt, **spec) -> dict:
     return control(mnt, "fault", spec=spec)["fault"]
 
 
-def read_all(path, size: int = 65536, nonblock: bool = True) -> list[bytes]:
-    """Every read(2) of *path* until EOF or EAGAIN, one chunk per call."""
-    fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0))
-    chunks = []
-    try:
-        while True:
-            try:
-                data = os.read(fd, size)
-            except BlockingIOError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(fd)
-    return chunks
-
-
 def twin_ftrace_events(seed: int, count: int, cpu: int, system: str = "") -> list:
     """The ftrace events *cpu* records for the seeded kmem workload (only
     those of *system* if given), from an in-process twin."""
@@ -369,7 +351,7 @@ def test_overrun_on_a_mount_stats_and_trace_pipe_raw(fake):
     assert control(mnt, "faults")["faults"] == []  # all M used up
     text = (mnt / "tracing/per_cpu/cpu0/stats").read_text()
     assert re.search(r"^overrun: (\d+)$", text, re.M).group(1) == str(m)
-    data = b"".join(read_all(mnt / "tracing/per_cpu/cpu0/trace_pipe_raw"))
+    data = b"".join(read_chunks(mnt / "tracing/per_cpu/cpu0/trace_pipe_raw", 65536))
     assert len(data) % 4096 == 0
     pages = [data[i:i + 4096] for i in range(0, len(data), 4096)]
     assert_gap(pages, twin_ftrace_events(seed, n, 0), m)
@@ -443,7 +425,7 @@ def test_kmemtrace_total_overruns_counts_injected_overrun(fake):
     wait_done(mnt)
     got = 0
     for cpu in (0, 1):
-        data = b"".join(read_all(mnt / f"kmemtrace/cpu{cpu}"))
+        data = b"".join(read_chunks(mnt / f"kmemtrace/cpu{cpu}", 65536))
         off = 0
         while off < len(data):
             off += struct.unpack_from("<H", data, off + 2)[0]
@@ -596,8 +578,8 @@ def test_short_reads_lose_nothing(fake, rel):
     a, b = identical_mounts(fake)
     k, size = 5, 100
     fault(b, kind="short_read", path=rel, bytes=size, count=k)
-    want = read_all(a / rel)
-    got = read_all(b / rel)
+    want = read_chunks(a / rel, 65536)
+    got = read_chunks(b / rel, 65536)
     assert all(0 < len(c) <= size for c in got[:k])  # trace_pipe: whole lines when they fit
     assert len(got[k]) > size
     assert len(b"".join(want)) > k * size
@@ -663,7 +645,7 @@ def test_lost_events_finish_the_page_for_a_blocked_reader(fake):
         assert woken, "the blocked reader was not woken by the finished page"
         page, = got
         assert re.findall(rb"a\d", page) == [b"a1", b"a2", b"a3"] and not missed(page)[0]
-        rest = b"".join(read_all(tracing / "per_cpu/cpu0/trace_pipe_raw"))
+        rest = b"".join(read_chunks(tracing / "per_cpu/cpu0/trace_pipe_raw", 65536))
         assert_missed(rest[:4096], 2)
         assert b"b1" in rest and b"lost" not in rest
     finally:

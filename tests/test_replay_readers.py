@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS, wait_done
+from conftest import FAKEDEBUGFS, read_chunks, wait_done
 from fakedebugfs.replay import (
     LostEvents,
     ReplayFormatError,
@@ -327,7 +327,7 @@ def test_real_kernel_raw_capture(real_tracefs, tmp_path):
     cap = tmp_path / "cap"
     save_formats(real_tracefs, cap / "events", ("kmem", "sched"))
     for c in cpus:
-        (cap / f"cpu{c}").write_bytes(drain(inst / "per_cpu" / f"cpu{c}" / "trace_pipe_raw"))
+        (cap / f"cpu{c}").write_bytes(b"".join(read_chunks(inst / "per_cpu" / f"cpu{c}" / "trace_pipe_raw")))
     rec = read_rawcapture(cap)
     assert rec.page_header.commit_size == 8 and rec.endian == sys.byteorder
     ours = [(e.cpu, (e.ts + 500) // 1000, e.pid, e.key.split(":")[1])  # ns2usecs rounds
@@ -342,24 +342,6 @@ def test_real_kernel_raw_capture(real_tracefs, tmp_path):
         assert bool(marks) == bool(overrun[c]), (c, marks, overrun[c])
         if marks and all(m.count is not None for m in marks):
             assert sum(m.count for m in marks) == overrun[c]
-
-
-def drain(path: Path) -> bytes:
-    """Read a trace_pipe_raw file with O_NONBLOCK until it has no page left."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    chunks = []
-    try:
-        while True:
-            try:
-                page = os.read(fd, 4096)
-            except BlockingIOError:
-                break
-            if not page:
-                break
-            chunks.append(page)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 def save_formats(tracing: Path, dest: Path, systems, layout: str = "events") -> None:
@@ -416,7 +398,7 @@ def fake_capture(fake, tmp_path):
     cap = tmp_path / "cap"
     save_formats(tracing, cap / "events", ("kmem", "sched", "raw_syscalls"))
     for c in range(2):
-        (cap / f"cpu{c}").write_bytes(drain(tracing / "per_cpu" / f"cpu{c}" / "trace_pipe_raw"))
+        (cap / f"cpu{c}").write_bytes(b"".join(read_chunks(tracing / "per_cpu" / f"cpu{c}" / "trace_pipe_raw")))
     (cap / "saved_cmdlines").write_text((tracing / "saved_cmdlines").read_text())
     return cap, count, seed, done
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read, wait_done, write
+from conftest import read, read_chunks, wait_done, write
 
 from fakedebugfs.kernel import Kernel
 from fakedebugfs.workloads import make_workload
@@ -145,6 +145,13 @@ def get_field(payload: bytes, spec) -> int:
     return int.from_bytes(payload[off:off + size], "little", signed=signed)
 
 
+def read_raw_nonblock(path) -> bytes:
+    """Whole pages of a trace_pipe_raw file, read with O_NONBLOCK."""
+    chunks = read_chunks(path)
+    assert all(len(page) == 4096 for page in chunks)
+    return b"".join(chunks)
+
+
 def decode_pages(data: bytes):
     """Events of ``trace_pipe_raw`` pages, with the layout of header_page/header_event."""
     for base in range(0, len(data), 4096):
@@ -170,23 +177,6 @@ def decode_pages(data: bytes):
                 yield ts, data[off + 4:off + 4 + type_len * 4]
                 off += 4 + type_len * 4
 
-
-def read_raw_nonblock(path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    out = b""
-    try:
-        while True:
-            try:
-                page = os.read(fd, 4096)
-            except BlockingIOError:
-                break
-            if not page:
-                break
-            assert len(page) == 4096
-            out += page
-    finally:
-        os.close(fd)
-    return out
 
 
 def test_trace_pipe_raw_matches_trace(fake):
