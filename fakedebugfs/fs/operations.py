@@ -43,10 +43,13 @@ def has_ioctl_support() -> bool:
 
 
 class _Guard:
-    """Turns exceptions from file operations into FUSE errors."""
+    """Turns exceptions from file operations into FUSE errors.  The node's
+    path is only built for the log message of an unexpected failure (reads
+    and writes are the hot path)."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, node=None):
         self.what = what
+        self.node = node
 
     def __enter__(self):
         return self
@@ -59,7 +62,8 @@ class _Guard:
         if isinstance(err, (KeyError, LookupError)):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         if isinstance(err, Exception):
-            log.exception("%s failed", self.what)
+            where = f" {self.node.path()}" if self.node is not None else ""
+            log.exception("%s%s failed", self.what, where)
             raise pyfuse3.FUSEError(errno.EIO) from None
         return False
 
@@ -225,7 +229,7 @@ class TreeOperations(pyfuse3.Operations):
         if self.faults is not None and self.faults.active:
             await self._inject(node, "open")
         f = OpenFile(node, flags, next(self._fh), pid=ctx.pid, uid=ctx.uid)
-        with _Guard(f"open {node.path()}"):
+        with _Guard("open", node):
             node.fops.open(f)
             if flags & os.O_TRUNC:
                 node.fops.truncate(f)
@@ -246,7 +250,7 @@ class TreeOperations(pyfuse3.Operations):
             f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
         if self.faults is not None and self.faults.active:
             size = await self._inject(f.node, "read", size)
-        with _Guard(f"read {f.node.path()}"):
+        with _Guard("read", f.node):
             return bytes(await f.node.fops.read(f, off, size))
 
     async def write(self, fh, off, buf):
@@ -254,7 +258,7 @@ class TreeOperations(pyfuse3.Operations):
         WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
         if self.faults is not None and self.faults.active:
             await self._inject(f.node, "write")
-        with _Guard(f"write {f.node.path()}"):
+        with _Guard("write", f.node):
             return await f.node.fops.write(f, off, bytes(buf))
 
     async def flush(self, fh):
@@ -263,7 +267,7 @@ class TreeOperations(pyfuse3.Operations):
     async def release(self, fh):
         f = self.open_files.pop(fh, None)
         if f is not None:
-            with _Guard(f"release {f.node.path()}"):
+            with _Guard("release", f.node):
                 f.node.fops.release(f)
 
     async def poll(self, inode, fh, poll_handle, ctx):
@@ -273,14 +277,14 @@ class TreeOperations(pyfuse3.Operations):
             delay = self.faults.peek(_rel(f.node), "poll", "poll_delay")
             if delay is not None and poll_handle is not None:
                 poll_handle = _DelayedNotify(poll_handle, self.faults, _rel(f.node))
-        with _Guard(f"poll {f.node.path()}"):
+        with _Guard("poll", f.node):
             return f.node.fops.poll(f, PollTable(poll_handle, fh))
 
     async def ioctl(self, inode, fh, cmd, arg, in_buf, out_size, flags, ctx):
         f = self._file(fh)
         if self.faults is not None and self.faults.active:
             await self._inject(f.node, "ioctl")
-        with _Guard(f"ioctl {f.node.path()}"):
+        with _Guard("ioctl", f.node):
             result, out = f.node.fops.ioctl(f, cmd, in_buf, out_size)
             return result, out[:out_size]
 
