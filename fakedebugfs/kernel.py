@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .engine.core.clock import make_clock
 from .engine.core.engine import Engine
+from .engine.core.layouts import PAGE_SIZE
 from .engine.ftrace.tracer import Ftrace
 from .engine.kmemtrace.tracer import Kmemtrace
 from .engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
@@ -81,7 +82,7 @@ class Kernel:
                              enumerate(self.ftrace.buffers)
                              if (buf.has_pages() if complete_pages else not buf.empty())}
         if "ktrace" in wanted and (tracers or self.ktrace.enabled):
-            out["ktrace"] = {cpu: (self.ktrace.visible_produced(cpu) - buf.consumed) // 4096
+            out["ktrace"] = {cpu: (self.ktrace.visible_produced(cpu) - buf.consumed) // PAGE_SIZE
                              for cpu, buf in enumerate(self.ktrace.buffers)
                              if self.ktrace.visible_produced(cpu) > buf.consumed}
         if "kmemtrace" in wanted and (tracers or self.kmemtrace.enabled):

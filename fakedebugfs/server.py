@@ -60,11 +60,11 @@ class Server:
         self.service = ControlService(self)
         self.ops: Optional[TreeOperations] = None  # once mounted
 
-    def open_paths(self) -> list[str]:
-        """Paths (relative to the mount, no leading slash) of every open file."""
+    def open_nodes(self) -> set:
+        """The tree nodes of every open file."""
         if self.ops is None:
-            return []
-        return [f.node.path().lstrip("/") for f in list(self.ops.open_files.values())]
+            return set()
+        return {f.node for f in list(self.ops.open_files.values())}
 
     def status(self) -> dict:
         kt, ft = self.kernel.ktrace, self.kernel.ftrace

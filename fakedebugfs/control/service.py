@@ -129,7 +129,6 @@ class ControlService:
             ev = self.kernel.define_event(system, name, fields, req.get("print_fmt"))
         except (ValueError, TypeError) as err:
             raise Refused("define", str(err)) from None
-        self.injector.forget(f"{system}:{name}")
         return {"event": f"{system}:{name}", "id": getattr(ev, "id", None)}
 
     # --- replays (fakedebugfs.replay) --------------------------------------------------
@@ -152,8 +151,6 @@ class ControlService:
             text = f"{err.filename}: {err.strerror}" if isinstance(err, OSError) \
                 and err.filename else str(err)
             raise Refused("replay", text) from None
-        for key in result["created"] + result["adopted"]:
-            self.injector.forget(key)
         return result
 
     async def replay_status(self, req) -> dict:
@@ -270,55 +267,63 @@ class ControlService:
         timeout = float(req.get("timeout", 30))
         if not math.isfinite(timeout) or timeout < 0:
             raise Refused("request", f"timeout must be >= 0 seconds, got {timeout}")
-        checks = {"idle": self._idle, "done": lambda r: self.server.done,
-                  "consumed": self._consumed, "readers": self._readers}
-        check = checks.get(until)
-        if check is None:
+        makers = {"idle": self._idle, "done": self._done, "consumed": self._consumed,
+                  "readers": self._readers}
+        make = makers.get(until)
+        if make is None:
             raise Refused("request", f"wait until {until!r}? (idle, consumed, done, readers)")
+        holds, why_not = make(req)
         start = trio.current_time()
         with trio.move_on_after(timeout):
-            while not check(req):
+            while not holds():
                 await trio.sleep(WAIT_POLL)
             return {"waited": round(trio.current_time() - start, 6)}
-        raise Refused("timeout", f"not {until} after {timeout:g} s: {self._why_not(until, req)}")
+        raise Refused("timeout", f"not {until} after {timeout:g} s: {why_not()}")
 
-    def _idle(self, req) -> bool:
+    # Each condition is made once per wait: (holds, why_not), both callables.
+
+    def _done(self, req):
+        return (lambda: self.server.done), (lambda: "the workload is still running")
+
+    def _idle(self, req):
         """The workload is done, no scenario runs, every finished ktrace page
         is visible to readers."""
-        return self.server.done and not self.scenarios and self.kernel.published()
+        def why_not() -> str:
+            if not self.server.done:
+                return "the workload is still running"
+            if self.scenarios:
+                return "a scenario is still running"
+            return "ktrace pages are still being published"
 
-    def _consumed(self, req) -> bool:
-        return not self.kernel.unread(req.get("tracers"), bool(req.get("complete_pages")))
+        return (lambda: self.server.done and not self.scenarios and self.kernel.published()), \
+            why_not
 
-    def _readers(self, req) -> bool:
+    def _consumed(self, req):
+        tracers, whole = req.get("tracers"), bool(req.get("complete_pages"))
+        return (lambda: not self.kernel.unread(tracers, whole)), \
+            (lambda: f"unread {self.kernel.unread(tracers, whole)}")
+
+    def _readers(self, req):
         """Every file matching ``path`` (a glob; default every CPU's
-        ``trace_pipe_raw``) is open: a recorder such as trace-cmd is reading."""
+        ``trace_pipe_raw``) is open: a recorder such as trace-cmd is reading.
+        The files are found once; each check compares the open files' nodes."""
         pattern = req.get("path", READERS_DEFAULT).lstrip("/")
         wanted = self._matching_files(pattern)
         if not wanted:
             raise Refused("request", f"no file matches {pattern!r}")
-        return wanted <= set(self.server.open_paths())
+
+        def missing() -> set:
+            return wanted - self.server.open_nodes()
+
+        return (lambda: not missing()), \
+            (lambda: "not open: " + ", ".join(sorted(n.path().lstrip("/") for n in missing())))
 
     def _matching_files(self, pattern: str) -> set:
         ops = self.server.ops
         if ops is None:
             return set()
-        paths = (node.path().lstrip("/") for node in list(ops.table.nodes.values())
-                 if not node.is_dir)
-        return {p for p in paths if fnmatch.fnmatchcase(p, pattern)}
-
-    def _why_not(self, until: str, req) -> str:
-        if until == "readers":
-            missing = self._matching_files(req.get("path", READERS_DEFAULT).lstrip("/")) \
-                - set(self.server.open_paths())
-            return f"not open: {', '.join(sorted(missing))}"
-        if until == "consumed":
-            return f"unread {self.kernel.unread(req.get('tracers'), bool(req.get('complete_pages')))}"
-        if not self.server.done:
-            return "the workload is still running"
-        if self.scenarios:
-            return "a scenario is still running"
-        return "ktrace pages are still being published"
+        return {node for node in list(ops.table.nodes.values())
+                if not node.is_dir and fnmatch.fnmatchcase(node.path().lstrip("/"), pattern)}
 
     # --- ktrace modules ---------------------------------------------------------------
 

@@ -186,21 +186,18 @@ class Injector:
     def __init__(self, kernel):
         self.kernel = kernel
         self.injected = 0
-        self._specs: dict[str, tuple[FieldSpec, ...]] = {}
+        self._specs: dict[str, tuple] = {}  # key -> (tracepoint, event, specs)
 
     def specs(self, key: str) -> tuple[FieldSpec, ...]:
-        specs = self._specs.get(key)
+        """The field types of *key*, kept while its tracepoint and tracefs
+        event stay the same objects (``define`` and a replay that adopts a
+        recording's layout install new ones)."""
         tp = self.kernel.engine.tracepoints.get(key)
-        if specs is None or tp is None or len(specs) != len(tp.args):
-            specs = self._specs[key] = field_specs(self.kernel, key)
-        return specs
-
-    def forget(self, key: Optional[str] = None) -> None:
-        """Drop cached field types (an event was defined or removed)."""
-        if key is None:
-            self._specs.clear()
-        else:
-            self._specs.pop(key, None)
+        ev = self.kernel.ftrace.events.get(key)
+        cached = self._specs.get(key)
+        if cached is None or cached[0] is not tp or cached[1] is not ev:
+            cached = self._specs[key] = (tp, ev, field_specs(self.kernel, key))
+        return cached[2]
 
     def prepare(self, event: str, cpu: int = 0, pid: int = 0, comm: Optional[str] = None,
                 ts: Optional[int] = None, fields: Optional[dict] = None,
