@@ -30,6 +30,16 @@ def cli(*args, timeout=120) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+def write_trunc(path: str, text: str) -> None:
+    """One write of *text* to a file opened O_WRONLY | O_TRUNC, as trace-cmd
+    writes control files (tracefs's ``trace`` is cleared by the O_TRUNC)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 class Mount:
     """A fakedebugfs mount made with the CLI for the length of a ``with`` block."""
 

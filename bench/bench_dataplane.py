@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import time
 
-from . import FAKEDEBUGFS, Mount, cli
+from . import FAKEDEBUGFS, Mount, cli, write_trunc
 from .load import ReadLoad, percentile, probe
 
 MIXES = ("none", "tracefs", "ktrace", "kmemtrace", "all")
@@ -96,14 +96,6 @@ def _status(mnt: str) -> dict:
     return json.loads(cli("status", mnt).stdout)
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 class RealTracefs:
     """A real tracefs mounted at a scratch directory, unmounted on exit
     (None when it cannot be mounted)."""
@@ -136,8 +128,8 @@ def real_control(workdir: str) -> dict | None:
         finder = None
         try:
             for e in KMEM_EVENTS:
-                _write(os.path.join(inst, "events", "kmem", e, "enable"), "1")
-            _write(os.path.join(inst, "tracing_on"), "1")
+                write_trunc(os.path.join(inst, "events", "kmem", e, "enable"), "1")
+            write_trunc(os.path.join(inst, "tracing_on"), "1")
             finder = subprocess.Popen(["sh", "-c", "while :; do find /usr >/dev/null 2>&1; done"],
                                       start_new_session=True)
             ncpu = len([d for d in os.listdir(os.path.join(inst, "per_cpu"))
@@ -149,7 +141,7 @@ def real_control(workdir: str) -> dict | None:
             if finder is not None:
                 os.killpg(finder.pid, 9)
                 finder.wait()
-            _write(os.path.join(inst, "tracing_on"), "0")
+            write_trunc(os.path.join(inst, "tracing_on"), "0")
             for _ in range(50):  # readers may still hold files for a moment
                 try:
                     os.rmdir(inst)

@@ -22,13 +22,13 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from . import FAKEDEBUGFS
+
 HERE = Path(__file__).resolve().parent
 READER_SRC = HERE.parent / "tests" / "c" / "kmemtrace_reader.c"
-FAKEDEBUGFS = str(Path(sys.executable).parent / "fakedebugfs")
 COUNT = 400_000  # about 7.2 MB per CPU
 SUBBUFS = 20  # x 512 KiB = 10 MiB per CPU (the default): nothing is overrun
 TRIALS = 5  # a drain takes a few tens of ms: the median of several fills

@@ -34,12 +34,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from . import FAKEDEBUGFS, write_trunc
+
 HERE = Path(__file__).resolve().parent
-FAKEDEBUGFS = str(Path(sys.executable).parent / "fakedebugfs")
 RATES = (25_000, 50_000, 100_000, 0)  # --rate ladder (0: flat out), stops at the first loss
 SECONDS = 6  # recording window
 BUFFER_KB = 8192  # per-CPU buffer drained by the trace_pipe_raw row
@@ -105,27 +105,19 @@ def _fake_fill_and_read(reader: str, mnt: str, count: int) -> tuple[int, float]:
                    check=True, capture_output=True, timeout=60)
     try:
         tr = os.path.join(mnt, "tracing")
-        _write(os.path.join(tr, "tracing_on"), "0")
-        _write(os.path.join(tr, "buffer_size_kb"), str(BUFFER_KB))
-        _write(os.path.join(tr, "trace"), "")
-        _write(os.path.join(tr, "tracing_on"), "1")
+        write_trunc(os.path.join(tr, "tracing_on"), "0")
+        write_trunc(os.path.join(tr, "buffer_size_kb"), str(BUFFER_KB))
+        write_trunc(os.path.join(tr, "trace"), "")
+        write_trunc(os.path.join(tr, "tracing_on"), "1")
         subprocess.run([FAKEDEBUGFS, "status", mnt, "--wait-done", "--timeout", "600"],
                        check=True, capture_output=True, timeout=700)
-        _write(os.path.join(tr, "tracing_on"), "0")
+        write_trunc(os.path.join(tr, "tracing_on"), "0")
         return _read_raw(reader, os.path.join(tr, "per_cpu", "cpu0", "trace_pipe_raw"))
     finally:
         subprocess.run([FAKEDEBUGFS, "umount", mnt], capture_output=True, timeout=60)
 
 
 # --- trace_pipe_raw: the real tracefs -------------------------------------------------------
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
 
 def _read(path: str) -> str:
     with open(path) as fp:
@@ -148,32 +140,32 @@ def real_raw(reader: str, workdir: str) -> tuple[int, float] | None:
             # to is what any later user gets, so that is what is restored
             m = re.search(r"expanded: (\d+)", text)
             saved[f] = m.group(1) if m else text.split()[0]
-        _write(os.path.join(mnt, "tracing_on"), "0")
-        _write(os.path.join(mnt, "buffer_size_kb"), str(BUFFER_KB))
-        _write(os.path.join(mnt, "trace"), "")
+        write_trunc(os.path.join(mnt, "tracing_on"), "0")
+        write_trunc(os.path.join(mnt, "buffer_size_kb"), str(BUFFER_KB))
+        write_trunc(os.path.join(mnt, "trace"), "")
         for e in KMEM_EVENTS:
-            _write(os.path.join(mnt, f"events/kmem/{e}/enable"), "1")
-        _write(os.path.join(mnt, "tracing_on"), "1")
+            write_trunc(os.path.join(mnt, f"events/kmem/{e}/enable"), "1")
+        write_trunc(os.path.join(mnt, "tracing_on"), "1")
         stats = os.path.join(mnt, "per_cpu/cpu0/stats")
         for _ in range(6):  # until cpu0's buffer has wrapped (overrun) at least once
             subprocess.run(["taskset", "-c", "0", "find", "/usr"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=120)
             if int(re.search(r"overrun: (\d+)", _read(stats)).group(1)):
                 break
-        _write(os.path.join(mnt, "tracing_on"), "0")
+        write_trunc(os.path.join(mnt, "tracing_on"), "0")
         return _read_raw(reader, os.path.join(mnt, "per_cpu/cpu0/trace_pipe_raw"))
     finally:
         try:
-            _write(os.path.join(mnt, "tracing_on"), "0")
+            write_trunc(os.path.join(mnt, "tracing_on"), "0")
             for e in KMEM_EVENTS:
                 f = f"events/kmem/{e}/enable"
                 if f in saved:
-                    _write(os.path.join(mnt, f), saved[f])
-            _write(os.path.join(mnt, "trace"), "")
+                    write_trunc(os.path.join(mnt, f), saved[f])
+            write_trunc(os.path.join(mnt, "trace"), "")
             for f, value in saved.items():
                 if f.endswith("buffer_size_kb"):
-                    _write(os.path.join(mnt, f), value)
-            _write(os.path.join(mnt, "tracing_on"), saved.get("tracing_on", "0"))
+                    write_trunc(os.path.join(mnt, f), value)
+            write_trunc(os.path.join(mnt, "tracing_on"), saved.get("tracing_on", "0"))
         finally:
             subprocess.run(["umount", mnt], capture_output=True)
 
