@@ -18,8 +18,40 @@ from pathlib import Path
 import pytest
 
 VENV_BIN = Path(sys.executable).parent
+_SESSION_TRACEFS: list[str] = []  # tracefs/debugfs mounts found at the start
 FAKEDEBUGFS = str(VENV_BIN / "fakedebugfs")
 C_DIR = Path(__file__).parent / "c"
+
+
+def _tracing_mounts() -> list[str]:
+    """Mount points of every tracefs and debugfs, in mount order."""
+    with open("/proc/self/mounts") as fp:
+        return [f[1] for f in (line.split() for line in fp) if f[2] in ("tracefs", "debugfs")]
+
+
+def pytest_configure(config):
+    """Tests that compare with the real kernel find its tracefs in
+    /proc/mounts (``find_tracefs``).  As root, where none is mounted, mount
+    one for the session (mounting changes no tracing state; the tests only
+    write in scratch instances).  Whatever tracefs/debugfs mounts the session
+    adds (this one, and those perf or bpftrace make on the host when they
+    find none) are unmounted at the end: the machine is left as found."""
+    if os.geteuid() != 0:
+        return
+    from fakedebugfs.engine.ftrace.profile import find_tracefs
+
+    _SESSION_TRACEFS[:] = _tracing_mounts()
+    if find_tracefs() is None:  # where tools look for it (perf mounts it there too)
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"],
+                       capture_output=True)
+
+
+def pytest_unconfigure(config):
+    if os.geteuid() != 0:
+        return
+    for point in reversed(_tracing_mounts()):
+        if point not in _SESSION_TRACEFS:
+            subprocess.run(["umount", point], capture_output=True)
 
 
 def run_cli(*args, check=True, timeout=60, **kw) -> subprocess.CompletedProcess:

@@ -34,10 +34,12 @@ from fakedebugfs.engine.ftrace.events import KMEM_EVENTS, STRUCT_PAGE_SIZE, VMEM
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
 from fakedebugfs.engine.ftrace.output import OutputContext
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
+from fakedebugfs.engine.ftrace.profile import find_tracefs
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs" / "events"
-REAL_EVENTS = Path("/sys/kernel/tracing/events")
+REAL_TRACEFS = find_tracefs()  # conftest mounts one for the session where it can
+REAL_EVENTS = Path(REAL_TRACEFS or "/sys/kernel/tracing") / "events"
 FIELD = re.compile(r"\tfield:(.*?);\toffset:(\d+);\tsize:(\d+);\tsigned:(\d+);")
 SCHED_SWITCH_DECLS = ["char prev_comm[16]", "pid_t prev_pid", "int prev_prio", "long prev_state",
                       "char next_comm[16]", "pid_t next_pid", "int next_prio"]
@@ -97,7 +99,7 @@ def test_real_kernel_event_layouts():
     (their fields are all longs) and packed enums cannot be told from
     their name: both are left out."""
     if not os.access(REAL_EVENTS, os.R_OK):
-        pytest.skip("no readable tracefs at /sys/kernel/tracing")
+        pytest.skip(f"no readable tracefs at {REAL_EVENTS.parent}")
     checked, wrong = 0, []
     for path in sorted(glob.glob(f"{REAL_EVENTS}/*/*/format")):
         system = path.split("/")[-3]
