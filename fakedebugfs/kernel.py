@@ -19,9 +19,12 @@ from .engine.ktrace.sites import DEFAULT_SITES, parse_event_file, user_site
 from .instrument.faults import FaultTable
 
 
+TREES = ("ktrace", "tracing", "kmemtrace")  # what --enable-all turns on
+
+
 class Kernel:
     def __init__(self, cpus: int = 2, buffer_size: int = DEFAULT_BUF_SIZE,
-                 clock: str = "monotonic", seed: int = 0, enable_all: bool = False,
+                 clock: str = "monotonic", seed: int = 0, enable_all: bool = False, enable: tuple = (),
                  events_file: str | None = None, **options):
         self.options = options
         self.engine = Engine(cpus, make_clock(clock), seed)
@@ -42,18 +45,22 @@ class Kernel:
                     self.insmod("events", parse_event_file(fp.read()))
                 except ValueError as err:
                     raise ValueError(f"{events_file}: {err}") from None
-        if enable_all:
-            self.enable_all()
+        if enable_all or enable:
+            self.enable_all(TREES if enable_all else enable)
 
-    def enable_all(self) -> None:
-        """Boot with tracing on: every tracer and event enabled."""
-        for entry in list(self.ktrace.order):
-            self.ktrace.set_event_enabled(entry.name, True)
-        self.ktrace.set_enabled(True)
-        for key in self.ftrace.event_keys():
-            self.ftrace.set_event(key, True)
-        self.ftrace.tracing_on = True
-        self.kmemtrace.set_enabled(True)
+    def enable_all(self, trees=TREES) -> None:
+        """Boot with tracing on: every event of the tracers behind *trees*
+        enabled (``ktrace/``, ``tracing/``, ``kmemtrace/``)."""
+        if "ktrace" in trees:
+            for entry in list(self.ktrace.order):
+                self.ktrace.set_event_enabled(entry.name, True)
+            self.ktrace.set_enabled(True)
+        if "tracing" in trees:
+            for key in self.ftrace.event_keys():
+                self.ftrace.set_event(key, True)
+            self.ftrace.tracing_on = True
+        if "kmemtrace" in trees:
+            self.kmemtrace.set_enabled(True)
 
     # --- the instrument's view -------------------------------------------------
 

@@ -221,6 +221,27 @@ def test_enable_all_shows_in_info_and_files(fake):
     assert info["syscall_entry"]["state"] == "enabled"
 
 
+def test_enable_one_tree_leaves_the_others_off(fake):
+    """``--enable ktrace`` boots with every ktrace event on and tracefs and
+    kmemtrace as the kernel boots them: no event enabled, nothing recorded."""
+    mnt = fake("--workload", "classic", "--count", 2000, "--rate", 0, "--enable", "ktrace")
+    wait_done(mnt)
+    assert read_text(Path(mnt) / "ktrace" / "enabled") == "1\n"
+    assert all(e["state"] == "enabled" for e in parse_info(read_text(Path(mnt) / "ktrace" / "info")).values())
+    assert read_text(Path(mnt) / "tracing" / "set_event") == ""
+    assert read_text(Path(mnt) / "tracing" / "per_cpu" / "cpu0" / "stats").startswith("entries: 0\n")
+    assert len(py_read(mnt)) + overflow(mnt) == 2000  # every event went to ktrace
+
+
+def test_enable_unknown_tree_is_refused_with_exit_2(tmp_path):
+    p = run_cli("mount", tmp_path, "--enable", "ktrace,ftrace", check=False)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == [
+        "fakedebugfs mount: argument --enable: 'ftrace': choose from ktrace, tracing, kmemtrace",
+        "(see `fakedebugfs mount --help`)"]
+    assert not is_mounted(tmp_path)
+
+
 # --- exact accounting --------------------------------------------------------------
 
 @pytest.mark.parametrize("buffer_size", [8192, 16384])
@@ -250,7 +271,7 @@ def test_fast_reader_reads_100k_events(fake, reader):
     events/s; the two 1 MiB buffers hold about 50,000 events together, so at
     least half must be read while the workload runs."""
     n = 150_000
-    mnt = fake("--workload", "classic", "--count", n, "--rate", 50000, "--enable-all", "--buffer-size", "1M",
+    mnt = fake("--workload", "classic", "--count", n, "--rate", 50000, "--enable", "ktrace", "--buffer-size", "1M",
                "--seed", 3)
     r = Reader(reader, mnt)
     st = wait_done(mnt)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..control.errors import MountError
+from ..kernel import TREES
 
 MAX_CPUS = 256
 
@@ -126,6 +127,18 @@ def profile_value(value) -> Optional[str]:
     return value
 
 
+def trees_value(value) -> Optional[tuple[str, ...]]:
+    """Tree names, comma-separated (or a sequence): ktrace, tracing, kmemtrace."""
+    if value is None:
+        return None
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(n).strip() for n in names if str(n).strip()]
+    bad = [n for n in names if n not in TREES]
+    if bad or not names:
+        raise ValueError(f"{bad[0] if bad else value!r}: choose from {', '.join(TREES)}")
+    return tuple(dict.fromkeys(names))
+
+
 def flag(value) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"must be True or False, got {value!r}")
@@ -153,6 +166,9 @@ class MountOptions:
     clock: str = _opt("monotonic", choice("monotonic", "virtual"),
                       "trace clock; virtual is deterministic (default monotonic)")
     enable_all: bool = _opt(False, flag, "start with tracing and every event enabled")
+    enable: Optional[tuple] = _opt(None, trees_value,
+                                   "start with tracing and every event enabled in these trees "
+                                   "only (comma-separated: ktrace, tracing, kmemtrace)", "TREES")
     events: Optional[str] = _opt(None, file_value,
                                  "extra ktrace events, one 'NAME FORMAT' a line", "FILE")
     kmemtrace_abi: str = _opt("2008-08", choice("2008-08", "2008-07"),
@@ -207,14 +223,20 @@ class MountOptions:
             flag_name = "--" + f.name.replace("_", "-")
             if isinstance(value, bool):
                 out.append(flag_name)
+            elif isinstance(value, tuple):
+                out += [flag_name, ",".join(value)]
             else:
                 out += [flag_name, str(value)]
         return out
 
+    def enabled_trees(self) -> tuple:
+        """The trees that start with everything enabled (``--enable-all``: all)."""
+        return TREES if self.enable_all else (self.enable or ())
+
     def kernel_kwargs(self) -> dict:
         """Arguments of :class:`fakedebugfs.kernel.Kernel`."""
         return dict(cpus=self.cpus, buffer_size=self.buffer_size, clock=self.clock,
-                    seed=self.seed, enable_all=self.enable_all, events_file=self.events,
+                    seed=self.seed, enable=self.enabled_trees(), events_file=self.events,
                     kmemtrace_abi=self.kmemtrace_abi, kmemtrace_subbufs=self.kmemtrace_subbufs,
                     kmemtrace_subbuf_events=self.kmemtrace_subbuf_events,
                     raw_one_page=self.raw_one_page, profile=self.profile)
