@@ -19,7 +19,7 @@ from .engine.ktrace.sites import DEFAULT_SITES, parse_event_file, user_site
 from .instrument.faults import FaultTable
 
 
-TREES = ("ktrace", "tracing", "kmemtrace")  # what --enable-all turns on
+TREES = ("ktrace", "tracing", "kmemtrace")  # what --enable-all turns on (api.options.TREES)
 
 
 class Kernel:

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..control.errors import MountError
-from ..kernel import TREES
+
+#: what --enable names (kernel.TREES; not imported from there: the CLI must not
+#: load the engine before `run` unshares, which needs a single-threaded process)
+TREES = ("ktrace", "tracing", "kmemtrace")
 
 MAX_CPUS = 256
 
