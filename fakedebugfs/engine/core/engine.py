@@ -2,19 +2,33 @@
 
 Plain synchronous Python with no FUSE or trio inside.  Event sources call
 :meth:`Engine.emit` (stamped with the engine clock) or hand many events at
-once to :meth:`Engine.emit_batch` (each with its own timestamp: injection,
-replay); the tracers of the three trees (ktrace, ftrace, kmemtrace) attach
-probes to the tracepoints they serve.
+once to :meth:`Engine.emit_batch` (each with its own timestamp: workloads,
+injection, replay); the tracers of the three trees (ktrace, ftrace,
+kmemtrace) attach probes to the tracepoints they serve.
+
+The batch path: a probe that can take many events at once carries a
+``batch_owner`` (the tracer object whose buffers it writes, with
+``batch_ok(batch, kinds)`` and ``write_batch(batch, kinds)``).  When every
+probe of every tracepoint in an :class:`~.batch.EventBatch` has one and
+each owner accepts the batch, each owner encodes all of its events in one
+go (in emission order per CPU: the same bytes as firing them one by one);
+otherwise the events are fired one by one.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, NamedTuple, Sequence
 
+import numpy as np
+
+from .batch import EventBatch, from_pending
 from .catalogue import TRACEPOINTS
 from .clock import MonotonicClock
 from .kallsyms import Kallsyms
 from .tracepoint import Tracepoint
+
+
+BATCH_MIN = 64  # Pending events below this many are fired one by one
 
 
 class Pending(NamedTuple):
@@ -73,10 +87,32 @@ class Engine:
         self.last_ts[cpu] = ts
         tp.fire(cpu, pid, ts, values)
 
-    def emit_batch(self, events: Iterable[Pending]) -> int:
+    def emit_batch(self, events) -> int:
         """Fire many events, each with its own CPU, task and timestamp
         (``ts`` of each not below its CPU's last one: callers check with
-        :meth:`check_ts`).  Returns how many were fired."""
+        :meth:`check_ts`): an :class:`~.batch.EventBatch`, or ``Pending``
+        events (made into one when there are :data:`BATCH_MIN` or more).
+        Returns how many were fired."""
+        if not isinstance(events, EventBatch):
+            events = list(events)
+            if len(events) < BATCH_MIN:
+                return self._fire_each(events)
+            events = from_pending(events)
+        n = len(events)
+        if not n:
+            return 0
+        owners = self._batch_owners(events)
+        if owners is None:
+            return self._fire_each(events.events())
+        for k, tp in enumerate(events.tps):
+            tp.hits += len(events.where(k))
+        for owner, kinds in owners.values():
+            owner.write_batch(events, kinds)
+        self._note_last_ts(events)
+        self.emitted += n
+        return n
+
+    def _fire_each(self, events) -> int:
         n = 0
         last = self.last_ts
         for tp, cpu, pid, ts, values in events:
@@ -85,6 +121,28 @@ class Engine:
             n += 1
         self.emitted += n
         return n
+
+    def _batch_owners(self, batch: EventBatch):
+        """``{id: (owner, kinds)}`` of the tracers that take *batch* at once,
+        or None when some probe cannot (the per-event path)."""
+        owners: dict = {}
+        for k, tp in enumerate(batch.tps):
+            for probe in tp.probes:
+                owner = getattr(probe, "batch_owner", None)
+                if owner is None:
+                    return None
+                entry = owners.setdefault(id(owner), (owner, []))
+                entry[1].append((k, probe))
+        for owner, kinds in owners.values():
+            if not owner.batch_ok(batch, kinds):
+                return None
+        return owners
+
+    def _note_last_ts(self, batch: EventBatch) -> None:
+        """Each CPU's last timestamp (``check_ts``)."""
+        cpu = batch.cpu
+        for c in np.unique(cpu).tolist():
+            self.last_ts[c] = int(batch.ts[np.flatnonzero(cpu == c)[-1]])
 
     def check_ts(self, cpu: int, ts: int) -> None:
         """Refuse a timestamp before *cpu*'s last event: the kernel's trace

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
+import numpy as np
+
 from .layouts import (
     BUF_PAGE_HDR_SIZE,
     BUF_PAGE_SIZE,
@@ -67,6 +69,15 @@ def event_length(payload_len: int) -> int:
     if length > RB_MAX_SMALL_DATA:
         length += 4
     return (length + 4 + 3) & ~3
+
+
+def _payloads(n: int, groups, upto: int) -> list:
+    """The payload bytes of events ``0 .. upto-1`` of a batch (per-event path)."""
+    out = [b""] * n
+    for idx, rows in groups:
+        for j in np.flatnonzero(idx < upto):
+            out[int(idx[j])] = rows[j].tobytes()
+    return out
 
 
 @dataclass(frozen=True)
@@ -221,6 +232,144 @@ class CpuBuffer:
         self.last_ts = ts
         _U64.pack_into(mem, base + 8, self.tail)
         return True
+
+    def write_batch(self, ts, groups) -> None:
+        """Write many events at once, byte for byte and counter for counter
+        what :meth:`write` of each in turn would do.
+
+        *ts* (n,) are the timestamps in write order; *groups* is a list of
+        ``(idx, rows)``: the events at positions *idx* have the payloads
+        ``rows`` (a 2-D ``uint8`` array, one row each, all of one length).
+        Pending faults, a pinned reader and payloads too big for a page are
+        done event by event; the rest is laid out in pages (time deltas,
+        ``TIME_EXTEND``, page finishing and overwrite) with numpy."""
+        n = len(ts)
+        if not n:
+            return
+        ts = np.asarray(ts, np.int64)
+        length = np.empty(n, np.int64)
+        for idx, rows in groups:
+            length[idx] = rows.shape[1]
+        size = np.maximum(length, 1)
+        size = (size + np.where(size > RB_MAX_SMALL_DATA, 4, 0) + 4 + 3) & ~3
+        if self.pinned_until or (size > BUF_PAGE_SIZE).any():
+            start = n  # a reader holds the pages / some are dropped: one by one
+        elif self.lose_next or self.drop_pending:
+            start = min(n, max(self.lose_next, 1))  # the losses, then the fast path
+        else:
+            start = 0
+        if start:
+            payloads = _payloads(n, groups, start)
+            for i in range(start):
+                self.write(int(ts[i]), payloads[i])
+            if start < n and (self.lose_next or self.drop_pending):
+                payloads = _payloads(n, groups, n)
+                for i in range(start, n):
+                    self.write(int(ts[i]), payloads[i])
+                return
+            if start == n:
+                return
+            groups = [(idx[idx >= start] - start, rows[idx >= start]) for idx, rows in groups]
+            ts, length, size = ts[start:], length[start:], size[start:]
+        self._write_laid_out(ts, length, size, groups)
+
+    def _write_laid_out(self, ts, length, size, groups) -> None:
+        """The vectorised part of :meth:`write_batch` (no fault pending)."""
+        n = len(ts)
+        prev = np.empty(n, np.int64)
+        prev[0] = self.last_ts
+        prev[1:] = ts[:-1]
+        delta = np.maximum(ts - prev, 0)
+        ext = delta > TS_MASK
+        cum = np.zeros(n + 1, np.int64)
+        np.cumsum(size + (ext << 3), out=cum[1:])
+        # pages, greedily as write() fills them: (first event, end, new page?)
+        segs = []
+        i = 0
+        if self.tail:
+            i = int(np.searchsorted(cum, BUF_PAGE_SIZE - self.tail, "right")) - 1
+            segs.append((0, i, False))
+        while i < n:
+            j = int(np.searchsorted(cum, BUF_PAGE_SIZE - int(size[i]) + int(cum[i + 1]),
+                                    "right")) - 1
+            segs.append((i, j, True))
+            i = j
+        nseg = len(segs)
+        seg_start = np.array([s[0] for s in segs], np.int64)
+        seg_len = np.array([s[1] - s[0] for s in segs], np.int64)
+        seg = np.repeat(np.arange(nseg), seg_len)
+        first = np.zeros(n, bool)
+        first[seg_start[[k for k, s in enumerate(segs) if s[2]]]] = True
+        has_ext = ext & ~first
+        hdr_delta = np.where(first | has_ext, 0, delta)
+        w = size + (has_ext << 3)
+        excl = np.zeros(n + 1, np.int64)
+        np.cumsum(w, out=excl[1:])
+        fill0 = np.zeros(nseg, np.int64)
+        if not segs[0][2]:
+            fill0[0] = self.tail
+        off = excl[:n] - excl[seg_start][seg] + fill0[seg]  # offset in the page's data
+        # page bookkeeping in order (claims, overwrite, finished pages)
+        mem = self.mem
+        slot_base = np.zeros(nseg, np.int64)
+        dropped_from, done = n, nseg
+        for k, (a, b, new) in enumerate(segs):
+            if new:
+                if self.tail:
+                    self._finish_page()
+                if not self._claim_tail():  # no overwrite: the rest is dropped
+                    self.dropped += n - a - 1  # _claim_tail counted this one
+                    dropped_from, done = a, k
+                    break
+                base = self.slot(self.produced) * PAGE_SIZE
+                _U64.pack_into(mem, base, int(ts[a]))
+            else:
+                base = self.slot(self.produced) * PAGE_SIZE
+            slot_base[k] = base
+            if b > a:
+                self.tail = int(off[b - 1] + w[b - 1])
+                self.tail_entries += b - a
+                self.entries += b - a
+                self.last_ts = int(ts[b - 1])
+            _U64.pack_into(mem, base + 8, self.tail)
+        # the data of the pages still in the buffer (later ones reuse slots)
+        keep = seg >= max(0, done - self.nr_pages)
+        if dropped_from < n:
+            keep &= np.arange(n) < dropped_from
+        if not keep.any():
+            return
+        mem32 = np.frombuffer(mem, np.uint32)
+        at = slot_base[seg] + BUF_PAGE_HDR_SIZE + off  # byte address of each event
+        e = keep & has_ext
+        if e.any():
+            word = at[e] >> 2
+            d = delta[e]
+            mem32[word] = RINGBUF_TYPE_TIME_EXTEND | ((d & TS_MASK) << 5)
+            mem32[word + 1] = d >> TS_SHIFT
+        hdr = at + (has_ext << 3)
+        big = length > RB_MAX_SMALL_DATA
+        word = hdr >> 2
+        small_word = ((size - 4) >> 2) | (hdr_delta << 5)
+        sel = keep & ~big
+        mem32[word[sel]] = small_word[sel]
+        if big.any():
+            sel = keep & big
+            mem32[word[sel]] = hdr_delta[sel] << 5
+            mem32[word[sel] + 1] = size[sel] - 4
+        data = hdr + np.where(big, 8, 4)
+        for idx, rows in groups:
+            kept = keep[idx]
+            if not kept.any():
+                continue
+            m, L = rows.shape
+            nw = (L + 3) >> 2
+            if L & 3:
+                padded = np.zeros((m, nw * 4), np.uint8)
+                padded[:, :L] = rows
+                rows = padded
+            words = np.ascontiguousarray(rows).view(np.uint32)
+            dest = (data[idx[kept]] >> 2)[:, None] + np.arange(nw)
+            mem32[dest] = words[kept]
 
     # --- faults: events lost on purpose, counted as overrun ------------------
 

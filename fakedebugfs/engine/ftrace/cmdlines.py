@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 
 class SavedCmdlines:
     """The saved pid -> comm slots; *comms* gives a task's comm now."""
@@ -47,6 +49,27 @@ class SavedCmdlines:
         elif self.slots[slot][1] == comm:
             return
         self.slots[slot] = (pid, comm)
+
+    def record_many(self, pids) -> None:
+        """:meth:`record` of each pid of *pids* (an array, in order): each
+        distinct pid once, in order of first appearance, unless a slot
+        that would be taken holds a pid of *pids* (then every change of
+        pid is recorded, as one by one)."""
+        pids = np.asarray(pids)
+        if not len(pids):
+            return
+        uniq, first = np.unique(pids, return_index=True)
+        order = uniq[np.argsort(first)].tolist()
+        new = sum(1 for p in order if p > 0 and p not in self.map and p in self.comms)
+        victims = {self.slots[(self.idx + k) % self.num][0]
+                   for k in range(1, min(new, self.num) + 1)
+                   if self.slots[(self.idx + k) % self.num] is not None}
+        if new >= self.num or victims.intersection(order):
+            change = np.ones(len(pids), bool)
+            change[1:] = pids[1:] != pids[:-1]
+            order = pids[change].tolist()
+        for pid in order:
+            self.record(pid)
 
     def get(self, pid: int, default: str = "<...>") -> str:
         """``trace_find_cmdline``."""

@@ -16,6 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import numpy as np
+
 from ..core.gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
 from ..core.layouts import packer, trace_entry
 
@@ -47,6 +49,8 @@ class EventType:
     dyn: tuple = ()  # names of __data_loc fields, in payload order
     data_offset: Optional[int] = None  # where __data_loc data starts (default: size)
     dyn_arrays: tuple = ()  # __data_loc fields decoded as bytes, not strings
+    # the batch path: tracepoint argument columns -> field columns (None: one by one)
+    encode_columns: Optional[Callable] = None
     packer: struct.Struct = field(init=False)
 
     def __post_init__(self):
@@ -107,6 +111,79 @@ class EventType:
             return (head + body)[:self.data_offset] + tail.ljust(
                 len(tail) + self.size - self.data_offset, b"\0")
         return head + body + tail
+
+    def record_dtype(self) -> np.dtype:
+        """``struct trace_event_raw_<name>`` (fixed part) as a numpy
+        structured dtype: the layout :meth:`pack` writes, for
+        :meth:`pack_columns`."""
+        dt = self.__dict__.get("_dtype")
+        if dt is None:
+            names, formats, offsets = [], [], []
+            for ctype, name, off, size, signed in COMMON_FIELDS + self.fields:
+                if not size:
+                    continue
+                names.append(field_key(name))
+                offsets.append(off)
+                if size in _CODES and "[" not in name:
+                    formats.append(f"<{'i' if signed else 'u'}{size}")
+                else:
+                    formats.append(f"V{size}")
+            dt = self.__dict__["_dtype"] = np.dtype(
+                {"names": names, "formats": formats, "offsets": offsets, "itemsize": self.size})
+        return dt
+
+    def pack_columns(self, pid, cols, flags: int = 0, preempt: int = 0) -> list:
+        """:meth:`encode` of many events at once: *pid* (m,) and the
+        tracepoint's argument columns (:mod:`..core.batch`).  Returns
+        ``[(idx, rows)]``: the payloads of the events at *idx* as rows of
+        a ``uint8`` array, grouped by payload length (events whose
+        ``__data_loc`` strings differ are in different groups)."""
+        from ..core.batch import Strings
+
+        vals = self.encode_columns(cols)
+        m = len(pid)
+        rec = np.zeros(m, self.record_dtype())
+        rec["common_type"] = self.id
+        rec["common_flags"] = flags
+        rec["common_preempt_count"] = preempt
+        rec["common_pid"] = pid
+        for name in self.names:
+            if name not in self.dyn:
+                value = vals[name]
+                rec[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
+        fixed = rec.view(np.uint8).reshape(m, self.size)
+        if not self.dyn:
+            return [(np.arange(m), fixed)]
+        combo = np.zeros(m, np.int64)
+        tables = []
+        for name in self.dyn:
+            col = vals[name]
+            if not isinstance(col, Strings):
+                col = Strings(np.zeros(m, np.int64), (col,))
+            combo = combo * len(col.table) + col.codes
+            tables.append(col)
+        offsets = {field_key(f[1]): f[2] for f in self.fields}
+        out = []
+        for key in np.unique(combo).tolist():
+            idx = np.flatnonzero(combo == key)
+            j = int(idx[0])
+            tail = b""
+            cut = self.data_offset
+            rows = np.zeros((len(idx), self.size + 0), np.uint8)
+            rows[:, :cut] = fixed[idx, :cut]  # (a structured copy loses the padding bytes)
+            for name, col in zip(self.dyn, tables):
+                text = col.table[int(col.codes[j])]
+                data = text.encode() + b"\0" if isinstance(text, str) else bytes(text)
+                loc = (len(data) << 16) | (self.data_offset + len(tail))
+                rows[:, offsets[name]:offsets[name] + 4] = np.frombuffer(
+                    loc.to_bytes(4, "little"), np.uint8)
+                tail += data
+            if tail:
+                rows = np.concatenate(
+                    [rows, np.zeros((len(idx), len(tail)), np.uint8)], axis=1)
+                rows[:, cut:cut + len(tail)] = np.frombuffer(tail, np.uint8)
+            out.append((idx, rows))
+        return out
 
     def decode(self, payload: bytes) -> dict:
         """Field values by name, ``__data_loc`` strings resolved."""
@@ -234,6 +311,12 @@ def _enc_kmem_cache_alloc(v):
     return rec
 
 
+def _enc_kmem_cache_alloc_columns(v):
+    rec = dict(zip(KMEM_ALLOC_ARGS + ("name",), v))
+    rec["accounted"] = (np.asarray(rec["gfp_flags"]) & __GFP_ACCOUNT) != 0
+    return rec
+
+
 def _enc_kfree(v):
     return {"call_site": v[0], "ptr": v[1]}
 
@@ -270,10 +353,11 @@ KMEM_EVENTS = (
                  "accounted=%s", "(void *)REC->call_site, REC->ptr, REC->bytes_req, "
                  "REC->bytes_alloc, ", ", REC->node, (1 && (REC->gfp_flags & ( unsigned long)"
                  "(( gfp_t)((((1UL))) << (22))))) ? \"true\" : \"false\""),
-        _show_kmalloc, _enc_kmalloc),
+        _show_kmalloc, _enc_kmalloc, encode_columns=_enc_kmalloc),
     EventType("kmem", "kfree", 657, (
         _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8)),
-        '"call_site=%pS ptr=%p", (void *)REC->call_site, REC->ptr', _show_kfree, _enc_kfree),
+        '"call_site=%pS ptr=%p", (void *)REC->call_site, REC->ptr', _show_kfree, _enc_kfree,
+        encode_columns=_enc_kfree),
     EventType("kmem", "kmem_cache_alloc", 659, (
         _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8),
         _f("__data_loc char[]", "name", 24, 4), _f("size_t", "bytes_req", 32, 8),
@@ -283,12 +367,14 @@ KMEM_EVENTS = (
                  "node=%d accounted=%s", "(void *)REC->call_site, REC->ptr, __get_str(name), "
                  "REC->bytes_req, REC->bytes_alloc, ",
                  ", REC->node, REC->accounted ? \"true\" : \"false\""),
-        _show_kmem_cache_alloc, _enc_kmem_cache_alloc, dyn=("name",)),
+        _show_kmem_cache_alloc, _enc_kmem_cache_alloc, dyn=("name",),
+        encode_columns=_enc_kmem_cache_alloc_columns),
     EventType("kmem", "kmem_cache_free", 656, (
         _f("unsigned long", "call_site", 8, 8), _f("const void *", "ptr", 16, 8),
         _f("__data_loc char[]", "name", 24, 4)),
         '"call_site=%pS ptr=%p name=%s", (void *)REC->call_site, REC->ptr, __get_str(name)',
-        _show_kmem_cache_free, _enc_kmem_cache_free, dyn=("name",)),
+        _show_kmem_cache_free, _enc_kmem_cache_free, dyn=("name",),
+        encode_columns=_enc_kmem_cache_free),
     EventType("kmem", "mm_page_alloc", 653, (
         _f("unsigned long", "pfn", 8, 8), _f("unsigned int", "order", 16, 4),
         _f("unsigned long", "gfp_flags", 24, 8), _f("int", "migratetype", 32, 4, 1)),
@@ -296,11 +382,12 @@ KMEM_EVENTS = (
                  "REC->pfn != -1UL ? (((struct page *)vmemmap_base) + (REC->pfn)) : "
                  "((void *)0), REC->pfn != -1UL ? REC->pfn : 0, REC->order, REC->migratetype, ",
                  ""),
-        _show_mm_page_alloc, _enc_mm_page_alloc),
+        _show_mm_page_alloc, _enc_mm_page_alloc, encode_columns=_enc_mm_page_alloc),
     EventType("kmem", "mm_page_free", 655, (
         _f("unsigned long", "pfn", 8, 8), _f("unsigned int", "order", 16, 4)),
         '"page=%p pfn=0x%lx order=%d", (((struct page *)vmemmap_base) + (REC->pfn)), '
-        'REC->pfn, REC->order', _show_mm_page_free, _enc_mm_page_free),
+        'REC->pfn, REC->order', _show_mm_page_free, _enc_mm_page_free,
+        encode_columns=_enc_mm_page_free),
 )
 
 # enum trace_type of kernel/trace/trace.h (6.18) for the ftrace/ entries

@@ -17,6 +17,8 @@ import errno
 import heapq
 from typing import Iterator, Optional
 
+import numpy as np
+
 from .define import build_event
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
@@ -142,7 +144,69 @@ class TraceArray:
             if match(rec) and self.commit(cpu, ts, ev.pack(pid, vals)) \
                     and self.options["stacktrace"]:
                 self.stack_entry(cpu, pid, ts)
+        probe.batch_owner = self  # the batch path (write_batch)
+        probe.event = ev
         return probe
+
+    # --- the batch path (engine.core.batch) -----------------------------------
+
+    def batch_ok(self, batch, kinds) -> bool:
+        """Can :meth:`write_batch` take these events at once?  Not when
+        anything looks at events one by one: triggers, soft-disable, pid
+        lists, filters, the stacktrace option, instances (they share
+        ``saved_cmdlines``), an event without a column encoder."""
+        if self.top.instances or self.options["stacktrace"] or self.event_pids \
+                or self.notrace_pids:
+            return False
+        for k, probe in kinds:
+            ev = probe.event
+            key = ev.key
+            trig = self.triggers.get(key)
+            if (trig is not None and trig.list) or key in self.soft_disabled \
+                    or key in self.filter_preds or ev.encode_columns is None:
+                return False
+            if any(isinstance(c, np.ndarray) and c.dtype == object for c in batch.cols[k]):
+                return False
+        return True
+
+    def write_batch(self, batch, kinds) -> None:
+        """The probes of *kinds* for every event of the batch: payloads
+        packed column-wise (:meth:`EventType.pack_columns`), each CPU's
+        written with :meth:`CpuBuffer.write_batch`, ``saved_cmdlines``
+        recorded for each entry, as :meth:`commit` of each in turn."""
+        if not self.tracing_on:
+            return
+        groups, mine = [], []
+        for k, probe in kinds:
+            pos = batch.where(k)
+            mine.append(pos)
+            for idx, rows in probe.event.pack_columns(batch.pid[pos], batch.cols[k]):
+                groups.append((pos[idx], rows))
+            self.firing = probe.event.key
+        sel = np.sort(np.concatenate(mine)) if len(mine) > 1 else mine[0]
+        cpu_of = batch.cpu
+        committed = []
+        for cpu in range(len(self.buffers)):
+            if not (self.cpumask >> cpu) & 1:
+                continue
+            on = sel[cpu_of[sel] == cpu]
+            if not len(on):
+                continue
+            committed.append(on)
+            local = np.full(len(batch), -1, np.int64)
+            local[on] = np.arange(len(on))
+            parts = []
+            for gpos, rows in groups:
+                here = cpu_of[gpos] == cpu
+                if here.any():
+                    parts.append((local[gpos[here]], rows[here]))
+            self.buffers[cpu].write_batch(batch.ts[on], parts)
+        if not committed:
+            return
+        done = np.sort(np.concatenate(committed)) if len(committed) > 1 else committed[0]
+        self.written += len(done)
+        if self.top.options["record-cmd"]:
+            self.top.cmdlines.record_many(batch.pid[done].astype(np.int32))
 
     def _record(self, ev, cpu, pid, values):
         vals = ev.encode_values(values) if ev.encode_values else dict(values)

@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
+from ..core.batch import fill_records, struct_dtype
 from ..core.layouts import (
     PAGE_SIZE,
     kmemtrace_alloc_v2008_08,
@@ -155,7 +158,132 @@ class Kmemtrace:
 
             def probe(cpu, pid, ts, values):
                 self.log_free(cpu, ts, type_id, values[site], values[ptr])
+        probe.batch_owner = self  # the batch path (write_batch)
+        probe.spec = (alloc, type_id, ix)
         return probe
+
+    # --- the batch path (engine.core.batch) -----------------------------------
+
+    def batch_ok(self, batch, kinds) -> bool:
+        """Every argument the records take is a column of numbers."""
+        for k, probe in kinds:
+            for i in probe.spec[2]:
+                c = batch.cols[k][i]
+                if not isinstance(c, (int, np.ndarray)) or \
+                        (isinstance(c, np.ndarray) and c.dtype == object):
+                    return False
+        return True
+
+    def write_batch(self, batch, kinds) -> None:
+        """:meth:`_log` of every event of *kinds*, in emission order: per
+        CPU the records the relay takes (after a fault's losses, until a
+        refused sub-buffer switch) are found first, then the 2008-08
+        sequence numbers are given in emission order across CPUs, and the
+        records are packed column-wise into the sub-buffers."""
+        abi = self.abi
+        parts = []  # (positions, alloc?, columns of the record after the header)
+        for k, probe in kinds:
+            alloc, type_id, ix = probe.spec
+            pos = batch.where(k)
+            cols = batch.cols[k]
+            m = len(pos)
+            if alloc and type_id == TYPE_PAGES:
+                site, ptr, order, gfp = (cols[i] for i in ix)
+                size = PAGE_SIZE << np.asarray(order, np.int64)
+                vals = (site, ptr, size, size, gfp, -1)
+            elif alloc:
+                vals = tuple(cols[i] for i in ix)
+            else:
+                vals = (cols[ix[0]], cols[ix[1]])
+            if abi.name == "2008-07":
+                keep = np.broadcast_to(np.asarray(vals[1]) != 0, (m,))
+                if not keep.all():  # "Don't trace ignored allocations."
+                    pos = pos[keep]
+                    vals = tuple(v[keep] if isinstance(v, np.ndarray) else v for v in vals)
+                    m = len(pos)
+            parts.append((pos, alloc, type_id, vals))
+        if not parts:
+            return
+        sel = np.sort(np.concatenate([p[0] for p in parts]))
+        n = len(batch)
+        length = np.zeros(n, np.int64)
+        for pos, alloc, _, _ in parts:
+            length[pos] = (abi.alloc if alloc else abi.free).size
+        where = np.full(n, -1, np.int64)  # byte position in its CPU's buffer
+        for cpu, buf in enumerate(self.chan.bufs):
+            on = sel[batch.cpu[sel] == cpu]
+            if len(on):
+                where[on] = self._reserve_many(cpu, buf, length[on])
+        accepted = where >= 0
+        seq = np.cumsum(accepted) + self.seq_num  # atomic_add_return, in emission order
+        if abi.name == "2008-08":
+            self.seq_num = int(seq[-1]) & U32
+        self.records += int(accepted.sum())
+        for cpu, buf in enumerate(self.chan.bufs):
+            mem = None
+            for pos, alloc, type_id, vals in parts:
+                ok = pos[(batch.cpu[pos] == cpu) & accepted[pos]]
+                if not len(ok):
+                    continue
+                if mem is None:
+                    mem = np.frombuffer(buf.start, np.uint8)
+                rows = self._rows(batch, pos, ok, alloc, type_id, vals, seq)
+                dest = where[ok][:, None] + np.arange(rows.shape[1])
+                mem[dest] = rows
+            del mem
+
+    def _rows(self, batch, pos, ok, alloc, type_id, vals, seq) -> np.ndarray:
+        """The records of the events at *ok* (a subset of *pos*) as rows."""
+        abi = self.abi
+        layout = abi.alloc if alloc else abi.free
+        pick = np.searchsorted(pos, ok)
+        vals = tuple(v[pick] if isinstance(v, np.ndarray) else v for v in vals)
+        m = len(ok)
+        if abi.name == "2008-08":
+            head = (abi.alloc_id if alloc else abi.free_id, type_id, layout.size,
+                    (seq[ok] & U32).astype(np.uint32).view(np.int32))
+            if alloc:
+                site, ptr, req, given, gfp, node = vals
+                cols = head + (site, ptr, req, given, np.asarray(gfp) & U32, node)
+            else:
+                cols = head + vals
+        else:
+            ts = batch.ts[ok]
+            if alloc:
+                site, ptr, req, given, gfp, node = vals
+                cols = (abi.alloc_id, type_id, layout.size, node, site, ptr, req, given, gfp, ts)
+            else:
+                cols = (abi.free_id, type_id, layout.size, -1, vals[0], vals[1], 0, 0, 0, ts)
+        return fill_records(struct_dtype(layout.format), cols, m)
+
+    def _reserve_many(self, cpu: int, buf, length) -> np.ndarray:
+        """``relay_reserve`` for each record of *length* (bytes, in order)
+        on *cpu*: its position in the buffer, or -1 when dropped (a fault's
+        loss or a refused switch, each counted in ``total_overruns``)."""
+        m = len(length)
+        out = np.full(m, -1, np.int64)
+        lost = min(self.lose_next[cpu], m)
+        if lost:
+            self.lose_next[cpu] -= lost
+            self.buf_overruns = (self.buf_overruns + lost) & U32
+        size = buf.chan.subbuf_size
+        cum = np.zeros(m + 1, np.int64)
+        np.cumsum(length, out=cum[1:])
+        i = lost
+        while i < m:
+            room = size - buf.offset  # negative while a switch is refused
+            j = int(np.searchsorted(cum, cum[i] + room, "right")) - 1
+            if j > i:
+                out[i:j] = buf.data + buf.offset + cum[i:j] - cum[i]
+                buf.offset += int(cum[j] - cum[i])
+                i = j
+                continue
+            if not buf.switch_subbuf(int(length[i])):  # refused: counted once per record
+                if buf.full():
+                    self.buf_overruns = (self.buf_overruns + m - i - 1) & U32
+                    break
+                i += 1
+        return out
 
     # --- kmemtrace_probe_alloc / kmemtrace_probe_free -------------------------
 

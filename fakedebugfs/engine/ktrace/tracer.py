@@ -12,7 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import numpy as np
+
 from .format import KtraceFormat
+from ..core.batch import Strings, fill_records, struct_dtype
 from ..core.ringbuffer import CpuBuffer
 
 KTRACE_VERSION = "1.0.0"
@@ -44,6 +47,27 @@ U32 = 0xFFFFFFFF
 # events traced holds exactly, and GET_CONSUMED never passes a GET_PRODUCED
 # the reader has seen.
 PIN_FOREVER = math.inf
+
+
+def write_per_cpu(buffers, batch, groups) -> None:
+    """Split ``(positions, rows)`` groups of a batch by CPU and hand each
+    CPU's events, in order, to its buffer's ``write_batch``."""
+    if not groups:
+        return
+    sel = np.sort(np.concatenate([pos for pos, _ in groups]))
+    cpu_of = batch.cpu
+    local = np.empty(len(batch), np.int64)
+    for cpu, buf in enumerate(buffers):
+        on = sel[cpu_of[sel] == cpu]
+        if not len(on):
+            continue
+        local[on] = np.arange(len(on))
+        parts = []
+        for pos, rows in groups:
+            here = cpu_of[pos] == cpu
+            if here.any():
+                parts.append((local[pos[here]], rows[here]))
+        buf.write_batch(batch.ts[on], parts)
 
 
 def jhash(key: bytes, initval: int = 0) -> int:
@@ -87,6 +111,8 @@ class KtraceSite:
     format: str
     tracepoint: str
     args: Callable[[tuple], tuple] = lambda values: values
+    # *args* also maps argument columns (engine.core.batch): the batch path
+    columnar: bool = False
 
 
 @dataclass
@@ -185,7 +211,35 @@ class Ktrace:
             if self.enabled:
                 buffers[cpu].write(ts, pack(entry.event_id, convert(values)))
 
+        if site.columnar and entry.codec._fixed is not None:
+            probe.batch_owner = self  # the batch path (write_batch)
+            probe.entry, probe.site = entry, site
         return probe
+
+    # --- the batch path (engine.core.batch) -----------------------------------
+
+    def batch_ok(self, batch, kinds) -> bool:
+        """Every argument the records take is a column of numbers."""
+        for k, probe in kinds:
+            for c in probe.site.args(batch.cols[k]):
+                if isinstance(c, Strings) or (isinstance(c, np.ndarray) and c.dtype == object):
+                    return False
+        return True
+
+    def write_batch(self, batch, kinds) -> None:
+        """``ring_buffer_probe`` of every event of *kinds*: the records
+        (``u16`` id + packed arguments) built column-wise, each CPU's
+        written with :meth:`CpuBuffer.write_batch`."""
+        if not self.enabled:
+            return
+        groups = []
+        for k, probe in kinds:
+            pos = batch.where(k)
+            codec = probe.entry.codec
+            dtype = struct_dtype(codec._fixed.format)
+            cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
+            groups.append((pos, fill_records(dtype, cols, len(pos))))
+        write_per_cpu(self.buffers, batch, groups)
 
     def set_event_enabled(self, name: str, on: bool) -> None:
         """``__ktrace_control_write``: attach or detach the event's probes."""

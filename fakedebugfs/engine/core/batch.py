@@ -1,0 +1,170 @@
+"""Many events at once, in columns (the batch path of the engine).
+
+An :class:`EventBatch` holds events in emission order as arrays: which
+tracepoint fired (``kind``, an index into ``tps``), CPU, task and
+timestamp of each, and per tracepoint one column per argument holding the
+values of that tracepoint's events in order.  A column is a numpy array,
+a scalar shared by every event, or :class:`Strings` (codes into a table of
+strings, for ``const char *`` arguments such as a cache name).
+
+:meth:`Engine.emit_batch <fakedebugfs.engine.core.engine.Engine.emit_batch>`
+hands a batch to each tracer at once; a tracer encodes it into its buffers
+with the same bytes and counters as firing the events one by one
+(:meth:`EventBatch.values` gives one event's argument tuple for that path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Strings:
+    """A column of strings: ``table[codes[i]]`` is the i-th value."""
+
+    codes: np.ndarray
+    table: tuple
+
+    def __getitem__(self, i):
+        return self.table[int(self.codes[i])]
+
+    def take(self, idx) -> "Strings":
+        return Strings(self.codes[idx], self.table)
+
+
+def column_take(col, idx):
+    """The values of *col* at positions *idx* (a scalar stays a scalar)."""
+    if isinstance(col, Strings):
+        return col.take(idx)
+    if isinstance(col, np.ndarray):
+        return col[idx]
+    return col
+
+
+def column_value(col, i):
+    """One value of *col* as the per-event path gets it (a Python object)."""
+    if isinstance(col, Strings):
+        return col[i]
+    if isinstance(col, np.ndarray):
+        return col[i] if col.dtype == object else col[i].item()
+    return col
+
+
+@dataclass
+class EventBatch:
+    """Events in emission order; see the module docstring."""
+
+    tps: Sequence  # Tracepoint of each kind
+    kind: np.ndarray  # (n,) index into tps
+    cpu: np.ndarray  # (n,)
+    pid: np.ndarray  # (n,)
+    ts: np.ndarray  # (n,) int64, per CPU never going back
+    cols: Sequence  # per kind: one column per tracepoint argument
+    _where: dict = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def where(self, k: int) -> np.ndarray:
+        """Positions (in emission order) of the events of kind *k*."""
+        pos = self._where.get(k)
+        if pos is None:
+            pos = self._where[k] = np.flatnonzero(self.kind == k)
+        return pos
+
+    def rank(self) -> np.ndarray:
+        """For each event, its index among the events of its kind."""
+        out = np.empty(len(self.kind), np.int64)
+        for k in range(len(self.tps)):
+            pos = self.where(k)
+            out[pos] = np.arange(len(pos))
+        return out
+
+    def values(self, k: int, j: int) -> tuple:
+        """The argument tuple of the *j*-th event of kind *k*."""
+        return tuple(column_value(c, j) for c in self.cols[k])
+
+    def events(self):
+        """``(tp, cpu, pid, ts, values)`` of every event, in order (the
+        per-event path)."""
+        rank = self.rank()
+        for i, (k, cpu, pid, ts) in enumerate(zip(self.kind.tolist(), self.cpu.tolist(),
+                                                  self.pid.tolist(), self.ts.tolist())):
+            yield self.tps[k], cpu, pid, ts, self.values(k, int(rank[i]))
+
+
+_NP = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
+       "Q": "<u8", "q": "<i8"}
+
+
+def struct_dtype(fmt: str, names=None) -> np.dtype:
+    """The numpy structured dtype of a little-endian ``struct`` format of
+    integer codes (``"<HiQ"``): the same bytes, field ``f0`` ... or *names*."""
+    codes = [c for c in fmt.lstrip("<") if c in _NP]
+    if len(codes) != len(fmt.lstrip("<")):
+        raise ValueError(f"struct format {fmt!r} has codes other than integers")
+    offsets, off = [], 0
+    for c in codes:
+        offsets.append(off)
+        off += np.dtype(_NP[c]).itemsize
+    return np.dtype({"names": list(names or (f"f{i}" for i in range(len(codes)))),
+                     "formats": [_NP[c] for c in codes], "offsets": offsets, "itemsize": off})
+
+
+def fill_records(dtype: np.dtype, columns, m: int) -> np.ndarray:
+    """*m* records of *dtype* filled column by column (scalars broadcast;
+    values converted as C assignment converts them: truncated, wrapped)
+    as rows of bytes, shape ``(m, itemsize)``."""
+    rec = np.zeros(m, dtype)
+    for name, col in zip(dtype.names, columns):
+        rec[name] = col if isinstance(col, np.ndarray) else np.asarray(col)
+    return rec.view(np.uint8).reshape(m, dtype.itemsize)
+
+
+def from_pending(events) -> EventBatch:
+    """A batch of ``Pending`` events (tracepoint, cpu, pid, ts, values)."""
+    tps, index, rows = [], {}, []
+    kind, cpu, pid, ts = [], [], [], []
+    for tp, c, p, t, values in events:
+        k = index.get(id(tp))
+        if k is None:
+            k = index[id(tp)] = len(tps)
+            tps.append(tp)
+            rows.append([])
+        kind.append(k)
+        cpu.append(c)
+        pid.append(p)
+        ts.append(t)
+        rows[k].append(values)
+    cols = []
+    for tp, vals in zip(tps, rows):
+        cols.append(tuple(_column([v[a] for v in vals]) for a in range(len(tp.args))))
+    return EventBatch(tps, np.array(kind, np.int64), np.array(cpu, np.int64),
+                      np.array(pid, np.int64), np.array(ts, np.int64), cols)
+
+
+def _column(values: list):
+    """An array when every value is an integer that fits 64 bits, strings
+    as :class:`Strings`, else an object array (per-event path only)."""
+    if all(type(v) is int for v in values):
+        try:
+            return np.array(values, np.int64)
+        except OverflowError:
+            try:
+                return np.array(values, np.uint64)
+            except OverflowError:
+                pass
+    if all(type(v) is str for v in values):
+        table = tuple(dict.fromkeys(values))
+        code = {s: i for i, s in enumerate(table)}
+        return Strings(np.array([code[v] for v in values], np.int64), table)
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
+
+
+__all__ = ["EventBatch", "Strings", "column_take", "column_value", "fill_records", "from_pending",
+           "struct_dtype"]

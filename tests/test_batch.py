@@ -1,0 +1,211 @@
+"""The engine's batch path writes what the per-event path writes.
+
+The same events go to two kernels: one fires them one by one
+(``Tracepoint.fire``, the path every probe had before batches), the other
+hands them over at once (``Engine.emit_batch`` with an ``EventBatch``).
+Every buffer byte and counter of the three tracers must be equal: the
+tracefs ring buffers (pages, headers, time deltas and ``TIME_EXTEND``,
+overwrite, ``entries``/``overrun``/``dropped``, ``saved_cmdlines``), the
+ktrace ring buffers and the kmemtrace relay channel (records, sequence
+numbers, padding, ``total_overruns``), with several buffer sizes, CPUs,
+large time gaps and faults injected in the middle.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from fakedebugfs.engine.core.batch import from_pending
+from fakedebugfs.engine.core.engine import Pending
+from fakedebugfs.engine.core.ringbuffer import CpuBuffer
+from fakedebugfs.kernel import Kernel
+from fakedebugfs.workloads import make_workload
+
+CACHES = ("names_cache", "filp", "dentry", "vm_area_struct", "kmalloc-64")
+
+
+def kmem_events(kernel, rng, n, ts, gaps=False):
+    """*n* random kmem events (every kmem tracepoint, 4 CPUs, a few tasks,
+    values at the edges of their fields)."""
+    tps = {k.split(":")[1]: kernel.engine.tracepoints[k] for k in
+           ("kmem:kmalloc", "kmem:kfree", "kmem:kmem_cache_alloc", "kmem:kmem_cache_free",
+            "kmem:mm_page_alloc", "kmem:mm_page_free")}
+    nr = kernel.engine.nr_cpus
+    last = [ts] * nr
+    out = []
+    for _ in range(n):
+        cpu = rng.randrange(nr)
+        step = rng.choice((200, 4000, 1 << 27, (1 << 27) + 9, 1 << 33)) if gaps \
+            else rng.randint(200, 4000)
+        last[cpu] += step
+        pid = rng.choice((0, 1, 2001, 2002, 31999, -5))
+        site = rng.choice((0xFFFFFFFF81000000, 0))
+        ptr = rng.choice((0xFFFF888100000040, 0, 1))
+        gfp = rng.choice((0xCC0, 0x400CC0, 0xFFFFFFFFFF))
+        node = rng.choice((-1, 0, 1))
+        name = rng.choice(tuple(tps))
+        if name == "kmalloc":
+            values = (site, ptr, rng.randrange(1 << 20), rng.choice((8, 1 << 40)), gfp, node)
+        elif name == "kmem_cache_alloc":
+            values = (site, ptr, 192, 192, gfp, node, rng.choice(CACHES))
+        elif name == "kmem_cache_free":
+            values = (site, ptr, rng.choice(CACHES))
+        elif name == "mm_page_alloc":
+            values = (rng.randrange(1 << 30), rng.randrange(3), gfp, 1, site, ptr)
+        elif name == "mm_page_free":
+            values = (rng.randrange(1 << 30), rng.randrange(3), site, ptr)
+        else:
+            values = (site, ptr)
+        out.append(Pending(tps[name], cpu, pid, last[cpu], values))
+    return out
+
+
+def make_kernel(cpus, ring, subbuf_events, abi="2008-08"):
+    k = Kernel(cpus=cpus, buffer_size=ring, clock="virtual", seed=1, enable_all=True,
+               kmemtrace_abi=abi, kmemtrace_subbufs=3, kmemtrace_subbuf_events=subbuf_events)
+    for buf in k.ftrace.buffers:
+        buf.resize(ring)
+    for pid, comm in ((1, "init"), (2001, "bash"), (2002, "cc1"), (31999, "make")):
+        k.engine.set_comm(pid, comm)
+    return k
+
+
+def ring_state(buf: CpuBuffer) -> tuple:
+    return (bytes(buf.mem), tuple(buf.page_entries), tuple(buf.page_real_end), buf.produced,
+            buf.consumed, buf.tail, buf.tail_entries, buf.last_ts, buf.entries, buf.overrun,
+            buf.dropped, buf.missed, [tuple(g) for g in buf.gaps], buf.lose_next,
+            buf.consumed_events)
+
+
+def state(k: Kernel) -> dict:
+    ft, kt, km = k.ftrace, k.ktrace, k.kmemtrace
+    return {
+        "ftrace": [ring_state(b) for b in ft.buffers],
+        "ftrace.written": ft.written,
+        "saved_cmdlines": (ft.cmdlines.show(), ft.cmdlines.idx),
+        "ktrace": [ring_state(b) for b in kt.buffers],
+        "kmemtrace": [(bytes(b.start[:]), b.offset, b.data, b.subbufs_produced,
+                       tuple(b.padding)) for b in km.chan.bufs],
+        "kmemtrace.counters": (km.seq_num, km.buf_overruns, km.records, tuple(km.lose_next)),
+        "emitted": k.engine.emitted,
+        "last_ts": tuple(k.engine.last_ts),
+    }
+
+
+def fire_each(k: Kernel, events) -> None:
+    for ev in events:
+        k.engine.last_ts[ev.cpu] = ev.ts
+        k.engine.emitted += 1
+        ev.tp.fire(ev.cpu, ev.pid, ev.ts, ev.values)
+
+
+def fire_batch(k: Kernel, events) -> None:
+    batch = from_pending(events)
+    assert k.engine._batch_owners(batch) is not None, "the batch path was not taken"
+    k.engine.emit_batch(batch)
+
+
+def fault(k: Kernel, cpu: int, events: int) -> None:
+    k.faults.add({"kind": "overrun", "cpu": cpu, "events": events, "tracer": "all"})
+
+
+def compare(cpus, ring, subbuf_events, seed, rounds, gaps=False, faults=False, abi="2008-08",
+            read=False):
+    one, many = make_kernel(cpus, ring, subbuf_events, abi), make_kernel(cpus, ring, subbuf_events, abi)
+    rng = random.Random(seed)
+    ts = 10 ** 9
+    for r in range(rounds):
+        events = kmem_events(one, rng, rng.choice((70, 400, 3000)), ts, gaps)
+        ts = max(e.ts for e in events)
+        events_many = [Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events]
+        if faults and r % 2:
+            cpu, count = rng.randrange(cpus), rng.choice((1, 5, 300))
+            for k in (one, many):
+                fault(k, cpu, count)
+        fire_each(one, events)
+        fire_batch(many, events_many)
+        assert state(one) == state(many), f"round {r} differs"
+        if read:  # readers take some pages between batches
+            for k in (one, many):
+                for buf in k.ftrace.buffers + k.ktrace.buffers:
+                    buf.read_page()
+                for b in k.kmemtrace.chan.bufs:
+                    b.read(20000)
+            assert state(one) == state(many)
+
+
+@pytest.mark.parametrize("cpus,ring", [(1, 2 * 4096), (2, 3 * 4096), (4, 16 * 4096),
+                                        (2, 1 << 20)])
+def test_same_bytes_and_counters(cpus, ring):
+    """Small buffers wrap (overwrite, overrun) and fill the relay
+    (refused switches); large ones do not."""
+    compare(cpus, ring, subbuf_events=64, seed=cpus * 7 + ring, rounds=6)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_time_extend(seed):
+    """Gaps over 2^27 ns become TIME_EXTEND entries, except at a page start."""
+    compare(2, 8 * 4096, subbuf_events=512, seed=seed, rounds=6, gaps=True)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_fault_in_the_middle(seed):
+    """Overrun faults (``fakedebugfs fault overrun``) in the middle of a
+    batch lose the same events in all three tracers."""
+    compare(2, 8 * 4096, subbuf_events=128, seed=seed, rounds=8, faults=True)
+
+
+def test_readers_between_batches():
+    compare(2, 4 * 4096, subbuf_events=64, seed=5, rounds=8, read=True)
+
+
+def test_kmemtrace_2008_07():
+    """The July 2008 layout: NULL pointers are not traced, timestamps inline."""
+    compare(2, 8 * 4096, subbuf_events=64, seed=6, rounds=6, abi="2008-07")
+
+
+def test_no_overwrite():
+    """``options/overwrite`` off: a full buffer drops new events."""
+    one, many = make_kernel(2, 3 * 4096, 64), make_kernel(2, 3 * 4096, 64)
+    for k in (one, many):
+        k.ftrace.set_option("overwrite", False)
+    rng = random.Random(9)
+    events = kmem_events(one, rng, 2000, 10 ** 9)
+    fire_each(one, events)
+    fire_batch(many, [Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events])
+    assert state(one) == state(many)
+    assert sum(b.dropped for b in many.ftrace.buffers) > 0
+
+
+def test_filtered_event_takes_the_per_event_path():
+    """A filter on an event sends the batch one event at a time (same result)."""
+    one, many = make_kernel(2, 8 * 4096, 64), make_kernel(2, 8 * 4096, 64)
+    for k in (one, many):
+        k.ftrace.set_filter(["kmem:kmalloc"], b"bytes_req > 1000")
+    rng = random.Random(10)
+    events = kmem_events(one, rng, 500, 10 ** 9)
+    fire_each(one, events)
+    batch = from_pending([Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events])
+    assert many.engine._batch_owners(batch) is None
+    many.engine.emit_batch(batch)
+    assert state(one) == state(many)
+
+
+@pytest.mark.parametrize("mix", ["tracing", "all"])
+def test_workload_batches_match_single_steps(mix):
+    """The kmem workload fired in large batches and in runs of one event
+    leaves the same buffers: the stream does not depend on the slicing."""
+    kernels = []
+    for budgets in ((1, 7, 16), (5000,)):
+        kw = {"enable_all": True} if mix == "all" else {"enable": (mix,)}
+        k = Kernel(cpus=2, buffer_size=1 << 16, clock="virtual", seed=3, **kw)
+        wl = make_workload("kmem", k, seed=3, count=12000)
+        i = 0
+        while not wl.done:
+            wl.run(budgets[i % len(budgets)])
+            i += 1
+        kernels.append(k)
+    assert state(kernels[0]) == state(kernels[1])
