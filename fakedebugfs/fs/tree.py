@@ -4,6 +4,11 @@ Like debugfs, a file is a name, a mode and its file operations
 (``debugfs_create_file(name, mode, parent, data, fops)``); a directory is
 ``debugfs_create_dir``.  Nodes get inode numbers when they join the tree and
 may come and go while mounted (the adapter is told through ``on_remove``).
+
+A directory may be *lazy*, as tracefs' eventfs is (``eventfs_create_dir``,
+6.6+): its entries are made the first time anyone looks inside (lookup,
+readdir, stat), so a mount with 2,305 event directories is ready without
+making their 11,500 files.
 """
 
 from __future__ import annotations
@@ -44,27 +49,40 @@ class File(Node):
 
 
 class Dir(Node):
-    """``debugfs_create_dir`` (mode 0755 unless told otherwise)."""
+    """``debugfs_create_dir`` (mode 0755 unless told otherwise).
 
-    def __init__(self, name: str, mode: int = 0o755):
+    *populate*, when given, is called once with the directory, the first
+    time its ``children`` are asked for, to add its entries."""
+
+    def __init__(self, name: str, mode: int = 0o755,
+                 populate: Optional[Callable[["Dir"], None]] = None):
         super().__init__(name, stat.S_IFDIR | (mode & 0o7777))
-        self.children: dict[str, Node] = {}
+        self._children: dict[str, Node] = {}
+        self._populate = populate
         self.table: Optional["InodeTable"] = None
         # inode operations mkdir/rmdir (tracefs' instances/): an object with
         # mkdir(name) -> Dir and rmdir(name), raising OSError to refuse
         self.dir_ops = None
 
+    @property
+    def children(self) -> dict[str, Node]:
+        if self._populate is not None:
+            populate, self._populate = self._populate, None
+            populate(self)
+        return self._children
+
     def add(self, node: Node) -> Node:
         if node.name in self.children:
             raise FileExistsError(f"{self.path()}/{node.name}")
         node.parent = self
-        self.children[node.name] = node
+        self._children[node.name] = node
         if self.table is not None:
             self.table.attach(node)
         return node
 
-    def mkdir(self, name: str, mode: int = 0o755) -> "Dir":
-        return self.add(Dir(name, mode))
+    def mkdir(self, name: str, mode: int = 0o755,
+              populate: Optional[Callable[["Dir"], None]] = None) -> "Dir":
+        return self.add(Dir(name, mode, populate))
 
     def file(self, name: str, mode: int, fops: FileOperations) -> File:
         return self.add(File(name, mode, fops))
@@ -75,10 +93,20 @@ class Dir(Node):
             self.table.detach(self, node)
 
     def walk(self) -> Iterator[Node]:
+        """Every node below, lazy directories made as they are reached."""
         yield self
-        for child in self.children.values():
+        for child in list(self.children.values()):
             if isinstance(child, Dir):
                 yield from child.walk()
+            else:
+                yield child
+
+    def made(self) -> Iterator[Node]:
+        """Every node below that exists now (lazy directories left unmade)."""
+        yield self
+        for child in list(self._children.values()):
+            if isinstance(child, Dir):
+                yield from child.made()
             else:
                 yield child
 
@@ -94,7 +122,9 @@ class InodeTable:
         self.attach(root)
 
     def attach(self, node: Node) -> None:
-        for sub in (node.walk() if isinstance(node, Dir) else (node,)):
+        """Number *node* and what exists below it (a lazy directory's
+        entries are numbered when it makes them: it has the table then)."""
+        for sub in (node.made() if isinstance(node, Dir) else (node,)):
             sub.inode = self.next_inode
             self.next_inode += 1
             self.nodes[sub.inode] = sub
@@ -102,7 +132,7 @@ class InodeTable:
                 sub.table = self
 
     def detach(self, parent: Dir, node: Node) -> None:
-        for sub in (node.walk() if isinstance(node, Dir) else (node,)):
+        for sub in (node.made() if isinstance(node, Dir) else (node,)):
             self.nodes.pop(sub.inode, None)
         if self.on_remove is not None:
             self.on_remove(parent, node)

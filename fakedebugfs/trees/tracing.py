@@ -213,10 +213,8 @@ class TracingTree:
         by_system: dict = {}
         for key in ft.event_keys():  # one pass: 2,305 events in ~100 systems
             by_system.setdefault(key.split(":", 1)[0], []).append(key)
-        for system in sorted(by_system):
-            sdir = self._system_dir(events, system)
-            for key in by_system[system]:
-                self._event_dir(sdir, key)
+        for system in sorted(by_system):  # eventfs: made when first looked into
+            self._system_dir(events, system, by_system[system])
         self.events_dir = events
         return events
 
@@ -234,11 +232,20 @@ class TracingTree:
         if f"events/ftrace/{name}/trigger" in modes:
             edir.file("trigger", RW, TruncFile(lambda: TRIGGER_HELP, _trigger, lambda: None))
 
-    def _system_dir(self, events: Dir, system: str) -> Dir:
+    def _system_dir(self, events: Dir, system: str, keys=()) -> Dir:
         """``event_subsystem_dir``: ``enable`` and ``filter`` over the
-        system's events, whichever exist when they are read or written."""
+        system's events, whichever exist when they are read or written, and
+        a directory for each of *keys*: all made when the directory is first
+        looked into (eventfs)."""
+        def populate(sdir: Dir) -> None:
+            self._system_files(sdir, system)
+            for key in keys:
+                self._event_dir(sdir, key)
+
+        return events.mkdir(system, populate=populate)
+
+    def _system_files(self, sdir: Dir, system: str) -> None:
         ft = self.ft
-        sdir = events.mkdir(system)
         sdir.file("enable", RW, ValueFile(
             lambda: ft.enable_state(ft.keys_matching(system, None)) + "\n",
             self._enable(system, None)))
@@ -247,7 +254,6 @@ class TracingTree:
                     "# Only events with the given fields will be affected.\n"
                     "# If no events are modified, an error message will be displayed here\n",
             self._system_filter(system)))
-        return sdir
 
     def _event_added(self, ev) -> None:
         """A dynamic event (``Ftrace.define_event``): its directory, and its
@@ -261,9 +267,13 @@ class TracingTree:
     def _event_dir(self, sdir: Dir, key: str) -> None:
         # the event (profile events are parsed on first use) is looked up
         # when a file is read, never while the tree is built
+        system, name = key.split(":", 1)
+        sdir.mkdir(name, populate=lambda edir: self._event_files(edir, key))
+
+    def _event_files(self, edir: Dir, key: str) -> None:
+        """An event's files (``event_create_dir``), made on first look."""
         ft = self.ft
         system, name = key.split(":", 1)
-        edir = sdir.mkdir(name)
         edir.file("enable", RW, ValueFile(lambda: ft.event_enable_show(key),
                                           self._enable(system, name)))
         edir.file("filter", RW, ValueFile(
