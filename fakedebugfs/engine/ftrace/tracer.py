@@ -460,6 +460,10 @@ class TraceArray:
 
     def keys_matching(self, system: Optional[str], name: Optional[str]) -> list[str]:
         """``__ftrace_set_clr_event`` matching: None or ``*`` matches all."""
+        if system not in (None, "*", "") and name not in (None, "*", ""):
+            key = f"{system}:{name}"  # one event's own files: no walk of the catalogue
+            ok = system != "ftrace" and key in self.events and key in self.engine.tracepoints
+            return [key] if ok else []
         out = []
         for key in self.event_keys():
             sys_, ev = key.split(":")
