@@ -3,14 +3,23 @@ plugin are layers over it).
 
 :class:`Fake` mounts a fake and drives it; :class:`MountOptions` is the table
 of its options; the errors are those of :mod:`fakedebugfs.control.errors`.
+Names are imported on first use, so ``fakedebugfs mount`` (which needs only
+the options) does not load the client side.
 """
 
-from ..control.errors import (DefineError, EventError, FakeError, FaultError, MountError,
-                              ProtocolError, ReplayError, RequestError, ScenarioError, ServerGone,
-                              WaitTimeout)
-from .fake import Event, Fake
-from .options import MountOptions
+from importlib import import_module
 
-__all__ = ["Fake", "Event", "MountOptions", "FakeError", "MountError", "ServerGone",
-           "ProtocolError", "RequestError", "EventError", "DefineError", "FaultError",
-           "ScenarioError", "ReplayError", "WaitTimeout"]
+_WHERE = {"Fake": ".fake", "Event": ".fake", "MountOptions": ".options"}
+_ERRORS = ("FakeError", "MountError", "ServerGone", "ProtocolError", "RequestError",
+           "EventError", "DefineError", "FaultError", "ScenarioError", "ReplayError",
+           "WaitTimeout")
+
+__all__ = ["Fake", "Event", "MountOptions", *_ERRORS]
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name], __name__), name)
+    if name in _ERRORS:
+        return getattr(import_module("..control.errors", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
