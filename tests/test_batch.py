@@ -209,3 +209,27 @@ def test_workload_batches_match_single_steps(mix):
             i += 1
         kernels.append(k)
     assert state(kernels[0]) == state(kernels[1])
+
+
+def test_lifo_match_is_a_stack():
+    """The kmem workload's freelists, matched for a whole block at once,
+    hand out what a Python list used as a stack hands out."""
+    from fakedebugfs.workloads.slab_batch import lifo_match
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        n = int(rng.integers(1, 300))
+        stream = rng.integers(0, 4, n)
+        is_push = rng.random(n) < rng.random()
+        pos = np.arange(n)
+        match, fresh = lifo_match(stream, pos, is_push)
+        stacks = {}
+        for i in range(n):
+            s = int(stream[i])
+            if is_push[i]:
+                stacks.setdefault(s, []).append(i)
+                assert match[i] == -1 and not fresh[i]
+            elif stacks.get(s):
+                assert match[i] == stacks[s].pop() and not fresh[i]
+            else:
+                assert match[i] == -1 and fresh[i]

@@ -8,7 +8,8 @@ The server's driver paces it (``--rate``) and wakes readers between batches.
 from __future__ import annotations
 
 from .classic import ClassicWorkload
-from .slab import SlabFaultsWorkload, SlabWorkload
+from .slab import SlabFaultsWorkload
+from .slab_batch import SlabWorkload
 from .synthetic import SyntheticWorkload
 
 WORKLOADS = {"default": SyntheticWorkload, "classic": ClassicWorkload, "kmem": SlabWorkload,

@@ -1,4 +1,4 @@
-"""The slab simulator: workload ``kmem``.
+"""The slab simulator: workloads ``kmem`` and ``kmem-faults``.
 
 Kernel code paths (call sites) allocate and free memory the way SLUB on
 this 6.18 machine serves them:
@@ -19,7 +19,10 @@ GFP flags are this kernel's values (``events/kmem/kmalloc/format``).
 
 Every step fires exactly one kmem tracepoint, so ``--count N`` counts kmem
 events; the engine clock advances 200-4000 ns per event.  A seed gives the
-same events and, with the virtual clock, the same timestamps.
+same events and, with the virtual clock, the same timestamps.  This module
+steps the simulator one event at a time (``kmem-faults``); ``kmem`` is the
+same kernel generated thousands of events at once (:mod:`.slab_batch`,
+where lifetimes count allocations rather than events).
 
 ``kmem-faults`` is the same simulator with 1% of steps doing what
 kmemtrace-report must catch: kfree() of cache memory, allocations with
@@ -209,8 +212,9 @@ class Pages:
         self.free_lists.setdefault(order, []).append(pfn)
 
 
-class SlabWorkload:
-    """Workload ``kmem``: see the module docstring."""
+class SteppedSlabWorkload:
+    """The simulator one event at a time (``kmem-faults``; ``kmem`` is
+    :class:`.slab_batch.SlabWorkload`, the same kernel generated in blocks)."""
 
     def __init__(self, kernel, seed: int = 0, count: int | None = None, faults: float = 0.0,
                  name: str = "kmem"):
@@ -374,4 +378,4 @@ class SlabWorkload:
         return True
 
 
-SlabFaultsWorkload = functools.partial(SlabWorkload, faults=0.01, name="kmem-faults")
+SlabFaultsWorkload = functools.partial(SteppedSlabWorkload, faults=0.01, name="kmem-faults")

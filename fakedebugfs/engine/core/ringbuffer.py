@@ -27,6 +27,7 @@ between two pages and the page after it carries the missed count), and
 
 from __future__ import annotations
 
+import bisect
 import errno
 import struct
 import time
@@ -274,89 +275,146 @@ class CpuBuffer:
         self._write_laid_out(ts, length, size, groups)
 
     def _write_laid_out(self, ts, length, size, groups) -> None:
-        """The vectorised part of :meth:`write_batch` (no fault pending)."""
+        """The vectorised part of :meth:`write_batch` (no fault pending, no
+        pinned reader): the events are laid out in pages as :meth:`write`
+        lays them out one by one, then the pages' bookkeeping (finished
+        pages, overwrite of the oldest, counters) and bytes are done at once."""
         n = len(ts)
         prev = np.empty(n, np.int64)
         prev[0] = self.last_ts
         prev[1:] = ts[:-1]
         delta = np.maximum(ts - prev, 0)
         ext = delta > TS_MASK
-        cum = np.zeros(n + 1, np.int64)
-        np.cumsum(size + (ext << 3), out=cum[1:])
-        # pages, greedily as write() fills them: (first event, end, new page?)
-        segs = []
-        i = 0
-        if self.tail:
-            i = int(np.searchsorted(cum, BUF_PAGE_SIZE - self.tail, "right")) - 1
-            segs.append((0, i, False))
-        while i < n:
-            j = int(np.searchsorted(cum, BUF_PAGE_SIZE - int(size[i]) + int(cum[i + 1]),
-                                    "right")) - 1
-            segs.append((i, j, True))
-            i = j
-        nseg = len(segs)
-        seg_start = np.array([s[0] for s in segs], np.int64)
-        seg_len = np.array([s[1] - s[0] for s in segs], np.int64)
+        starts, cont = self._segments(size, ext)
+        nseg = len(starts)
+        seg_start = np.array(starts, np.int64)
+        seg_len = np.diff(np.append(seg_start, n))
         seg = np.repeat(np.arange(nseg), seg_len)
         first = np.zeros(n, bool)
-        first[seg_start[[k for k, s in enumerate(segs) if s[2]]]] = True
+        first[seg_start[cont:]] = True
         has_ext = ext & ~first
         hdr_delta = np.where(first | has_ext, 0, delta)
         w = size + (has_ext << 3)
         excl = np.zeros(n + 1, np.int64)
         np.cumsum(w, out=excl[1:])
         fill0 = np.zeros(nseg, np.int64)
-        if not segs[0][2]:
+        if cont:
             fill0[0] = self.tail
         off = excl[:n] - excl[seg_start][seg] + fill0[seg]  # offset in the page's data
-        # page bookkeeping in order (claims, overwrite, finished pages)
-        mem = self.mem
-        slot_base = np.zeros(nseg, np.int64)
-        dropped_from, done = n, nseg
-        for k, (a, b, new) in enumerate(segs):
-            if new:
-                if self.tail:
-                    self._finish_page()
-                if not self._claim_tail():  # no overwrite: the rest is dropped
-                    self.dropped += n - a - 1  # _claim_tail counted this one
-                    dropped_from, done = a, k
-                    break
-                base = self.slot(self.produced) * PAGE_SIZE
-                _U64.pack_into(mem, base, int(ts[a]))
-            else:
-                base = self.slot(self.produced) * PAGE_SIZE
-            slot_base[k] = base
-            if b > a:
-                self.tail = int(off[b - 1] + w[b - 1])
-                self.tail_entries += b - a
-                self.entries += b - a
-                self.last_ts = int(ts[b - 1])
-            _U64.pack_into(mem, base + 8, self.tail)
-        # the data of the pages still in the buffer (later ones reuse slots)
-        keep = seg >= max(0, done - self.nr_pages)
-        if dropped_from < n:
-            keep &= np.arange(n) < dropped_from
+        seg_end = excl[seg_start + seg_len] - excl[seg_start] + fill0  # data end of each page
+        seg_entries = seg_len.copy()
+        if cont:
+            seg_entries[0] += self.tail_entries
+        # claims: the page of segment k is claimed at produced + k pages
+        nr, p0, c0 = self.nr_pages, self.produced, self.consumed
+        k_full = max(cont, -(-(c0 + nr * PAGE_SIZE - p0) // PAGE_SIZE))  # first claim on a full buffer
+        if not self.overwrite and k_full < nseg:  # that claim fails: the rest is dropped
+            cut, written, finished = int(seg_start[k_full]), k_full, k_full
+            self.dropped += n - cut
+        else:
+            cut, written, finished = n, nseg, nseg - 1
+        drops = max(0, nseg - k_full) if self.overwrite else 0
+        if drops:  # rb_handle_head_page: the oldest pages are overwritten
+            q = (c0 - p0) // PAGE_SIZE + np.arange(drops)  # in pages from produced
+            old = np.array([self.page_entries[self.slot(c0 + i * PAGE_SIZE)] for i in
+                            range(min(drops, max(0, (p0 - c0) // PAGE_SIZE)))], np.int64)
+            lost = int(old.sum()) + int(seg_entries[q[q >= 0]].sum()) - self.read_entries
+            self.overrun += lost
+            self.missed += lost
+            self.consumed += drops * PAGE_SIZE
+            self.read = 0
+            self.read_entries = 0
+        first_slot = p0 // PAGE_SIZE
+        for k in range(max(0, finished - nr), finished):
+            slot = (first_slot + k) % nr
+            end = int(seg_end[k])
+            self.page_real_end[slot] = end if end < BUF_PAGE_SIZE else 0
+            self.page_entries[slot] = int(seg_entries[k])
+        self.produced = p0 + finished * PAGE_SIZE
+        if self.on_page_done is not None:
+            for k in range(finished):
+                self.on_page_done((first_slot + k) % nr)
+        if finished == written:  # the claim that failed left no tail page
+            self.tail = self.tail_entries = 0
+        else:
+            self.tail = int(seg_end[-1])
+            self.tail_entries = int(seg_entries[-1])
+        if cut:
+            self.entries += cut
+            self.last_ts = int(ts[cut - 1])
+        self._write_pages(ts, length, size, groups, seg, seg_start, seg_end, cont, written,
+                          finished, off, has_ext, hdr_delta, delta, cut)
+
+    def _segments(self, size, ext) -> tuple[list, int]:
+        """Where each page starts (event indices), as :meth:`write` fills
+        pages; *cont* is 1 when the first segment continues the tail page."""
+        n = len(size)
+        cum = np.zeros(n + 1, np.int64)
+        np.cumsum(size + (ext << 3), out=cum[1:])
+        cum = cum.tolist()
+        sizes = size.tolist()
+        starts, i, cont = [], 0, 0
+        if self.tail:
+            starts.append(0)
+            cont = 1
+            i = bisect.bisect_right(cum, BUF_PAGE_SIZE - self.tail) - 1
+        while i < n:  # a new page: its first event has no time extend
+            starts.append(i)
+            i = bisect.bisect_right(cum, BUF_PAGE_SIZE - sizes[i] + cum[i + 1]) - 1
+        return starts, cont
+
+    def _write_pages(self, ts, length, size, groups, seg, seg_start, seg_end, cont, written,
+                     finished, off, has_ext, hdr_delta, delta, cut) -> None:
+        """The bytes of the pages still in the buffer after a batch (the
+        last ``nr_pages`` written; earlier ones had their slots reused)."""
+        nr = self.nr_pages
+        lo = max(0, written - nr)
+        if lo >= written:
+            return
+        mem32 = np.frombuffer(self.mem, np.uint32)
+        mem64 = np.frombuffer(self.mem, np.uint64)
+        pages = np.arange(lo, written)
+        slots = ((self.produced - finished * PAGE_SIZE) // PAGE_SIZE + pages) % nr
+        new = pages >= cont
+        pages32 = mem32.reshape(nr, PAGE_SIZE // 4)
+        pages32[slots[new]] = 0  # rb_reset_tail / a claimed page starts empty
+        mem64[slots[new] * (PAGE_SIZE // 8)] = ts[seg_start[pages[new]]]
+        end = seg_end[pages]
+        done = pages < finished
+        room = BUF_PAGE_SIZE - end
+        commit = np.where(done & (room >= RB_EVNT_MIN_SIZE), BUF_PAGE_SIZE, end)
+        mem64[slots * (PAGE_SIZE // 8) + 1] = commit
+        pad = done & (room >= 4)
+        word = (slots * PAGE_SIZE + BUF_PAGE_HDR_SIZE + end) >> 2
+        big = pad & (room >= RB_EVNT_MIN_SIZE)
+        mem32[word[pad & ~big]] = RINGBUF_TYPE_PADDING
+        mem32[word[big]] = RINGBUF_TYPE_PADDING | (1 << 5)
+        mem32[word[big] + 1] = room[big] - 4
+        # the events
+        keep = seg >= lo
+        if cut < len(seg):
+            keep &= np.arange(len(seg)) < cut
         if not keep.any():
             return
-        mem32 = np.frombuffer(mem, np.uint32)
-        at = slot_base[seg] + BUF_PAGE_HDR_SIZE + off  # byte address of each event
+        slot_of = np.zeros(written, np.int64)
+        slot_of[lo:] = slots
+        at = slot_of[np.minimum(seg, written - 1)] * PAGE_SIZE + BUF_PAGE_HDR_SIZE + off
         e = keep & has_ext
         if e.any():
-            word = at[e] >> 2
+            wd = at[e] >> 2
             d = delta[e]
-            mem32[word] = RINGBUF_TYPE_TIME_EXTEND | ((d & TS_MASK) << 5)
-            mem32[word + 1] = d >> TS_SHIFT
+            mem32[wd] = RINGBUF_TYPE_TIME_EXTEND | ((d & TS_MASK) << 5)
+            mem32[wd + 1] = d >> TS_SHIFT
         hdr = at + (has_ext << 3)
-        big = length > RB_MAX_SMALL_DATA
-        word = hdr >> 2
-        small_word = ((size - 4) >> 2) | (hdr_delta << 5)
-        sel = keep & ~big
-        mem32[word[sel]] = small_word[sel]
-        if big.any():
-            sel = keep & big
-            mem32[word[sel]] = hdr_delta[sel] << 5
-            mem32[word[sel] + 1] = size[sel] - 4
-        data = hdr + np.where(big, 8, 4)
+        bigdata = length > RB_MAX_SMALL_DATA
+        wd = hdr >> 2
+        sel = keep & ~bigdata
+        mem32[wd[sel]] = (((size - 4) >> 2) | (hdr_delta << 5))[sel]
+        if bigdata.any():
+            sel = keep & bigdata
+            mem32[wd[sel]] = hdr_delta[sel] << 5
+            mem32[wd[sel] + 1] = size[sel] - 4
+        data = hdr + np.where(bigdata, 8, 4)
         for idx, rows in groups:
             kept = keep[idx]
             if not kept.any():
@@ -369,7 +427,7 @@ class CpuBuffer:
                 rows = padded
             words = np.ascontiguousarray(rows).view(np.uint32)
             dest = (data[idx[kept]] >> 2)[:, None] + np.arange(nw)
-            mem32[dest] = words[kept]
+            mem32[dest] = words[kept] if not kept.all() else words
 
     # --- faults: events lost on purpose, counted as overrun ------------------
 

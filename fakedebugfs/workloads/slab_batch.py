@@ -1,0 +1,499 @@
+"""Workload ``kmem``: the slab simulator of :mod:`.slab`, generated in
+blocks with numpy and fired through the engine's batch path.
+
+The kernel it simulates is :mod:`.slab`'s: the same call sites, caches,
+kmalloc size classes, page orders, GFP flags, lifetimes and cross-CPU
+frees, and SLUB's per-CPU LIFO freelists (a freed object is the next one
+its CPU's cache hands out; the buddy allocator's lists per order likewise).
+What differs is how time is counted, so that thousands of events can be
+drawn at once:
+
+* Allocations come one per *tick*; an object allocated at tick t with a
+  lifetime of L ticks (exponential around its site's mean, at least 1) is
+  freed at tick t + L, before that tick's allocation.  Frees are therefore
+  about as many as allocations and an object lives for about L
+  allocations (2 L events), where the stepped simulator counted events.
+* A block is every event of :data:`BLOCK_ALLOCS` ticks, sorted by tick
+  (frees first, then in allocation order): nothing drawn later can come
+  before it.  Its addresses are the freelists' answers in that order,
+  found for the whole block at once (:func:`lifo_match`: each allocation
+  takes the latest free of its list not yet taken, as a stack does).
+* Before each event, with probability 1 %, a CPU switches to a new task
+  (pid and comm drawn as the stepped simulator draws them); the virtual
+  clock moves 200-4000 ns after each event.
+
+Everything is drawn from one ``numpy.random.Generator`` (PCG64) seeded with
+the workload's seed, block by block, so the events do not depend on how
+``run(budget)`` slices them: the same seed gives the same events in
+process and in a mount.  ``run`` fires slices of :data:`BATCH_MIN` events or
+more as one :class:`~fakedebugfs.engine.core.batch.EventBatch`, smaller ones
+one by one (the same events, stamped the same way).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from ..engine.core.batch import EventBatch, Strings
+from .slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES, SLAB_BASE, TASKS,
+                   FIRST_PFN, get_order, kmalloc_bytes_alloc)
+
+BLOCK_ALLOCS = 8192  # allocations (ticks) per generated block
+BATCH_MIN = 256  # run() slices below this many events fire one by one
+ROW_CHUNK = 256  # events made Python tuples at a time for the per-event path
+SPAWN_P = 0.01
+ADV_LO, ADV_HI = 200, 4000  # ns the clock moves after each event
+
+KINDS = ("kmalloc", "kmem_cache_alloc", "mm_page_alloc", "kfree", "kmem_cache_free",
+         "mm_page_free")
+K_KMALLOC, K_CACHE_ALLOC, K_PAGE_ALLOC, K_KFREE, K_CACHE_FREE, K_PAGE_FREE = range(6)
+SITE_KIND = {"kmalloc": 0, "cache": 1, "pages": 2}
+CACHE_NAMES = tuple(CACHES)
+KMALLOC_POOLS = (8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
+POOLS = CACHE_NAMES + tuple(f"kmalloc-{n}" for n in KMALLOC_POOLS)
+POOL_SIZE = np.array([CACHES[c][1] for c in CACHE_NAMES] + list(KMALLOC_POOLS), np.int64)
+OBJECT_SIZE = np.array([CACHES[c][0] for c in CACHE_NAMES], np.int64)
+
+
+class Sites:
+    """:data:`.slab.SITES` as arrays indexed by site number."""
+
+    def __init__(self, kallsyms):
+        n = len(SITES)
+        self.prob = np.array([s.weight for s in SITES], float)
+        self.prob /= self.prob.sum()
+        self.kind = np.array([SITE_KIND[s.kind] for s in SITES], np.int64)
+        self.ngfp = np.array([len(s.gfp) for s in SITES], np.int64)
+        self.gfp = np.zeros((n, self.ngfp.max()), np.int64)
+        sizes = [s.sizes or (0,) for s in SITES]
+        self.nsizes = np.array([len(z) for z in sizes], np.int64)
+        self.sizes = np.zeros((n, self.nsizes.max()), np.int64)
+        for i, s in enumerate(SITES):
+            self.gfp[i, :len(s.gfp)] = s.gfp
+            self.sizes[i, :len(sizes[i])] = sizes[i]
+        self.lifetime = np.array([s.lifetime for s in SITES], float)
+        self.cross = np.array([s.cross for s in SITES], float)
+        self.node = np.array([s.node for s in SITES], np.int64)
+        self.migratetype = np.array([s.migratetype for s in SITES], np.int64)
+        self.cache = np.array([CACHE_NAMES.index(s.cache) if s.cache else 0 for s in SITES],
+                              np.int64)
+        self.alloc_addr = np.array([site_addr(kallsyms, s.alloc_fn, s.slot) for s in SITES],
+                                   np.uint64)
+        self.free_addr = np.array([site_addr(kallsyms, s.free_fn, s.slot) for s in SITES],
+                                  np.uint64)
+
+
+def site_addr(ks, fn: str, slot: int) -> int:
+    """A fixed call instruction inside *fn* (as :mod:`.slab` places it)."""
+    import zlib
+
+    size = ks.sizes[ks.names.index(fn)]
+    off = 5 + zlib.crc32(f"{fn}/{slot}".encode()) % max(1, size - 8)
+    return ks.address(fn, off)
+
+
+_KMALLOC_ALLOC = {}
+
+
+def kmalloc_alloc(req: np.ndarray) -> np.ndarray:
+    """``kmalloc_bytes_alloc`` of each request."""
+    out = np.empty_like(req)
+    for r in np.unique(req).tolist():
+        a = _KMALLOC_ALLOC.get(r)
+        if a is None:
+            a = _KMALLOC_ALLOC[r] = kmalloc_bytes_alloc(r)
+        out[req == r] = a
+    return out
+
+
+def _concat(parts: list) -> dict:
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def _take(objs: dict, idx) -> dict:
+    return {key: col[idx] for key, col in objs.items()}
+
+
+def segmented_depth(stream, delta):
+    """Stack depth after and before each op (ops sorted by stream): pushes
+    +1, pops -1, a pop on an empty stack leaves it empty."""
+    n = len(stream)
+    start = np.ones(n, bool)
+    start[1:] = stream[1:] != stream[:-1]
+    seg = np.cumsum(start) - 1
+    s = np.cumsum(delta)
+    base = (s - delta)[start]
+    s = s - base[seg]
+    big = 4 * (n + 1)
+    runmin = np.minimum.accumulate(s - seg * big) + seg * big
+    after = s - np.minimum(runmin, 0)
+    before = np.empty(n, np.int64)
+    before[0] = 0
+    before[1:] = after[:-1]
+    before[start] = 0
+    return seg, after, before
+
+
+def lifo_match(stream, pos, is_push):
+    """Match each pop with the push it takes from its stream's stack.
+
+    *stream*, *pos* (order within the stream) and *is_push* describe the
+    ops.  Returns ``(match, fresh)``: for each op the index of the push a
+    pop takes (-1 for pushes and for pops that find the stack empty), and
+    the mask of those pops.  The latest push not yet taken is taken (LIFO),
+    which for each pop is the last earlier push of its stream that left
+    the stack as deep as the pop finds it."""
+    n = len(stream)
+    order = np.lexsort((pos, stream))
+    delta = np.where(is_push[order], 1, -1)
+    seg, after, before = segmented_depth(stream[order], delta)
+    width = int(after.max(initial=0)) + 2
+    key = (seg * width) * n + np.arange(n)  # sorted index within (segment, depth)
+    push = delta > 0
+    pkeys = np.sort(key[push] + after[push] * n)
+    pop = ~push & (before > 0)
+    q = key[pop] + before[pop] * n
+    found = pkeys[np.searchsorted(pkeys, q) - 1] % n
+    match = np.full(n, -1, np.int64)
+    match[order[pop]] = order[found]
+    fresh = np.zeros(n, bool)
+    fresh[order[~push & (before == 0)]] = True
+    return match, fresh
+
+
+class SlabWorkload:
+    """Workload ``kmem``: see the module docstring."""
+
+    def __init__(self, kernel, seed: int = 0, count: int | None = None, name: str = "kmem"):
+        self.name = name
+        self.engine = kernel.engine
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.remaining = count
+        self.emitted = 0
+        self.nr_cpus = self.engine.nr_cpus
+        self.tps = [self.engine.tracepoints[f"kmem:{k}"] for k in KINDS]
+        self.sites = Sites(self.engine.kallsyms)
+        self.tick = 0
+        self.serial = 0
+        self.pending = None  # objects allocated, not freed yet (dict of arrays)
+        self.stacks: dict[int, np.ndarray] = {}  # stream -> values, bottom first
+        self.next_addr: dict[int, int] = {}  # pool -> next fresh address
+        self.next_pfn = FIRST_PFN
+        self.current = []
+        for cpu in range(self.nr_cpus):
+            pid, comm = self._draw_task()
+            self.engine.set_comm(pid, comm)
+            self.current.append(pid)
+        self.block = None
+        self.at = 0
+
+    @property
+    def done(self) -> bool:
+        return self.remaining is not None and self.remaining <= 0
+
+    def _draw_task(self) -> tuple[int, str]:
+        return 2000 + int(self.rng.integers(30000)), TASKS[int(self.rng.integers(len(TASKS)))]
+
+    # --- firing -------------------------------------------------------------------
+
+    def run(self, budget: int) -> int:
+        """Fire up to *budget* kmem events; returns how many were fired."""
+        if self.remaining is not None:
+            budget = min(budget, self.remaining)
+        fired = 0
+        while fired < budget:
+            if self.block is None or self.at >= self.block["n"]:
+                self.block, self.at = self._generate(), 0
+            take = min(budget - fired, self.block["n"] - self.at)
+            self._fire(self.at, self.at + take)
+            self.at += take
+            fired += take
+        self.emitted += fired
+        if self.remaining is not None:
+            self.remaining -= fired
+        return fired
+
+    def _fire(self, a: int, b: int) -> None:
+        blk = self.block
+        lo, hi = bisect.bisect_left(blk["spawn_at"], a), bisect.bisect_left(blk["spawn_at"], b)
+        spawns = blk["spawns"][lo:hi]
+        if b - a < BATCH_MIN:
+            self._fire_each(a, b, spawns)
+            return
+        comms, seen = self.engine.comms, {}
+        for i, pid, comm in spawns:
+            if i > a and seen.get(pid, comms.get(pid, comm)) != comm:
+                self._fire(a, i)  # a task's comm changes: what came before sees the old one
+                self._fire(i, b)
+                return
+            seen[pid] = comm
+        for i, pid, comm in spawns:
+            self.engine.set_comm(pid, comm)
+        self.engine.emit_batch(self._batch(a, b))
+
+    def _fire_each(self, a: int, b: int, spawns) -> None:
+        emit, advance, set_comm = self.engine.emit, self.engine.clock.advance, self.engine.set_comm
+        tps = self.tps
+        nxt = spawns[0][0] if spawns else b
+        k = 0
+        for i in range(a, b):
+            while i == nxt:
+                set_comm(spawns[k][1], spawns[k][2])
+                k += 1
+                nxt = spawns[k][0] if k < len(spawns) else b
+            kind, cpu, pid, adv, values = self._row(i)
+            emit(tps[kind], cpu, pid, values)
+            advance(adv)
+
+    def _row(self, i: int) -> tuple:
+        """Event *i* of the block as Python values (the per-event path),
+        made :data:`ROW_CHUNK` events at a time."""
+        rows = self.block["rows"]
+        chunk = rows.get(i // ROW_CHUNK)
+        if chunk is None:
+            chunk = rows[i // ROW_CHUNK] = self._rows(i - i % ROW_CHUNK, ROW_CHUNK)
+        return chunk[i % ROW_CHUNK]
+
+    def _rows(self, a: int, size: int) -> list:
+        blk = self.block
+        sl = slice(a, min(a + size, blk["n"]))
+        c = {k: blk[k][sl].tolist() for k in ("kind", "cpu", "pid", "adv", "site_addr", "ptr",
+                                               "req", "abytes", "gfp", "node", "name", "pfn",
+                                               "order", "migratetype")}
+        out = []
+        for kind, cpu, pid, adv, site, ptr, req, given, gfp, node, name, pfn, order, mt in zip(
+                c["kind"], c["cpu"], c["pid"], c["adv"], c["site_addr"], c["ptr"], c["req"],
+                c["abytes"], c["gfp"], c["node"], c["name"], c["pfn"], c["order"],
+                c["migratetype"]):
+            if kind == K_KMALLOC:
+                values = (site, ptr, req, given, gfp, node)
+            elif kind == K_CACHE_ALLOC:
+                values = (site, ptr, req, given, gfp, node, CACHE_NAMES[name])
+            elif kind == K_PAGE_ALLOC:
+                values = (pfn, order, gfp, mt, site, ptr)
+            elif kind == K_KFREE:
+                values = (site, ptr)
+            elif kind == K_CACHE_FREE:
+                values = (site, ptr, CACHE_NAMES[name])
+            else:
+                values = (pfn, order, site, ptr)
+            out.append((kind, cpu, pid, adv, values))
+        return out
+
+    def _batch(self, a: int, b: int) -> EventBatch:
+        blk = self.block
+        kind = blk["kind"][a:b]
+        adv = blk["adv"][a:b]
+        clock = self.engine.clock
+        now = clock.now()
+        if clock.deterministic:
+            ts = np.empty(b - a, np.int64)
+            ts[0] = now
+            np.cumsum(adv[:-1], out=ts[1:])
+            ts[1:] += now
+            clock.advance(int(adv.sum()))
+        else:  # a real clock: spread from the last stamp to now
+            last = min(max(self.engine.last_ts), now)
+            ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
+        cols = []
+        for k in range(len(KINDS)):
+            pos = a + np.flatnonzero(kind == k)
+            cols.append(_values(k, {key: blk[key][pos] for key in
+                                    ("site_addr", "ptr", "req", "abytes", "gfp", "node", "pfn",
+                                     "order", "migratetype")}
+                                | {"name": Strings(blk["name"][pos], CACHE_NAMES)}))
+        return EventBatch(self.tps, kind, blk["cpu"][a:b], blk["pid"][a:b], ts, cols)
+
+    # --- generating a block -----------------------------------------------------------
+
+    def _new_objects(self, m: int) -> dict:
+        """*m* allocations at the next ticks: site, CPU, sizes, flags, lifetime."""
+        rng, st, nr = self.rng, self.sites, self.nr_cpus
+        site = rng.choice(len(SITES), size=m, p=st.prob)
+        cpu = rng.integers(nr, size=m)
+        gfp = st.gfp[site, (rng.random(m) * st.ngfp[site]).astype(np.int64)]
+        pick = st.sizes[site, (rng.random(m) * st.nsizes[site]).astype(np.int64)]
+        life = np.maximum(1, rng.exponential(st.lifetime[site]).astype(np.int64))
+        cross = rng.random(m) < st.cross[site]
+        other = (cpu + 1 + rng.integers(max(1, nr - 1), size=m)) % nr
+        fcpu = np.where(cross & (nr > 1), other, cpu)
+        kind = st.kind[site]
+        cache = kind == 1
+        pages = kind == 2
+        kmal = kind == 0
+        req = np.where(cache, OBJECT_SIZE[st.cache[site]], 0)
+        abytes = np.where(cache, POOL_SIZE[st.cache[site]], 0)
+        kreq = np.where(kmal, pick, 8)
+        kalloc = kmalloc_alloc(kreq)
+        req = np.where(kmal, kreq, req)
+        abytes = np.where(kmal, kalloc, abytes)
+        large = kmal & (kalloc > KMALLOC_MAX_CACHE_SIZE)
+        is_page = pages | large
+        order = np.where(pages, pick, 0)
+        if large.any():
+            order[large] = [get_order(int(x)) for x in kalloc[large]]
+        pool = np.where(cache, st.cache[site], 0)
+        if kmal.any():
+            pool[kmal & ~large] = len(CACHE_NAMES) + np.searchsorted(
+                KMALLOC_POOLS, kalloc[kmal & ~large])
+        tick = self.tick + np.arange(m, dtype=np.int64)
+        serial = self.serial + np.arange(m, dtype=np.int64)
+        self.tick += m
+        self.serial += m
+        return {"site": site, "cpu": cpu, "fcpu": fcpu, "gfp": gfp, "req": req,
+                "abytes": abytes, "is_page": is_page, "order": order, "pool": pool,
+                "tfree": tick + life, "serial": serial, "tick": tick,
+                "value": np.zeros(m, np.uint64)}
+
+    def _generate(self) -> dict:
+        """The events of the next :data:`BLOCK_ALLOCS` ticks (see module doc)."""
+        end = self.tick + BLOCK_ALLOCS
+        new = self._new_objects(BLOCK_ALLOCS)
+        nold = 0 if self.pending is None else len(self.pending["tick"])
+        pool = new if self.pending is None else _concat([self.pending, new])
+        due = pool["tfree"] < end
+        # events: allocations of the new objects, frees of the due ones, by tick
+        obj = np.concatenate([nold + np.arange(BLOCK_ALLOCS), np.flatnonzero(due)])
+        is_alloc = np.zeros(len(obj), bool)
+        is_alloc[:BLOCK_ALLOCS] = True
+        time = np.where(is_alloc, pool["tick"][obj], pool["tfree"][obj])
+        order = np.lexsort((pool["serial"][obj], is_alloc, time))
+        obj, is_alloc = obj[order], is_alloc[order]
+        self._addresses(pool, obj, is_alloc)
+        self.pending = _take(pool, ~due)  # alive: they keep their addresses
+        return self._events(pool, obj, is_alloc)
+
+    def _stream(self, pool: dict, obj, cpu) -> np.ndarray:
+        """The freelist an object comes from or goes back to: its cache on
+        *cpu*, or the buddy list of its order."""
+        base = len(POOLS) * self.nr_cpus
+        return np.where(pool["is_page"][obj], base + pool["order"][obj],
+                        pool["pool"][obj] * self.nr_cpus + cpu)
+
+    def _addresses(self, pool: dict, obj, is_alloc) -> None:
+        """Fill ``value`` (address, or pfn for pages) of the block's new
+        objects as the freelists hand them out in event order."""
+        n = len(obj)
+        stream = self._stream(pool, obj, np.where(is_alloc, pool["cpu"][obj], pool["fcpu"][obj]))
+        # the top of each stack the block's allocations can reach
+        pops = np.unique(stream[is_alloc], return_counts=True)
+        pre_stream, pre_value = [], []
+        for s, c in zip(*[x.tolist() for x in pops]):
+            stack = self.stacks.get(s)
+            if stack is not None and len(stack):
+                top = stack[-c:] if c < len(stack) else stack
+                self.stacks[s] = stack[:len(stack) - len(top)]
+                pre_stream.append(np.full(len(top), s, np.int64))
+                pre_value.append(top)
+        npre = sum(len(v) for v in pre_value)
+        all_stream = np.concatenate([stream] + pre_stream) if npre else stream
+        pos = np.concatenate([np.arange(n)] + [np.arange(-len(v), 0) for v in pre_value]) \
+            if npre else np.arange(n)
+        is_push = np.concatenate([~is_alloc, np.ones(npre, bool)])
+        match, fresh = lifo_match(all_stream, pos, is_push)
+        # values: old objects and stack items known, fresh allocations new
+        nobj = len(pool["tick"])
+        value = np.concatenate([pool["value"], *pre_value]) if npre else pool["value"].copy()
+        op_obj = np.concatenate([obj, nobj + np.arange(npre)])
+        for i in np.flatnonzero(fresh).tolist():
+            value[obj[i]] = self._fresh(int(stream[i]))
+        parent = np.arange(len(value))
+        popped = np.flatnonzero(match >= 0)
+        parent[op_obj[popped]] = op_obj[match[popped]]
+        while True:
+            up = parent[parent]
+            if (up == parent).all():
+                break
+            parent = up
+        value = value[parent]
+        pool["value"] = value[:nobj]
+        # what was pushed and not taken stays on the stacks, oldest first
+        taken = np.zeros(len(all_stream), bool)
+        taken[match[popped]] = True
+        left = np.flatnonzero(is_push & ~taken)
+        left = left[np.lexsort((pos[left], all_stream[left]))]
+        if len(left):
+            ls = all_stream[left]
+            cuts = np.flatnonzero(np.diff(ls)) + 1
+            for chunk in np.split(left, cuts):
+                s = int(all_stream[chunk[0]])
+                old = self.stacks.get(s)
+                vals = value[op_obj[chunk]]
+                self.stacks[s] = vals if old is None or not len(old) else np.concatenate([old, vals])
+
+    def _fresh(self, stream: int) -> int:
+        """A new object from a fresh slab page, or fresh buddy pages."""
+        base = len(POOLS) * self.nr_cpus
+        if stream >= base:
+            order = stream - base
+            pfn = (self.next_pfn + (1 << order) - 1) & ~((1 << order) - 1)
+            self.next_pfn = pfn + (1 << order)
+            return pfn
+        p = stream // self.nr_cpus
+        addr = self.next_addr.setdefault(p, SLAB_BASE + len(self.next_addr) * (1 << 30))
+        self.next_addr[p] = addr + int(POOL_SIZE[p])
+        return addr
+
+    def _events(self, pool: dict, obj, is_alloc) -> dict:
+        """The block's events in order, as columns, with tasks and clock steps."""
+        rng, st, nr = self.rng, self.sites, self.nr_cpus
+        n = len(obj)
+        site = pool["site"][obj]
+        skind = st.kind[site]
+        kind = np.where(is_alloc, np.array([K_KMALLOC, K_CACHE_ALLOC, K_PAGE_ALLOC])[skind],
+                        np.array([K_KFREE, K_CACHE_FREE, K_PAGE_FREE])[skind])
+        cpu = np.where(is_alloc, pool["cpu"][obj], pool["fcpu"][obj])
+        value = pool["value"][obj]
+        is_page = pool["is_page"][obj]
+        ptr = np.where(is_page, np.uint64(PAGE_OFFSET) + (value << np.uint64(12)), value)
+        # tasks: before each event, sometimes, a CPU switches to a new one
+        spawn = rng.random(n) < SPAWN_P
+        scpu = rng.integers(nr, size=n)
+        spid = 2000 + rng.integers(30000, size=n)
+        scomm = rng.integers(len(TASKS), size=n)
+        pid = np.empty(n, np.int64)
+        spawns = []
+        idx = np.flatnonzero(spawn)
+        for i in idx.tolist():
+            spawns.append((i, int(spid[i]), TASKS[int(scomm[i])]))
+        for c in range(nr):
+            mine = idx[scpu[idx] == c]
+            last = np.searchsorted(mine, np.arange(n), "right") - 1
+            pids = np.where(last >= 0, spid[mine[np.maximum(last, 0)]] if len(mine) else 0,
+                            self.current[c])
+            pid[cpu == c] = pids[cpu == c]
+            if len(mine):
+                self.current[c] = int(spid[mine[-1]])
+        return {"n": n, "kind": kind, "cpu": cpu, "pid": pid, "spawns": spawns,
+                "spawn_at": [sp[0] for sp in spawns], "rows": {},
+                "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n),
+                "site_addr": np.where(is_alloc, st.alloc_addr[site], st.free_addr[site]),
+                "ptr": ptr, "req": pool["req"][obj], "abytes": pool["abytes"][obj],
+                "gfp": pool["gfp"][obj], "node": st.node[site],
+                "name": st.cache[site], "pfn": np.where(is_page, value, 0).astype(np.int64),
+                "order": pool["order"][obj], "migratetype": st.migratetype[site]}
+
+
+def _values(kind: int, v: dict) -> tuple:
+    """A kmem tracepoint's arguments (engine.core.catalogue order)."""
+    if kind == K_KMALLOC:
+        return (v["site_addr"], v["ptr"], v["req"], v["abytes"], v["gfp"], v["node"])
+    if kind == K_CACHE_ALLOC:
+        return (v["site_addr"], v["ptr"], v["req"], v["abytes"], v["gfp"], v["node"],
+                _name(v["name"]))
+    if kind == K_PAGE_ALLOC:
+        return (v["pfn"], v["order"], v["gfp"], v["migratetype"], v["site_addr"], v["ptr"])
+    if kind == K_KFREE:
+        return (v["site_addr"], v["ptr"])
+    if kind == K_CACHE_FREE:
+        return (v["site_addr"], v["ptr"], _name(v["name"]))
+    return (v["pfn"], v["order"], v["site_addr"], v["ptr"])
+
+
+def _name(code):
+    return code if isinstance(code, Strings) else CACHE_NAMES[code]
+
+
+__all__ = ["SlabWorkload", "lifo_match"]
