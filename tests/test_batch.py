@@ -221,8 +221,7 @@ def test_lifo_match_is_a_stack():
         n = int(rng.integers(1, 300))
         stream = rng.integers(0, 4, n)
         is_push = rng.random(n) < rng.random()
-        pos = np.arange(n)
-        match, fresh = lifo_match(stream, pos, is_push)
+        match, fresh = lifo_match(stream, is_push)
         stacks = {}
         for i in range(n):
             s = int(stream[i])

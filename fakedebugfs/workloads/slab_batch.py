@@ -19,8 +19,8 @@ drawn at once:
   found for the whole block at once (:func:`lifo_match`: each allocation
   takes the latest free of its list not yet taken, as a stack does).
 * Before each event, with probability 1 %, a CPU switches to a new task
-  (pid and comm drawn as the stepped simulator draws them); the virtual
-  clock moves 200-4000 ns after each event.
+  (pid drawn as the stepped simulator draws it, its comm a function of the
+  pid); the virtual clock moves 200-4000 ns after each event.
 
 Everything is drawn from one ``numpy.random.Generator`` (PCG64) seeded with
 the workload's seed, block by block, so the events do not depend on how
@@ -94,18 +94,18 @@ def site_addr(ks, fn: str, slot: int) -> int:
     return ks.address(fn, off)
 
 
-_KMALLOC_ALLOC = {}
+_KMALLOC_TABLE = np.array([0] + [kmalloc_bytes_alloc(r) for r in range(1, 32769)], np.int64)
 
 
 def kmalloc_alloc(req: np.ndarray) -> np.ndarray:
-    """``kmalloc_bytes_alloc`` of each request."""
-    out = np.empty_like(req)
-    for r in np.unique(req).tolist():
-        a = _KMALLOC_ALLOC.get(r)
-        if a is None:
-            a = _KMALLOC_ALLOC[r] = kmalloc_bytes_alloc(r)
-        out[req == r] = a
-    return out
+    """``kmalloc_bytes_alloc`` of each request (up to 32 KiB: the sites')."""
+    return _KMALLOC_TABLE[req]
+
+
+def task_of(pid):
+    """The program a task runs: a function of its pid, so that a pid drawn
+    again names the same task (its comm never changes under a batch)."""
+    return (pid * 2654435761 >> 11) % len(TASKS)
 
 
 def _concat(parts: list) -> dict:
@@ -136,30 +136,31 @@ def segmented_depth(stream, delta):
     return seg, after, before
 
 
-def lifo_match(stream, pos, is_push):
+def lifo_match(stream, is_push):
     """Match each pop with the push it takes from its stream's stack.
 
-    *stream*, *pos* (order within the stream) and *is_push* describe the
-    ops.  Returns ``(match, fresh)``: for each op the index of the push a
-    pop takes (-1 for pushes and for pops that find the stack empty), and
-    the mask of those pops.  The latest push not yet taken is taken (LIFO),
-    which for each pop is the last earlier push of its stream that left
-    the stack as deep as the pop finds it."""
+    The ops are given in order (*stream*: which stack; *is_push*).  Returns
+    ``(match, fresh)``: for each op the index of the push a pop takes (-1
+    for pushes and for pops that find the stack empty), and the mask of
+    those pops.  A pop takes the latest push not yet taken (LIFO): with the
+    ops of one stream sorted by the stack depth they leave (pushes) or find
+    (pops), in order, each pop comes right after the push it takes."""
     n = len(stream)
-    order = np.lexsort((pos, stream))
-    delta = np.where(is_push[order], 1, -1)
+    small = np.int16 if n and int(stream.max()) < (1 << 15) else np.int64
+    order = np.argsort(stream.astype(small), kind="stable")  # by stream, in order
+    push = is_push[order]
+    delta = np.where(push, 1, -1)
     seg, after, before = segmented_depth(stream[order], delta)
+    level = np.where(push, after, before)
+    paired = push | (before > 0)
     width = int(after.max(initial=0)) + 2
-    key = (seg * width) * n + np.arange(n)  # sorted index within (segment, depth)
-    push = delta > 0
-    pkeys = np.sort(key[push] + after[push] * n)
-    pop = ~push & (before > 0)
-    q = key[pop] + before[pop] * n
-    found = pkeys[np.searchsorted(pkeys, q) - 1] % n
+    cand = np.flatnonzero(paired)
+    by_level = cand[np.argsort(seg[cand] * width + level[cand], kind="stable")]
+    pops = np.flatnonzero(~push[by_level])
     match = np.full(n, -1, np.int64)
-    match[order[pop]] = order[found]
+    match[order[by_level[pops]]] = order[by_level[pops - 1]]
     fresh = np.zeros(n, bool)
-    fresh[order[~push & (before == 0)]] = True
+    fresh[order[~paired]] = True
     return match, fresh
 
 
@@ -194,7 +195,8 @@ class SlabWorkload:
         return self.remaining is not None and self.remaining <= 0
 
     def _draw_task(self) -> tuple[int, str]:
-        return 2000 + int(self.rng.integers(30000)), TASKS[int(self.rng.integers(len(TASKS)))]
+        pid = 2000 + int(self.rng.integers(30000))
+        return pid, TASKS[task_of(pid)]
 
     # --- firing -------------------------------------------------------------------
 
@@ -375,12 +377,12 @@ class SlabWorkload:
     def _addresses(self, pool: dict, obj, is_alloc) -> None:
         """Fill ``value`` (address, or pfn for pages) of the block's new
         objects as the freelists hand them out in event order."""
-        n = len(obj)
         stream = self._stream(pool, obj, np.where(is_alloc, pool["cpu"][obj], pool["fcpu"][obj]))
-        # the top of each stack the block's allocations can reach
-        pops = np.unique(stream[is_alloc], return_counts=True)
+        # the top of each stack, as deep as the block's allocations can reach
+        counts = np.bincount(stream[is_alloc])
+        pops = np.flatnonzero(counts)
         pre_stream, pre_value = [], []
-        for s, c in zip(*[x.tolist() for x in pops]):
+        for s, c in zip(pops.tolist(), counts[pops].tolist()):
             stack = self.stacks.get(s)
             if stack is not None and len(stack):
                 top = stack[-c:] if c < len(stack) else stack
@@ -388,21 +390,19 @@ class SlabWorkload:
                 pre_stream.append(np.full(len(top), s, np.int64))
                 pre_value.append(top)
         npre = sum(len(v) for v in pre_value)
-        all_stream = np.concatenate([stream] + pre_stream) if npre else stream
-        pos = np.concatenate([np.arange(n)] + [np.arange(-len(v), 0) for v in pre_value]) \
-            if npre else np.arange(n)
-        is_push = np.concatenate([~is_alloc, np.ones(npre, bool)])
-        match, fresh = lifo_match(all_stream, pos, is_push)
-        # values: old objects and stack items known, fresh allocations new
         nobj = len(pool["tick"])
-        value = np.concatenate([pool["value"], *pre_value]) if npre else pool["value"].copy()
-        op_obj = np.concatenate([obj, nobj + np.arange(npre)])
+        # ops: the stack items (pushed before the block), then the block's events
+        op_stream = np.concatenate(pre_stream + [stream])
+        op_push = np.concatenate([np.ones(npre, bool), ~is_alloc])
+        op_obj = np.concatenate([nobj + np.arange(npre), obj])
+        match, fresh = lifo_match(op_stream, op_push)
+        value = np.concatenate([pool["value"], *pre_value])
         for i in np.flatnonzero(fresh).tolist():
-            value[obj[i]] = self._fresh(int(stream[i]))
+            value[op_obj[i]] = self._fresh(int(op_stream[i]))
         parent = np.arange(len(value))
         popped = np.flatnonzero(match >= 0)
         parent[op_obj[popped]] = op_obj[match[popped]]
-        while True:
+        while True:  # an address passes from object to object: follow to its source
             up = parent[parent]
             if (up == parent).all():
                 break
@@ -410,15 +410,14 @@ class SlabWorkload:
         value = value[parent]
         pool["value"] = value[:nobj]
         # what was pushed and not taken stays on the stacks, oldest first
-        taken = np.zeros(len(all_stream), bool)
+        taken = np.zeros(len(op_stream), bool)
         taken[match[popped]] = True
-        left = np.flatnonzero(is_push & ~taken)
-        left = left[np.lexsort((pos[left], all_stream[left]))]
+        left = np.flatnonzero(op_push & ~taken)
         if len(left):
-            ls = all_stream[left]
-            cuts = np.flatnonzero(np.diff(ls)) + 1
-            for chunk in np.split(left, cuts):
-                s = int(all_stream[chunk[0]])
+            left = left[np.argsort(op_stream[left], kind="stable")]
+            ls = op_stream[left]
+            for chunk in np.split(left, np.flatnonzero(np.diff(ls)) + 1):
+                s = int(op_stream[chunk[0]])
                 old = self.stacks.get(s)
                 vals = value[op_obj[chunk]]
                 self.stacks[s] = vals if old is None or not len(old) else np.concatenate([old, vals])
@@ -452,20 +451,19 @@ class SlabWorkload:
         spawn = rng.random(n) < SPAWN_P
         scpu = rng.integers(nr, size=n)
         spid = 2000 + rng.integers(30000, size=n)
-        scomm = rng.integers(len(TASKS), size=n)
+        scomm = task_of(spid)
         pid = np.empty(n, np.int64)
         spawns = []
         idx = np.flatnonzero(spawn)
         for i in idx.tolist():
             spawns.append((i, int(spid[i]), TASKS[int(scomm[i])]))
+        at = np.arange(n)
         for c in range(nr):
-            mine = idx[scpu[idx] == c]
-            last = np.searchsorted(mine, np.arange(n), "right") - 1
-            pids = np.where(last >= 0, spid[mine[np.maximum(last, 0)]] if len(mine) else 0,
-                            self.current[c])
-            pid[cpu == c] = pids[cpu == c]
-            if len(mine):
-                self.current[c] = int(spid[mine[-1]])
+            last = np.maximum.accumulate(np.where(spawn & (scpu == c), at, -1))
+            mine = cpu == c
+            pid[mine] = np.where(last[mine] >= 0, spid[np.maximum(last[mine], 0)], self.current[c])
+            if last[-1] >= 0:
+                self.current[c] = int(spid[last[-1]])
         return {"n": n, "kind": kind, "cpu": cpu, "pid": pid, "spawns": spawns,
                 "spawn_at": [sp[0] for sp in spawns], "rows": {},
                 "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n),
