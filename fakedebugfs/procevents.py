@@ -7,8 +7,14 @@ and ``comm_exec`` (perf_event_open(2)).  Its ring buffers then carry
 PERF_RECORD_FORK, PERF_RECORD_COMM (misc COMM_EXEC for an exec) and
 PERF_RECORD_EXIT, written by the kernel in copy_process(), begin_new_exec()
 and do_exit(), where it fires sched_process_fork, sched_process_exec and
-sched_process_exit.  With ``exclude_kernel`` this needs no privilege on
-one's own processes (perf_event_paranoid up to 2), so it works rootless.
+sched_process_exit.  With ``context_switch`` the same buffers carry
+PERF_RECORD_SWITCH, written in perf_event_task_sched_out/in() where the
+kernel fires sched_switch: each becomes a ``sched_switch`` between the task
+and the CPU's idle task (the other side is not the command's to see), so
+``set_event_pid`` with ``event-fork`` (``trace-cmd record -F``) sees the
+command's real context switches.  With ``exclude_kernel`` this needs no
+privilege on one's own processes (perf_event_paranoid up to 2), so it works
+rootless.
 
 Each record becomes the tracepoint the kernel fires at that moment,
 injected into the fake through its control socket: same pids, same comms,
@@ -27,6 +33,7 @@ import mmap
 import os
 import select
 import threading
+import time
 
 from construct import Int16ul, Int32sl, Int32ul, Int64ul, Struct
 
@@ -45,14 +52,24 @@ ATTR_MMAP = 1 << 8
 ATTR_COMM = 1 << 9
 ATTR_TASK = 1 << 13
 ATTR_WATERMARK = 1 << 14  # wake readers after wakeup_watermark bytes, not samples
+ATTR_SAMPLE_ID_ALL = 1 << 18  # every record ends with the sample_id fields
 ATTR_COMM_EXEC = 1 << 24
+ATTR_CONTEXT_SWITCH = 1 << 26
+PERF_SAMPLE_TID = 1 << 1  # sample_id: { u32 pid, tid; u64 time; } with PERF_SAMPLE_TIME
+PERF_SAMPLE_TIME = 1 << 2
 
 PERF_RECORD_MMAP = 1
 PERF_RECORD_COMM = 3
 PERF_RECORD_EXIT = 4
 PERF_RECORD_FORK = 7
+PERF_RECORD_SWITCH = 14
 PERF_RECORD_MISC_COMM_EXEC = 1 << 13
+PERF_RECORD_MISC_SWITCH_OUT = 1 << 13
+PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
 DEFAULT_PRIO = 120  # p->prio of a SCHED_NORMAL task at nice 0
+TASK_RUNNING, TASK_INTERRUPTIBLE = 0, 1  # sched_switch's prev_state
+BUSY_RECORDS = 32  # a drain that found this many records ...
+DRAIN_EVERY = 0.005  # ... waits this long before the next: bursts are sent in batches
 
 # struct perf_event_attr, up to PERF_ATTR_SIZE_VER5 (the bitfield as one u64)
 perf_event_attr = Struct(
@@ -74,11 +91,15 @@ perf_record_task = Struct("pid" / Int32ul, "ppid" / Int32ul, "tid" / Int32ul,
                           "ptid" / Int32ul, "time" / Int64ul)
 # PERF_RECORD_COMM: { u32 pid, tid; char comm[]; }
 perf_record_comm_head = Struct("pid" / Int32ul, "tid" / Int32ul)
+# struct sample_id, the last bytes of every record (sample_id_all, TID | TIME);
+# all a PERF_RECORD_SWITCH has
+perf_sample_id = Struct("pid" / Int32ul, "tid" / Int32ul, "time" / Int64ul)
+SAMPLE_ID_SIZE = 16
 # PERF_RECORD_MMAP: { u32 pid, tid; u64 addr, len, pgoff; char filename[]; }
 perf_record_mmap_head = Struct("pid" / Int32ul, "tid" / Int32ul, "addr" / Int64ul,
                                "len" / Int64ul, "pgoff" / Int64ul)
 
-DATA_PAGES = 8  # ring buffer pages per CPU (a power of two)
+DATA_PAGES = 16  # ring buffer pages per CPU (a power of two)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -86,9 +107,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def open_task_events(pid: int, cpu: int) -> int:
     attr = perf_event_attr.build(dict(
         type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5, config=PERF_COUNT_SW_DUMMY,
-        sample_period=0, sample_type=0, read_format=0,
+        sample_period=0, sample_type=PERF_SAMPLE_TID | PERF_SAMPLE_TIME, read_format=0,
         flags=ATTR_INHERIT | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV | ATTR_MMAP | ATTR_COMM
-        | ATTR_TASK | ATTR_WATERMARK | ATTR_COMM_EXEC,
+        | ATTR_TASK | ATTR_WATERMARK | ATTR_COMM_EXEC | ATTR_SAMPLE_ID_ALL
+        | ATTR_CONTEXT_SWITCH,
         wakeup_events=1, bp_type=0, config1=0, config2=0, branch_sample_type=0,
         sample_regs_user=0, sample_stack_user=0, clockid=0, sample_regs_intr=0,
         aux_watermark=0, sample_max_stack=0, reserved_2=0))
@@ -208,19 +230,28 @@ class ProcessEvents:
         while True:
             ready = {fd for fd, _ in poller.poll()}
             stopping = self._stop_r in ready
-            self._drain()
+            busy = self._drain() >= BUSY_RECORDS
             if stopping:
                 return
+            if busy:  # a busy command: let the next burst of switches gather
+                time.sleep(DRAIN_EVERY)
 
-    def _drain(self) -> None:
+    def _drain(self) -> int:
+        """Every CPU's new records, in the order they were written (by
+        their sample_id time), become events sent in one batch; returns
+        how many records there were."""
+        records = [(body[-8:], ring.cpu, kind, misc, body)
+                   for ring in self.rings for kind, misc, body in ring.records()
+                   if len(body) >= SAMPLE_ID_SIZE]
+        records.sort(key=lambda r: Int64ul.parse(r[0]))
         events = []
-        for ring in self.rings:
-            for kind, misc, body in ring.records():
-                events += self.events(kind, misc, body, ring.cpu % self.nr_cpus)
+        for _, cpu, kind, misc, body in records:
+            events += self.events(kind, misc, body, cpu % self.nr_cpus)
         if self._stop_requested:
             events += [self._exec_event(pid) for pid in list(self.pending)]
         if events:
             self._send_safely(events)
+        return len(records)
 
     def _send_safely(self, events) -> None:
         try:
@@ -239,6 +270,8 @@ class ProcessEvents:
 
     def events(self, kind: int, misc: int, body: bytes, cpu: int) -> list[dict]:
         """The tracepoints the kernel fires where it writes this record."""
+        if kind == PERF_RECORD_SWITCH:
+            return [self._switch_event(misc, body, cpu)]
         if kind == PERF_RECORD_MMAP:
             head = perf_record_mmap_head.parse(body)
             if head.pid not in self.pending:
@@ -270,6 +303,27 @@ class ProcessEvents:
                         "comm": comm, "fields": {"comm": comm, "pid": r.tid,
                                                  "prio": DEFAULT_PRIO}})
         return out
+
+    def _switch_event(self, misc: int, body: bytes, cpu: int) -> dict:
+        """``sched_switch`` from or to the CPU's idle task (``swapper/N``)."""
+        tid = perf_sample_id.parse(body[-SAMPLE_ID_SIZE:]).tid
+        comm = self.comms.get(tid)
+        if comm is None:
+            comm = self.comms[tid] = _comm_of(tid)
+        idle = (f"swapper/{cpu}", 0, DEFAULT_PRIO)
+        task = (comm, tid, DEFAULT_PRIO)
+        if misc & PERF_RECORD_MISC_SWITCH_OUT:
+            prev, nxt = task, idle
+            state = TASK_RUNNING if misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT \
+                else TASK_INTERRUPTIBLE
+        else:
+            prev, nxt, state = idle, task, TASK_RUNNING
+        pid = prev[1]
+        return {"event": "sched:sched_switch", "cpu": cpu, "pid": pid, "comm": prev[0],
+                "fields": {"prev_comm": prev[0], "prev_pid": prev[1], "prev_prio": prev[2],
+                           "prev_state": state, "next_comm": nxt[0], "next_pid": nxt[1],
+                           "next_prio": nxt[2]}}
+
 
 def watch_command(pid: int, mountpoint: str, nr_cpus: int):
     """Start reporting the process events of command *pid* (not yet

@@ -339,3 +339,46 @@ def test_process_events_of_the_command():
     assert fork and exec_ and exit_, lines
     assert os.path.realpath(exec_.group(1)) == os.path.realpath(shutil.which("true"))
     assert fork.start() < exec_.start() < exit_.start()  # in the order they happened
+
+
+CONTEXT_SWITCHES = textwrap.dedent(r"""
+    cd /sys/kernel/tracing
+    echo $$ > set_event_pid
+    echo 1 > options/event-fork
+    echo 1 > events/sched/sched_switch/enable
+    echo 1 > events/sched/sched_process_fork/enable
+    sleep 0.2 & child=$!
+    wait $child
+    for i in $(seq 100); do
+        grep -q "prev_pid=$child " trace && break
+        sleep 0.05
+    done
+    echo 0 > events/sched/sched_switch/enable
+    echo "me=$$ child=$child"
+    grep -v '^#' trace
+""")
+
+
+def test_context_switches_of_the_command_follow_fork():
+    """The command's real context switches become sched_switch events
+    (to and from the CPU's idle task), and set_event_pid with event-fork
+    keeps those of its child and nothing of the workload's tasks: what
+    ftracetest's event-pid test and ``trace-cmd record -F`` rely on."""
+    p = run("--workload", "default", "--", "sh", "-c", CONTEXT_SWITCHES)
+    assert p.returncode == 0, p.stderr
+    me, child = re.search(r"^me=(\d+) child=(\d+)$", p.stdout, re.M).groups()
+    lines = [ln for ln in p.stdout.splitlines() if "sched_switch:" in ln]
+    assert lines, p.stdout
+    out = [ln for ln in lines if re.search(rf"prev_comm=sleep prev_pid={child} prev_prio=120 "
+                                           rf"prev_state=S ==> next_comm=swapper/\d+ next_pid=0 ", ln)]
+    into = [ln for ln in lines if re.search(rf"prev_comm=swapper/\d+ prev_pid=0 prev_prio=120 "
+                                            rf"prev_state=R ==> next_comm=(sh|sleep) "
+                                            rf"next_pid={child} ", ln)]
+    assert out and into, lines
+    # the pid list keeps only the shell's switches and its descendants'
+    # (event-fork adds each child as it is forked): no workload task's
+    traced = {me} | set(re.findall(r"sched_process_fork: .* child_pid=(\d+)$", p.stdout, re.M))
+    assert child in traced
+    for ln in lines:
+        pids = set(re.findall(r"(?:prev|next)_pid=(\d+)", ln)) - {"0"}
+        assert pids <= traced, ln
