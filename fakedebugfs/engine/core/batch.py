@@ -124,6 +124,65 @@ def fill_records(dtype: np.dtype, columns, m: int) -> np.ndarray:
     return rec.view(np.uint8).reshape(m, dtype.itemsize)
 
 
+def as_words(rows: np.ndarray) -> np.ndarray:
+    """``uint8`` rows as ``uint32`` words, zero-padded to a multiple of 4."""
+    m, width = rows.shape
+    if width & 3:
+        padded = np.zeros((m, (width + 3) & ~3), np.uint8)
+        padded[:, :width] = rows
+        rows = padded
+    return np.ascontiguousarray(rows).view(np.uint32)
+
+
+def payload_group(idx, rows, length=None, rowsel=None) -> tuple:
+    """A group of payloads for ``CpuBuffer.write_batch``: the event at
+    ``idx[j]`` has the first ``length`` bytes (an int, or one per row) of
+    row ``rowsel[j]`` (``j`` without *rowsel*) of *rows* (``uint8``, or
+    ``uint32`` words with *length* given)."""
+    if rows.dtype == np.uint8:
+        length = rows.shape[1] if length is None else length
+        rows = as_words(rows)
+    return idx, rows, length, rowsel
+
+
+def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
+    """Hand each CPU's events, in order, to its buffer's ``write_batch``.
+
+    *groups* are :func:`payload_group` tuples whose positions are batch
+    positions; *sel* the sorted positions of every event to
+    write (default: all of *groups*).  Events on CPUs not in *sel* are not
+    written."""
+    if not groups:
+        return
+    if sel is None:
+        mask = np.zeros(len(batch), bool)
+        for group in groups:
+            mask[group[0]] = True
+        sel = np.flatnonzero(mask)
+    cpu_of = batch.cpu[sel]
+    order = np.argsort(cpu_of, kind="stable")
+    bounds = np.searchsorted(cpu_of[order], np.arange(len(buffers) + 1))
+    local = np.full(len(batch), -1, np.int64)  # index within its CPU's events
+    rank = np.empty(len(sel), np.int64)
+    rank[order] = np.arange(len(sel)) - np.repeat(bounds[:-1], np.diff(bounds))
+    local[sel] = rank
+    where = [(group, batch.cpu[group[0]]) for group in groups]
+    for cpu, buf in enumerate(buffers):
+        lo, hi = bounds[cpu], bounds[cpu + 1]
+        if lo == hi:
+            continue
+        on = sel[order[lo:hi]]
+        parts = []
+        for (idx, words, length, rowsel), cpus in where:
+            here = cpus == cpu
+            if here.all():
+                parts.append((local[idx], words, length, rowsel))
+            elif here.any():
+                j = np.flatnonzero(here)
+                parts.append((local[idx[j]], words, length, j if rowsel is None else rowsel[j]))
+        buf.write_batch(batch.ts[on], parts)
+
+
 def from_pending(events) -> EventBatch:
     """A batch of ``Pending`` events (tracepoint, cpu, pid, ts, values)."""
     tps, index, rows = [], {}, []
@@ -166,5 +225,5 @@ def _column(values: list):
     return out
 
 
-__all__ = ["EventBatch", "Strings", "column_take", "column_value", "fill_records", "from_pending",
-           "struct_dtype"]
+__all__ = ["EventBatch", "Strings", "as_words", "payload_group", "column_take", "column_value", "fill_records", "from_pending",
+           "split_per_cpu", "struct_dtype"]

@@ -37,6 +37,7 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
+from .batch import payload_group
 from .layouts import (
     BUF_PAGE_HDR_SIZE,
     BUF_PAGE_SIZE,
@@ -75,10 +76,39 @@ def event_length(payload_len: int) -> int:
 def _payloads(n: int, groups, upto: int) -> list:
     """The payload bytes of events ``0 .. upto-1`` of a batch (per-event path)."""
     out = [b""] * n
-    for idx, rows in groups:
-        for j in np.flatnonzero(idx < upto):
-            out[int(idx[j])] = rows[j].tobytes()
+    for idx, words, length, rowsel in groups:
+        for j in np.flatnonzero(idx < upto).tolist():
+            r = j if rowsel is None else int(rowsel[j])
+            size = length if np.isscalar(length) else int(length[r])
+            out[int(idx[j])] = words[r].tobytes()[:size]
     return out
+
+
+def _scatter(mem32, data, keep, groups) -> None:
+    """Copy each kept event's payload words to word *data* of the buffer."""
+    for idx, words, length, rowsel in groups:
+        kept = keep[idx]
+        if not kept.all():
+            if not kept.any():
+                continue
+            j = np.flatnonzero(kept)
+            idx, rowsel = idx[j], j if rowsel is None else rowsel[j]
+        src = words if rowsel is None else words[rowsel]
+        if np.isscalar(length):
+            nw = (length + 3) >> 2
+            mem32[data[idx][:, None] + np.arange(nw)] = src[:, :nw]
+        else:  # rows longer than their payloads: only each payload's words
+            nw = words.shape[1]
+            lens = length if rowsel is None else length[rowsel]
+            valid = np.arange(nw) < ((lens + 3) >> 2)[:, None]
+            mem32[(data[idx][:, None] + np.arange(nw))[valid]] = src[valid]
+
+
+def _after(group, start: int) -> tuple:
+    """*group* without its events before *start*, renumbered from there."""
+    idx, words, length, rowsel = group
+    j = np.flatnonzero(idx >= start)
+    return idx[j] - start, words, length, j if rowsel is None else rowsel[j]
 
 
 @dataclass(frozen=True)
@@ -239,8 +269,10 @@ class CpuBuffer:
         what :meth:`write` of each in turn would do.
 
         *ts* (n,) are the timestamps in write order; *groups* is a list of
-        ``(idx, rows)``: the events at positions *idx* have the payloads
-        ``rows`` (a 2-D ``uint8`` array, one row each, all of one length).
+        :func:`~.batch.payload_group` tuples ``(idx, words, length,
+        rowsel)`` (or ``(idx, rows)`` with ``uint8`` rows): the event at
+        position ``idx[j]`` has the first ``length`` bytes of row
+        ``rowsel[j]`` (or ``j``).
         Pending faults, a pinned reader and payloads too big for a page are
         done event by event; the rest is laid out in pages (time deltas,
         ``TIME_EXTEND``, page finishing and overwrite) with numpy."""
@@ -248,9 +280,10 @@ class CpuBuffer:
         if not n:
             return
         ts = np.asarray(ts, np.int64)
+        groups = [g if len(g) == 4 else payload_group(*g) for g in groups]
         length = np.empty(n, np.int64)
-        for idx, rows in groups:
-            length[idx] = rows.shape[1]
+        for idx, _, glen, rowsel in groups:
+            length[idx] = glen if rowsel is None or np.isscalar(glen) else glen[rowsel]
         size = np.maximum(length, 1)
         size = (size + np.where(size > RB_MAX_SMALL_DATA, 4, 0) + 4 + 3) & ~3
         if self.pinned_until or (size > BUF_PAGE_SIZE).any():
@@ -270,7 +303,7 @@ class CpuBuffer:
                 return
             if start == n:
                 return
-            groups = [(idx[idx >= start] - start, rows[idx >= start]) for idx, rows in groups]
+            groups = [_after(g, start) for g in groups]
             ts, length, size = ts[start:], length[start:], size[start:]
         self._write_laid_out(ts, length, size, groups)
 
@@ -347,20 +380,21 @@ class CpuBuffer:
 
     def _segments(self, size, ext) -> tuple[list, int]:
         """Where each page starts (event indices), as :meth:`write` fills
-        pages; *cont* is 1 when the first segment continues the tail page."""
+        pages; *cont* is 1 when the first segment continues the tail page.
+        For every event the start of the page after a page it would begin
+        is found at once; the pages are then that chain from the first."""
         n = len(size)
         cum = np.zeros(n + 1, np.int64)
         np.cumsum(size + (ext << 3), out=cum[1:])
-        cum = cum.tolist()
-        sizes = size.tolist()
+        nxt = np.searchsorted(cum, BUF_PAGE_SIZE - size + cum[1:], "right") - 1
         starts, i, cont = [], 0, 0
         if self.tail:
             starts.append(0)
             cont = 1
-            i = bisect.bisect_right(cum, BUF_PAGE_SIZE - self.tail) - 1
+            i = int(np.searchsorted(cum, BUF_PAGE_SIZE - self.tail, "right")) - 1
         while i < n:  # a new page: its first event has no time extend
             starts.append(i)
-            i = bisect.bisect_right(cum, BUF_PAGE_SIZE - sizes[i] + cum[i + 1]) - 1
+            i = int(nxt[i])
         return starts, cont
 
     def _write_pages(self, ts, length, size, groups, seg, seg_start, seg_end, cont, written,
@@ -414,20 +448,7 @@ class CpuBuffer:
             sel = keep & bigdata
             mem32[wd[sel]] = hdr_delta[sel] << 5
             mem32[wd[sel] + 1] = size[sel] - 4
-        data = hdr + np.where(bigdata, 8, 4)
-        for idx, rows in groups:
-            kept = keep[idx]
-            if not kept.any():
-                continue
-            m, L = rows.shape
-            nw = (L + 3) >> 2
-            if L & 3:
-                padded = np.zeros((m, nw * 4), np.uint8)
-                padded[:, :L] = rows
-                rows = padded
-            words = np.ascontiguousarray(rows).view(np.uint32)
-            dest = (data[idx[kept]] >> 2)[:, None] + np.arange(nw)
-            mem32[dest] = words[kept] if not kept.all() else words
+        _scatter(mem32, (hdr + np.where(bigdata, 8, 4)) >> 2, keep, groups)
 
     # --- faults: events lost on purpose, counted as overrun ------------------
 

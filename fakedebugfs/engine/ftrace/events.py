@@ -138,14 +138,16 @@ class EventType:
         ``[(idx, rows)]``: the payloads of the events at *idx* as rows of
         a ``uint8`` array, grouped by payload length (events whose
         ``__data_loc`` strings differ are in different groups)."""
-        from ..core.batch import Strings
+        from ..core.batch import Strings, payload_group
 
         vals = self.encode_columns(cols)
         m = len(pid)
         rec = np.zeros(m, self.record_dtype())
         rec["common_type"] = self.id
-        rec["common_flags"] = flags
-        rec["common_preempt_count"] = preempt
+        if flags:
+            rec["common_flags"] = flags
+        if preempt:
+            rec["common_preempt_count"] = preempt
         rec["common_pid"] = pid
         for name in self.names:
             if name not in self.dyn:
@@ -153,7 +155,7 @@ class EventType:
                 rec[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
         fixed = rec.view(np.uint8).reshape(m, self.size)
         if not self.dyn:
-            return [(np.arange(m), fixed)]
+            return [payload_group(np.arange(m), fixed)]
         combo = np.zeros(m, np.int64)
         tables = []
         for name in self.dyn:
@@ -163,27 +165,30 @@ class EventType:
             combo = combo * len(col.table) + col.codes
             tables.append(col)
         offsets = {field_key(f[1]): f[2] for f in self.fields}
-        out = []
-        for key in np.unique(combo).tolist():
-            idx = np.flatnonzero(combo == key)
+        order = np.argsort(combo, kind="stable")
+        sorted_combo = combo[order]
+        cuts = np.flatnonzero(sorted_combo[1:] != sorted_combo[:-1]) + 1
+        cut = self.data_offset
+        tails = []
+        for idx in np.split(order, cuts) if m else ():
             j = int(idx[0])
-            tail = b""
-            cut = self.data_offset
-            rows = np.zeros((len(idx), self.size + 0), np.uint8)
-            rows[:, :cut] = fixed[idx, :cut]  # (a structured copy loses the padding bytes)
+            tail, locs = b"", []
             for name, col in zip(self.dyn, tables):
                 text = col.table[int(col.codes[j])]
                 data = text.encode() + b"\0" if isinstance(text, str) else bytes(text)
-                loc = (len(data) << 16) | (self.data_offset + len(tail))
-                rows[:, offsets[name]:offsets[name] + 4] = np.frombuffer(
-                    loc.to_bytes(4, "little"), np.uint8)
+                locs.append((offsets[name], (len(data) << 16) | (cut + len(tail))))
                 tail += data
-            if tail:
-                rows = np.concatenate(
-                    [rows, np.zeros((len(idx), len(tail)), np.uint8)], axis=1)
-                rows[:, cut:cut + len(tail)] = np.frombuffer(tail, np.uint8)
-            out.append((idx, rows))
-        return out
+            tails.append((idx, tail, locs))
+        width = (self.size + max((len(t) for _, t, _ in tails), default=0) + 3) & ~3
+        rows = np.zeros((m, width), np.uint8)
+        rows[:, :cut] = fixed[:, :cut]
+        length = np.full(m, self.size, np.int64)
+        for idx, tail, locs in tails:
+            for off, loc in locs:
+                rows[idx, off:off + 4] = np.frombuffer(loc.to_bytes(4, "little"), np.uint8)
+            rows[idx, cut:cut + len(tail)] = np.frombuffer(tail, np.uint8)
+            length[idx] = self.size + len(tail)
+        return [payload_group(np.arange(m), rows.view(np.uint32), length)]
 
     def decode(self, payload: bytes) -> dict:
         """Field values by name, ``__data_loc`` strings resolved."""

@@ -31,6 +31,7 @@ from .cmdlines import SavedCmdlines
 from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
+from ..core.batch import split_per_cpu
 from ..core.ringbuffer import CpuBuffer, Event, event_length
 
 DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64)
@@ -176,34 +177,20 @@ class TraceArray:
         recorded for each entry, as :meth:`commit` of each in turn."""
         if not self.tracing_on:
             return
-        groups, mine = [], []
+        groups = []
+        mine = np.zeros(len(batch.tps), bool)
         for k, probe in kinds:
             pos = batch.where(k)
-            mine.append(pos)
-            for idx, rows in probe.event.pack_columns(batch.pid[pos], batch.cols[k]):
-                groups.append((pos[idx], rows))
+            mine[k] = True
+            for idx, words, length, _ in probe.event.pack_columns(batch.pid[pos], batch.cols[k]):
+                groups.append((pos[idx], words, length, None))
             self.firing = probe.event.key
-        sel = np.sort(np.concatenate(mine)) if len(mine) > 1 else mine[0]
+        cpus = np.array([(self.cpumask >> c) & 1 for c in range(len(self.buffers))], bool)
         cpu_of = batch.cpu
-        committed = []
-        for cpu in range(len(self.buffers)):
-            if not (self.cpumask >> cpu) & 1:
-                continue
-            on = sel[cpu_of[sel] == cpu]
-            if not len(on):
-                continue
-            committed.append(on)
-            local = np.full(len(batch), -1, np.int64)
-            local[on] = np.arange(len(on))
-            parts = []
-            for gpos, rows in groups:
-                here = cpu_of[gpos] == cpu
-                if here.any():
-                    parts.append((local[gpos[here]], rows[here]))
-            self.buffers[cpu].write_batch(batch.ts[on], parts)
-        if not committed:
+        done = np.flatnonzero(mine[batch.kind] & cpus[cpu_of])
+        if not len(done):
             return
-        done = np.sort(np.concatenate(committed)) if len(committed) > 1 else committed[0]
+        split_per_cpu(self.buffers, batch, groups, done)
         self.written += len(done)
         if self.top.options["record-cmd"]:
             self.top.cmdlines.record_many(batch.pid[done].astype(np.int32))
@@ -360,6 +347,8 @@ class TraceArray:
         soft-enabled while it has triggers."""
         refs = self.tm_ref.get(key, 0) + (1 if on else -1)
         self.tm_ref[key] = refs
+        if key not in self.engine.tracepoints:  # ftrace:print (trace_marker_file)
+            return
         if (on and refs == 1) or (not on and refs == 0):
             self.enable_disable(key, on, soft=True)
 
@@ -677,10 +666,43 @@ class TraceArray:
             text = text + b"\0\0" if text.endswith(b"\n") else text + b"\n\0"
             ev = self.by_id[TRACE_PRINT]
             payload = ev.pack(pid, {"ip": 0}, 0, 1) + text  # ip 0: see sym()
-        if not self.commit(cpu, self.engine.clock.now() if ts is None else ts, payload) \
-                and not self.tracing_on:
+        ts = self.engine.clock.now() if ts is None else ts
+        post = [] if raw else self._marker_triggers(cpu, pid, ts, data[:count])
+        if not self.commit(cpu, ts, payload) and not self.tracing_on:
             raise OSError(errno.EBADF, "tracing is off")
+        for t in post:  # event_triggers_post_call
+            run_trigger(self, t, cpu, pid, ts)
         return count
+
+    def _marker_triggers(self, cpu: int, pid: int, ts: int, text: bytes) -> list:
+        """``tracing_mark_write``'s ``event_triggers_call`` on the
+        ``ftrace/print`` triggers: those whose filter matches the entry run
+        now, post triggers (traceoff, stacktrace) are returned to run after
+        the commit."""
+        trig = self.triggers.get("ftrace:print")
+        if trig is None or not trig.list:
+            return []
+        comm = self.engine.comms.get(pid, "")
+        rec = dict(ip=0, buf=text, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+        post = []
+        for t in list(trig.list):
+            if t.pred is not None and not t.pred(rec):
+                continue
+            if t.post:
+                post.append(t)
+            else:
+                run_trigger(self, t, cpu, pid, ts)
+        return post
+
+    def free_buffer(self) -> None:
+        """``tracing_free_buffer_release``: tracing off with the
+        ``disable_on_free`` option, then ``tracing_resize_ring_buffer(tr, 0)``:
+        every CPU's buffer shrinks to the minimum of two pages."""
+        if self.options.get("disable_on_free"):
+            self.tracing_on = False
+        for c in range(len(self.buffers)):
+            self.buffers[c].resize(2 * PAGE_SIZE)
+            self.buffer_kb[c] = buffer_kb_shown(2)
 
     # --- text output ----------------------------------------------------------------
 

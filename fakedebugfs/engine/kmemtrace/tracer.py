@@ -226,10 +226,10 @@ class Kmemtrace:
                 if not len(ok):
                     continue
                 if mem is None:
-                    mem = np.frombuffer(buf.start, np.uint8)
-                rows = self._rows(batch, pos, ok, alloc, type_id, vals, seq)
-                dest = where[ok][:, None] + np.arange(rows.shape[1])
-                mem[dest] = rows
+                    mem = np.frombuffer(buf.start, np.uint64)
+                rows = self._rows(batch, pos, ok, alloc, type_id, vals, seq).view(np.uint64)
+                dest = (where[ok] >> 3)[:, None] + np.arange(rows.shape[1])
+                mem[dest] = rows  # records are 8-byte multiples at 8-byte offsets
             del mem
 
     def _rows(self, batch, pos, ok, alloc, type_id, vals, seq) -> np.ndarray:

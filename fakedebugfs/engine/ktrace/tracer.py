@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .format import KtraceFormat
-from ..core.batch import Strings, fill_records, struct_dtype
+from ..core.batch import Strings, fill_records, payload_group, split_per_cpu, struct_dtype
 from ..core.ringbuffer import CpuBuffer
 
 KTRACE_VERSION = "1.0.0"
@@ -47,27 +47,6 @@ U32 = 0xFFFFFFFF
 # events traced holds exactly, and GET_CONSUMED never passes a GET_PRODUCED
 # the reader has seen.
 PIN_FOREVER = math.inf
-
-
-def write_per_cpu(buffers, batch, groups) -> None:
-    """Split ``(positions, rows)`` groups of a batch by CPU and hand each
-    CPU's events, in order, to its buffer's ``write_batch``."""
-    if not groups:
-        return
-    sel = np.sort(np.concatenate([pos for pos, _ in groups]))
-    cpu_of = batch.cpu
-    local = np.empty(len(batch), np.int64)
-    for cpu, buf in enumerate(buffers):
-        on = sel[cpu_of[sel] == cpu]
-        if not len(on):
-            continue
-        local[on] = np.arange(len(on))
-        parts = []
-        for pos, rows in groups:
-            here = cpu_of[pos] == cpu
-            if here.any():
-                parts.append((local[pos[here]], rows[here]))
-        buf.write_batch(batch.ts[on], parts)
 
 
 def jhash(key: bytes, initval: int = 0) -> int:
@@ -238,8 +217,8 @@ class Ktrace:
             codec = probe.entry.codec
             dtype = struct_dtype(codec._fixed.format)
             cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
-            groups.append((pos, fill_records(dtype, cols, len(pos))))
-        write_per_cpu(self.buffers, batch, groups)
+            groups.append(payload_group(pos, fill_records(dtype, cols, len(pos))))
+        split_per_cpu(self.buffers, batch, groups)
 
     def set_event_enabled(self, name: str, on: bool) -> None:
         """``__ktrace_control_write``: attach or detach the event's probes."""
