@@ -42,6 +42,7 @@ from .slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES, SLAB_BASE
 
 BLOCK_ALLOCS = 8192  # allocations (ticks) per generated block
 BATCH_MIN = 256  # run() slices below this many events fire one by one
+BATCH_HINT = 4096  # events a driver should ask run() for at a time
 ROW_CHUNK = 256  # events made Python tuples at a time for the per-event path
 SPAWN_P = 0.01
 ADV_LO, ADV_HI = 200, 4000  # ns the clock moves after each event
@@ -166,6 +167,9 @@ def lifo_match(stream, is_push):
 
 class SlabWorkload:
     """Workload ``kmem``: see the module docstring."""
+
+    # events per run() for the batch path: what a driver should ask for at a time
+    batch_hint = BATCH_HINT
 
     def __init__(self, kernel, seed: int = 0, count: int | None = None, name: str = "kmem"):
         self.name = name
@@ -449,14 +453,15 @@ class SlabWorkload:
         ptr = np.where(is_page, np.uint64(PAGE_OFFSET) + (value << np.uint64(12)), value)
         # tasks: before each event, sometimes, a CPU switches to a new one
         spawn = rng.random(n) < SPAWN_P
-        scpu = rng.integers(nr, size=n)
-        spid = 2000 + rng.integers(30000, size=n)
-        scomm = task_of(spid)
-        pid = np.empty(n, np.int64)
-        spawns = []
         idx = np.flatnonzero(spawn)
-        for i in idx.tolist():
-            spawns.append((i, int(spid[i]), TASKS[int(scomm[i])]))
+        scpu = np.zeros(n, np.int64)
+        spid = np.zeros(n, np.int64)
+        scpu[idx] = rng.integers(nr, size=len(idx))
+        spid[idx] = 2000 + rng.integers(30000, size=len(idx))
+        scomm = task_of(spid[idx])
+        pid = np.empty(n, np.int64)
+        spawns = [(i, p, TASKS[c]) for i, p, c in
+                  zip(idx.tolist(), spid[idx].tolist(), scomm.tolist())]
         at = np.arange(n)
         for c in range(nr):
             last = np.maximum.accumulate(np.where(spawn & (scpu == c), at, -1))

@@ -160,7 +160,8 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
             mask[group[0]] = True
         sel = np.flatnonzero(mask)
     cpu_of = batch.cpu[sel]
-    order = np.argsort(cpu_of, kind="stable")
+    small = np.int16 if len(buffers) < (1 << 15) else np.int64
+    order = np.argsort(cpu_of.astype(small), kind="stable")  # a radix sort
     bounds = np.searchsorted(cpu_of[order], np.arange(len(buffers) + 1))
     local = np.full(len(batch), -1, np.int64)  # index within its CPU's events
     rank = np.empty(len(sel), np.int64)

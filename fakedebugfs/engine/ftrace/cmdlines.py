@@ -58,16 +58,17 @@ class SavedCmdlines:
         pids = np.asarray(pids)
         if not len(pids):
             return
-        uniq, first = np.unique(pids, return_index=True)
+        change = np.ones(len(pids), bool)
+        change[1:] = pids[1:] != pids[:-1]
+        heads = pids[change]  # each run of one task once
+        uniq, first = np.unique(heads, return_index=True)
         order = uniq[np.argsort(first)].tolist()
         new = sum(1 for p in order if p > 0 and p not in self.map and p in self.comms)
         victims = {self.slots[(self.idx + k) % self.num][0]
                    for k in range(1, min(new, self.num) + 1)
                    if self.slots[(self.idx + k) % self.num] is not None}
         if new >= self.num or victims.intersection(order):
-            change = np.ones(len(pids), bool)
-            change[1:] = pids[1:] != pids[:-1]
-            order = pids[change].tolist()
+            order = heads.tolist()
         for pid in order:
             self.record(pid)
 

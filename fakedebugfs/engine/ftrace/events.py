@@ -135,14 +135,20 @@ class EventType:
     def pack_columns(self, pid, cols, flags: int = 0, preempt: int = 0) -> list:
         """:meth:`encode` of many events at once: *pid* (m,) and the
         tracepoint's argument columns (:mod:`..core.batch`).  Returns
-        ``[(idx, rows)]``: the payloads of the events at *idx* as rows of
-        a ``uint8`` array, grouped by payload length (events whose
-        ``__data_loc`` strings differ are in different groups)."""
+        :func:`~..core.batch.payload_group` tuples (with ``__data_loc``
+        strings each event's payload is the first ``length`` bytes of its
+        row)."""
         from ..core.batch import Strings, payload_group
 
         vals = self.encode_columns(cols)
         m = len(pid)
-        rec = np.zeros(m, self.record_dtype())
+        tails = self._dyn_tails(vals, m) if self.dyn else None
+        width = self.size if tails is None else (self.size + tails[0].shape[1] + 3) & ~3
+        dt = self.record_dtype()
+        if width != self.size:
+            dt = np.dtype({"names": dt.names, "formats": [dt.fields[n][0] for n in dt.names],
+                           "offsets": [dt.fields[n][1] for n in dt.names], "itemsize": width})
+        rec = np.zeros(m, dt)
         rec["common_type"] = self.id
         if flags:
             rec["common_flags"] = flags
@@ -153,42 +159,61 @@ class EventType:
             if name not in self.dyn:
                 value = vals[name]
                 rec[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
-        fixed = rec.view(np.uint8).reshape(m, self.size)
-        if not self.dyn:
-            return [payload_group(np.arange(m), fixed)]
+        rows = rec.view(np.uint8).reshape(m, width)
+        if tails is None:
+            return [payload_group(np.arange(m), rows)]
+        table, locs, lens, which = tails
+        for name, loc in zip(self.dyn, locs):
+            rec[name] = loc[which]
+        cut = self.data_offset  # the strings start there (the fixed part's tail padding)
+        if cut != self.size:
+            rows[:, cut:self.size] = 0
+        if cut % 4 == 0:  # copied as words: the table's rows are padded to 4 bytes
+            words = (table.shape[1] + 3) >> 2
+            padded = np.zeros((len(table), words * 4), np.uint8)
+            padded[:, :table.shape[1]] = table
+            rows.view(np.uint32)[:, cut >> 2:(cut >> 2) + words] = padded.view(np.uint32)[which]
+        else:
+            rows[:, cut:cut + table.shape[1]] = table[which]
+        return [payload_group(np.arange(m), rows.view(np.uint32), self.size + lens[which])]
+
+    def _dyn_tails(self, vals, m):
+        """The ``__data_loc`` strings of each event: ``(table, locs, lens,
+        which)``: the distinct tails (bytes, zero-padded), the location
+        word of each field per tail, each tail's length, each event's tail."""
+        from ..core.batch import Strings
+
         combo = np.zeros(m, np.int64)
-        tables = []
+        cols = []
         for name in self.dyn:
             col = vals[name]
             if not isinstance(col, Strings):
                 col = Strings(np.zeros(m, np.int64), (col,))
             combo = combo * len(col.table) + col.codes
-            tables.append(col)
-        offsets = {field_key(f[1]): f[2] for f in self.fields}
-        order = np.argsort(combo, kind="stable")
-        sorted_combo = combo[order]
-        cuts = np.flatnonzero(sorted_combo[1:] != sorted_combo[:-1]) + 1
-        cut = self.data_offset
-        tails = []
-        for idx in np.split(order, cuts) if m else ():
-            j = int(idx[0])
-            tail, locs = b"", []
-            for name, col in zip(self.dyn, tables):
-                text = col.table[int(col.codes[j])]
+            cols.append(col)
+        present = np.flatnonzero(np.bincount(combo))  # the combinations used
+        remap = np.zeros(int(present[-1]) + 1 if len(present) else 1, np.int64)
+        remap[present] = np.arange(len(present))
+        which = remap[combo]
+        tails, locs = [], [[] for _ in self.dyn]
+        for key in present.tolist():
+            codes = []
+            for col in reversed(cols):  # mixed radix, last field least significant
+                key, code = divmod(key, len(col.table))
+                codes.append(code)
+            tail = b""
+            for f, (col, code) in enumerate(zip(cols, reversed(codes))):
+                text = col.table[code]
                 data = text.encode() + b"\0" if isinstance(text, str) else bytes(text)
-                locs.append((offsets[name], (len(data) << 16) | (cut + len(tail))))
+                locs[f].append((len(data) << 16) | (self.data_offset + len(tail)))
                 tail += data
-            tails.append((idx, tail, locs))
-        width = (self.size + max((len(t) for _, t, _ in tails), default=0) + 3) & ~3
-        rows = np.zeros((m, width), np.uint8)
-        rows[:, :cut] = fixed[:, :cut]
-        length = np.full(m, self.size, np.int64)
-        for idx, tail, locs in tails:
-            for off, loc in locs:
-                rows[idx, off:off + 4] = np.frombuffer(loc.to_bytes(4, "little"), np.uint8)
-            rows[idx, cut:cut + len(tail)] = np.frombuffer(tail, np.uint8)
-            length[idx] = self.size + len(tail)
-        return [payload_group(np.arange(m), rows.view(np.uint32), length)]
+            tails.append(tail)
+        longest = max((len(t) for t in tails), default=0)
+        table = np.zeros((len(tails), longest), np.uint8)
+        for i, t in enumerate(tails):
+            table[i, :len(t)] = np.frombuffer(t, np.uint8)
+        lens = np.array([len(t) for t in tails], np.int64)
+        return table, [np.array(x, np.int64) for x in locs], lens, which
 
     def decode(self, payload: bytes) -> dict:
         """Field values by name, ``__data_loc`` strings resolved."""
