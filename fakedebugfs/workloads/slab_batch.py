@@ -65,6 +65,8 @@ class Sites:
         n = len(SITES)
         self.prob = np.array([s.weight for s in SITES], float)
         self.prob /= self.prob.sum()
+        self.cdf = np.cumsum(self.prob)
+        self.cdf /= self.cdf[-1]
         self.kind = np.array([SITE_KIND[s.kind] for s in SITES], np.int64)
         self.ngfp = np.array([len(s.gfp) for s in SITES], np.int64)
         self.gfp = np.zeros((n, self.ngfp.max()), np.int64)
@@ -137,6 +139,14 @@ def segmented_depth(stream, delta):
     return seg, after, before
 
 
+def _stable_order(key) -> np.ndarray:
+    """``argsort(key, kind="stable")``, as a radix sort when the keys fit
+    16 bits."""
+    if len(key) and 0 <= int(key.min()) and int(key.max()) < (1 << 15):
+        key = key.astype(np.int16)
+    return np.argsort(key, kind="stable")
+
+
 def lifo_match(stream, is_push):
     """Match each pop with the push it takes from its stream's stack.
 
@@ -147,16 +157,15 @@ def lifo_match(stream, is_push):
     ops of one stream sorted by the stack depth they leave (pushes) or find
     (pops), in order, each pop comes right after the push it takes."""
     n = len(stream)
-    small = np.int16 if n and int(stream.max()) < (1 << 15) else np.int64
-    order = np.argsort(stream.astype(small), kind="stable")  # by stream, in order
+    order = _stable_order(stream)  # by stream, in order
     push = is_push[order]
     delta = np.where(push, 1, -1)
     seg, after, before = segmented_depth(stream[order], delta)
     level = np.where(push, after, before)
     paired = push | (before > 0)
-    width = int(after.max(initial=0)) + 2
     cand = np.flatnonzero(paired)
-    by_level = cand[np.argsort(seg[cand] * width + level[cand], kind="stable")]
+    by_level = cand[_stable_order(level[cand])]  # by depth, then (stably) by stream
+    by_level = by_level[_stable_order(seg[by_level])]
     pops = np.flatnonzero(~push[by_level])
     match = np.full(n, -1, np.int64)
     match[order[by_level[pops]]] = order[by_level[pops - 1]]
@@ -317,7 +326,7 @@ class SlabWorkload:
     def _new_objects(self, m: int) -> dict:
         """*m* allocations at the next ticks: site, CPU, sizes, flags, lifetime."""
         rng, st, nr = self.rng, self.sites, self.nr_cpus
-        site = rng.choice(len(SITES), size=m, p=st.prob)
+        site = st.cdf.searchsorted(rng.random(m), side="right")
         cpu = rng.integers(nr, size=m)
         gfp = st.gfp[site, (rng.random(m) * st.ngfp[site]).astype(np.int64)]
         pick = st.sizes[site, (rng.random(m) * st.nsizes[site]).astype(np.int64)]
@@ -365,7 +374,8 @@ class SlabWorkload:
         is_alloc = np.zeros(len(obj), bool)
         is_alloc[:BLOCK_ALLOCS] = True
         time = np.where(is_alloc, pool["tick"][obj], pool["tfree"][obj])
-        order = np.lexsort((pool["serial"][obj], is_alloc, time))
+        # frees before the tick's allocation, frees of one tick by serial (obj is)
+        order = np.argsort(time * 2 + is_alloc, kind="stable")
         obj, is_alloc = obj[order], is_alloc[order]
         self._addresses(pool, obj, is_alloc)
         self.pending = _take(pool, ~due)  # alive: they keep their addresses
