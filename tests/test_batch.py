@@ -232,3 +232,22 @@ def test_lifo_match_is_a_stack():
                 assert match[i] == stacks[s].pop() and not fresh[i]
             else:
                 assert match[i] == -1 and fresh[i]
+
+
+def test_pending_events_of_any_event():
+    """Injection hands the engine ``Pending`` events of any tracepoint (here
+    sched and syscalls, whose probes take the per-event path, with kmem
+    ones): 64 or more become one batch, with the same result."""
+    one, many = make_kernel(2, 8 * 4096, 64), make_kernel(2, 8 * 4096, 64)
+    rng = random.Random(11)
+    events = kmem_events(one, rng, 300, 10 ** 9)
+    sw = one.engine.tracepoints["sched:sched_switch"]
+    enter = one.engine.tracepoints["raw_syscalls:sys_enter"]
+    extra = []
+    for e in events[::5]:
+        extra.append(Pending(sw, e.cpu, e.pid, e.ts, ("bash", 2001, 120, 1, "cc1", 2002, 120)))
+        extra.append(Pending(enter, e.cpu, e.pid, e.ts, (0, (1, 2, 3, 4, 5, 6))))
+    events = sorted(events + extra, key=lambda e: e.ts)
+    fire_each(one, events)
+    many.engine.emit_batch([Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events])
+    assert state(one) == state(many)

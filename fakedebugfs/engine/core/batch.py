@@ -136,9 +136,9 @@ def as_words(rows: np.ndarray) -> np.ndarray:
 
 def payload_group(idx, rows, length=None, rowsel=None) -> tuple:
     """A group of payloads for ``CpuBuffer.write_batch``: the event at
-    ``idx[j]`` has the first ``length`` bytes (an int, or one per row) of
-    row ``rowsel[j]`` (``j`` without *rowsel*) of *rows* (``uint8``, or
-    ``uint32`` words with *length* given)."""
+    ``idx[j]`` has the first ``length`` bytes of row ``rowsel[j]`` (``j``
+    without *rowsel*) of *rows* (``uint8``, or ``uint32`` words with
+    *length* given)."""
     if rows.dtype == np.uint8:
         length = rows.shape[1] if length is None else length
         rows = as_words(rows)
@@ -222,7 +222,8 @@ def _column(values: list):
         code = {s: i for i, s in enumerate(table)}
         return Strings(np.array([code[v] for v in values], np.int64), table)
     out = np.empty(len(values), object)
-    out[:] = values
+    for i, v in enumerate(values):  # (tuples stay tuples)
+        out[i] = v
     return out
 
 

@@ -79,9 +79,16 @@ def _payloads(n: int, groups, upto: int) -> list:
     for idx, words, length, rowsel in groups:
         for j in np.flatnonzero(idx < upto).tolist():
             r = j if rowsel is None else int(rowsel[j])
-            size = length if np.isscalar(length) else int(length[r])
-            out[int(idx[j])] = words[r].tobytes()[:size]
+            out[int(idx[j])] = words[r].tobytes()[:length]
     return out
+
+
+def row_view(mem, width: int) -> np.ndarray:
+    """*mem* (1-D) seen as rows of *width* items starting at every item:
+    ``row_view(mem, w)[i]`` is ``mem[i:i + w]``, so one fancy assignment
+    copies whole records to any positions (they must not overlap)."""
+    return np.ndarray((len(mem) - width + 1, width), mem.dtype, buffer=mem,
+                      strides=(mem.itemsize, mem.itemsize))
 
 
 def _scatter(mem32, data, keep, groups) -> None:
@@ -93,15 +100,9 @@ def _scatter(mem32, data, keep, groups) -> None:
                 continue
             j = np.flatnonzero(kept)
             idx, rowsel = idx[j], j if rowsel is None else rowsel[j]
+        nw = (length + 3) >> 2
         src = words if rowsel is None else words[rowsel]
-        if np.isscalar(length):
-            nw = (length + 3) >> 2
-            mem32[data[idx][:, None] + np.arange(nw)] = src[:, :nw]
-        else:  # rows longer than their payloads: only each payload's words
-            nw = words.shape[1]
-            lens = length if rowsel is None else length[rowsel]
-            valid = np.arange(nw) < ((lens + 3) >> 2)[:, None]
-            mem32[(data[idx][:, None] + np.arange(nw))[valid]] = src[valid]
+        row_view(mem32, nw)[data[idx]] = src if src.shape[1] == nw else src[:, :nw]
 
 
 def _after(group, start: int) -> tuple:
@@ -272,7 +273,9 @@ class CpuBuffer:
         :func:`~.batch.payload_group` tuples ``(idx, words, length,
         rowsel)`` (or ``(idx, rows)`` with ``uint8`` rows): the event at
         position ``idx[j]`` has the first ``length`` bytes of row
-        ``rowsel[j]`` (or ``j``).
+        ``rowsel[j]`` (or ``j``).  Only the length rounded up to 4 bytes
+        matters (``rb_calculate_event_length``): the bytes after a payload
+        up to its 4-byte end are zeros in a page either way.
         Pending faults, a pinned reader and payloads too big for a page are
         done event by event; the rest is laid out in pages (time deltas,
         ``TIME_EXTEND``, page finishing and overwrite) with numpy."""
@@ -283,7 +286,7 @@ class CpuBuffer:
         groups = [g if len(g) == 4 else payload_group(*g) for g in groups]
         length = np.empty(n, np.int64)
         for idx, _, glen, rowsel in groups:
-            length[idx] = glen if rowsel is None or np.isscalar(glen) else glen[rowsel]
+            length[idx] = glen
         size = np.maximum(length, 1)
         size = (size + np.where(size > RB_MAX_SMALL_DATA, 4, 0) + 4 + 3) & ~3
         if self.pinned_until or (size > BUF_PAGE_SIZE).any():

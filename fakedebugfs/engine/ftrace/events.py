@@ -175,7 +175,15 @@ class EventType:
             rows.view(np.uint32)[:, cut >> 2:(cut >> 2) + words] = padded.view(np.uint32)[which]
         else:
             rows[:, cut:cut + table.shape[1]] = table[which]
-        return [payload_group(np.arange(m), rows.view(np.uint32), self.size + lens[which])]
+        # one group per payload size in words (all the ring buffer needs: the
+        # bytes past a payload up to its 4-byte end are zeros either way)
+        words = rows.view(np.uint32)
+        nws = (self.size + lens + 3) >> 2
+        out = []
+        for nw in np.unique(nws).tolist():
+            idx = np.flatnonzero(nws[which] == nw)
+            out.append(payload_group(idx, np.ascontiguousarray(words[idx, :nw]), nw * 4))
+        return out
 
     def _dyn_tails(self, vals, m):
         """The ``__data_loc`` strings of each event: ``(table, locs, lens,

@@ -39,6 +39,7 @@ import struct
 import numpy as np
 
 from ..core.batch import fill_records, struct_dtype
+from ..core.ringbuffer import row_view
 from ..core.layouts import (
     PAGE_SIZE,
     kmemtrace_alloc_v2008_08,
@@ -228,8 +229,8 @@ class Kmemtrace:
                 if mem is None:
                     mem = np.frombuffer(buf.start, np.uint64)
                 rows = self._rows(batch, pos, ok, alloc, type_id, vals, seq).view(np.uint64)
-                dest = (where[ok] >> 3)[:, None] + np.arange(rows.shape[1])
-                mem[dest] = rows  # records are 8-byte multiples at 8-byte offsets
+                # records are 8-byte multiples at 8-byte offsets
+                row_view(mem, rows.shape[1])[where[ok] >> 3] = rows
             del mem
 
     def _rows(self, batch, pos, ok, alloc, type_id, vals, seq) -> np.ndarray:
