@@ -7,9 +7,10 @@ read back afterwards (normalised where the kernel prints times).
 Inputs are made from a seed: values each file takes, their neighbours, and
 mutations (signs, prefixes, spaces, NULs, the 66-byte bound of
 ``kstrtoul_from_user``, numbers of thousands of digits, bytes that are not
-UTF-8).  ``record(root)`` runs them on one tree and returns the cases;
-``compare(cases, root)`` replays recorded cases on another tree and returns
-the ones answered differently.  Used by tests/test_tracefs_semantics.py; run
+UTF-8).  ``record(root)`` lists the writable files of a scratch instance of
+one tree, runs the inputs made for them and returns the fixture (the files
+and every answer); ``compare(fixture, root)`` replays its cases on another
+tree and returns the ones answered differently.  Used by tests/test_tracefs_semantics.py; run
 ``python tests/tracefs_fuzz.py record`` as root on a machine with tracefs to
 refresh ``fixtures/tracefs/semantics.json.gz``.
 """
@@ -24,68 +25,125 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "tracefs" / "semantics.json.gz"
-SCRATCH = "fuzz"  # the scratch instance's name
+SCRATCH = f"fuzz{os.getpid()}"  # the scratch instance: one per process
 SEED = 9
 
-# writable file -> (kind of input, file read back after the write, where)
-# "inst": in the scratch instance; "top": top level only, put back after
-# each input.  Trigger and filter fuzzing use initcall events, which never
-# fire after boot on the kernel nor in the fake's workloads.
+# The files fuzzed are every writable file (mode & 0222) of a fresh instance
+# of the real tracefs, listed when recording and kept in the fixture
+# ("writable"), plus three top-level files put back after each input.  Each
+# file gets a kind of input, a count, the file read back after the write,
+# and where it is ("inst": the scratch instance; "top": the top level).
+#
+# Most files get hundreds of inputs; the 2,305 events' enable, filter and
+# trigger files and the 102 systems' enable and filter get a sweep of one to
+# three inputs each, so every one is answered once.  Trigger and filter
+# fuzzing in depth uses events that do not fire after boot (initcall), nor
+# without a hung task (sched_process_hang) or process accounting
+# (sys_enter_acct), on the kernel nor in the fake's workloads: a trigger's
+# count then stays as written.
 EV = "events/initcall/initcall_finish"
-FILES = {
-    "tracing_on": ("ulong", "tracing_on", "inst"),
-    "buffer_size_kb": ("size", "buffer_size_kb", "inst"),
-    "per_cpu/cpu0/buffer_size_kb": ("size", "per_cpu/cpu0/buffer_size_kb", "inst"),
-    "buffer_percent": ("ulong", "buffer_percent", "inst"),
-    "buffer_subbuf_size_kb": ("ulong", "buffer_subbuf_size_kb", "inst"),
-    "current_tracer": ("tracer", "current_tracer", "inst"),
-    "trace_clock": ("clock", "trace_clock", "inst"),
-    "trace_options": ("option", "trace_options", "inst"),
-    "tracing_cpumask": ("cpumask", "tracing_cpumask", "inst"),
-    "set_event": ("set_event", "set_event", "inst"),
-    "set_event_pid": ("pids", "set_event_pid", "inst"),
-    "set_event_notrace_pid": ("pids", "set_event_notrace_pid", "inst"),
-    "trace_marker": ("marker", "trace", "inst"),
-    "trace_marker_raw": ("raw", None, "inst"),
-    "error_log": ("text", "error_log", "inst"),
-    "trace": ("text", None, "inst"),
-    "events/enable": ("ulong", "events/enable", "inst"),
-    "events/initcall/enable": ("ulong", "events/initcall/enable", "inst"),
-    "events/initcall/filter": ("filter", "events/initcall/initcall_finish/filter", "inst"),
-    f"{EV}/enable": ("ulong", f"{EV}/enable", "inst"),
-    f"{EV}/filter": ("filter", f"{EV}/filter", "inst"),
-    f"{EV}/trigger": ("trigger", f"{EV}/trigger", "inst"),
-    "options/overwrite": ("ulong", "options/overwrite", "inst"),
-    "options/markers": ("ulong", "options/markers", "inst"),
-    "options/irq-info": ("ulong", "options/irq-info", "inst"),
-    "options/event-fork": ("ulong", "options/event-fork", "inst"),
-    "options/context-info": ("ulong", "options/context-info", "inst"),
-    "options/record-tgid": ("ulong", "options/record-tgid", "inst"),
-    "tracing_thresh": ("ulong", "tracing_thresh", "top"),
-    "saved_cmdlines_size": ("ulong", "saved_cmdlines_size", "top"),
-    "dynamic_events": ("dynevent", None, "top"),
+DEEP_EVENTS = {  # event directory -> (an integer field, another field)
+    EV: (b"ret", b"func"),
+    "events/sched/sched_process_hang": (b"pid", b"comm"),
+    "events/syscalls/sys_enter_acct": (b"__syscall_nr", b"name"),
 }
-# the value each file is put back to before every input
+FIXED = {  # file -> (kind, read back, where, inputs)
+    "tracing_on": ("ulong", "tracing_on", "inst", 320),
+    "buffer_size_kb": ("size", "buffer_size_kb", "inst", 250),
+    "per_cpu/cpu0/buffer_size_kb": ("size", "per_cpu/cpu0/buffer_size_kb", "inst", 250),
+    "per_cpu/cpu1/buffer_size_kb": ("size", "per_cpu/cpu1/buffer_size_kb", "inst", 80),
+    "per_cpu/cpu0/trace": ("text", "trace", "inst", 30),
+    "per_cpu/cpu1/trace": ("text", "trace", "inst", 30),
+    "free_buffer": ("text", "buffer_size_kb", "inst", 40),
+    "buffer_percent": ("ulong", "buffer_percent", "inst", 320),
+    # the instance's header_page shows the data size of its sub-buffers
+    "buffer_subbuf_size_kb": ("ulong", ("buffer_subbuf_size_kb", "events/header_page"),
+                              "inst", 320),
+    "current_tracer": ("tracer", "current_tracer", "inst", 150),
+    "trace_clock": ("clock", "trace_clock", "inst", 200),
+    "trace_options": ("option", "trace_options", "inst", 300),
+    "tracing_cpumask": ("cpumask", "tracing_cpumask", "inst", 300),
+    "set_event": ("set_event", "set_event", "inst", 600),
+    "set_event_pid": ("pids", "set_event_pid", "inst", 400),
+    "set_event_notrace_pid": ("pids", "set_event_notrace_pid", "inst", 400),
+    "trace_marker": ("marker", "trace", "inst", 400),
+    "trace_marker_raw": ("raw", None, "inst", 300),
+    "error_log": ("text", "error_log", "inst", 120),
+    "trace": ("text", None, "inst", 120),
+    "events/enable": ("ulong", "events/enable", "inst", 120),
+    "events/initcall/enable": ("ulong", "events/initcall/enable", "inst", 320),
+    "events/initcall/filter": ("filter", f"{EV}/filter", "inst", 500),
+    "tracing_thresh": ("ulong", "tracing_thresh", "top", 320),
+    "saved_cmdlines_size": ("ulong", "saved_cmdlines_size", "top", 320),
+    "dynamic_events": ("dynevent", None, "top", 200),
+}
+TOP = ("tracing_thresh", "saved_cmdlines_size", "dynamic_events")
+# Writable instance files the fake does not serve, and why: the test checks
+# the fake lacks exactly these and prints them.
+ABSENT = {
+    "set_ftrace_filter": "no function tracer in the fake (no real kernel code to trace)",
+    "set_ftrace_notrace": "no function tracer in the fake",
+    "set_ftrace_pid": "no function tracer in the fake",
+    "set_ftrace_notrace_pid": "no function tracer in the fake",
+    "options/func_stack_trace": "an option of the function tracer, which the fake lacks",
+    "options/func-no-repeats": "an option of the function tracer, which the fake lacks",
+}
+# Files whose answers differ from the kernel's for a reason given here; their
+# mismatches are printed by the test (a warning), not failed.
+KNOWN = {
+    "buffer_subbuf_size_kb": "the fake's ring buffer keeps 4 KiB sub-buffers: the size is "
+                             "stored and shown, but events/header_page (and trace_pipe_raw's "
+                             "pages) stay 4096 bytes, where the kernel's grow to the size set",
+}
+SWEEP = {"enable": 1, "filter": 1, "trigger": 1}  # inputs per event file
+
+
+def file_table(writable) -> dict:
+    """file -> (kind, read back, where, inputs, fields) for every file fuzzed."""
+    table = {}
+    for rel in list(writable) + list(TOP):
+        if rel in ABSENT:
+            continue
+        table[rel] = _classify(rel)
+    return table
+
+
+def _classify(rel: str) -> tuple:
+    if rel in FIXED:
+        kind, back, where, count = FIXED[rel]
+        return kind, back, where, count, DEEP_EVENTS[EV]
+    parts = rel.split("/")
+    if parts[0] == "options" and len(parts) == 2:
+        return "ulong", rel, "inst", 60, None
+    if parts[0] == "events" and len(parts) == 4:
+        event, name = "/".join(parts[:3]), parts[3]
+        if event in DEEP_EVENTS:
+            count = {"enable": 150, "filter": 400, "trigger": 600}[name]
+            return name if name != "enable" else "ulong", rel, "inst", count, DEEP_EVENTS[event]
+        return "ev_" + name, rel, "inst", SWEEP[name], None
+    if parts[0] == "events" and len(parts) == 3:
+        return "sys_" + parts[2], rel, "inst", 3, None
+    raise ValueError(f"no input kind for the writable file {rel}: add it to FIXED")
+
+
+# the value a file is put back to before every input (options/*: the value a
+# fresh instance has, read when the tree is opened)
 BASELINE = {
     "tracing_on": b"1", "buffer_size_kb": b"1408", "per_cpu/cpu0/buffer_size_kb": b"1408",
-    "buffer_percent": b"50", "buffer_subbuf_size_kb": b"4", "current_tracer": b"nop",
-    "trace_clock": b"local", "tracing_cpumask": b"3", "events/enable": b"0",
-    "events/initcall/enable": b"0", f"{EV}/enable": b"0", "options/overwrite": b"1",
-    "options/markers": b"1", "options/irq-info": b"1", "options/event-fork": b"0",
-    "options/context-info": b"1", "options/record-tgid": b"0", "tracing_thresh": b"0",
-    "events/initcall/filter": b"0", f"{EV}/filter": b"0",
+    "per_cpu/cpu1/buffer_size_kb": b"1408", "buffer_percent": b"50",
+    "buffer_subbuf_size_kb": b"4", "current_tracer": b"nop", "trace_clock": b"local",
+    "tracing_cpumask": b"3", "events/enable": b"0", "tracing_thresh": b"0",
 }
 OPTIONS = ("overwrite", "markers", "irq-info", "event-fork", "context-info", "record-tgid",
            "print-parent", "sym-offset", "raw", "hex", "bin", "block", "fields", "annotate",
-           "userstacktrace", "latency-format", "disable_on_free", "verbose")
-PER_KIND = {  # inputs per file of each kind
-    "ulong": 320, "size": 250, "tracer": 150, "clock": 200, "option": 300, "cpumask": 300,
-    "set_event": 600, "pids": 400, "marker": 400, "raw": 300, "text": 120, "filter": 500,
-    "trigger": 700, "dynevent": 200,
-}
+           "userstacktrace", "latency-format", "disable_on_free", "verbose", "hash-ptr",
+           "copy_trace_marker", "trace_printk_dest", "pause-on-trace", "stacktrace",
+           "sym-addr", "sym-userobj", "test_nop_accept", "test_nop_refuse",
+           "function-trace", "function-fork")
 
 
 # --- inputs ---------------------------------------------------------------------
@@ -151,7 +209,7 @@ def numbers(rng: random.Random) -> bytes:
                            32768, 32769, 1 << 54, (1 << 54) + 1, 1 << 63))).encode()
 
 
-def _kind_value(kind: str, rng: random.Random) -> bytes:
+def _kind_value(kind: str, rng: random.Random, fields=None) -> bytes:
     if kind == "ulong":
         return numbers(rng)
     if kind == "size":
@@ -196,6 +254,7 @@ def _kind_value(kind: str, rng: random.Random) -> bytes:
     if kind == "text":
         return bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
     if kind == "filter":
+        num, other = fields
         return rng.choice((
             b"ret == 0", b"ret != 1", b"ret > 1 && ret < 5", b"(ret == 1) || ret == 2",
             b"func == 0x1", b"common_pid != 1", b"nosuch == 1", b"ret ==", b"ret == abc",
@@ -204,30 +263,51 @@ def _kind_value(kind: str, rng: random.Random) -> bytes:
             b"ret == 1 || nosuch == 2", b"common_pid == 1 && ret >= 0", b"ret=1",
             b"ret==1", b"ret === 1", b"func ~ \"x\"", b"CPU == 0", b"comm == \"bash\"",
             b"ret == 0x", b"ret == 1 ||| ret == 2", b"((((ret == 1))))", b"ret < 0 && ",
-        ))
+            b"func == \"x\"", b"func != 0", b"func ~ \"*x*\"", b"func & 3",
+        )).replace(b"ret", num).replace(b"func", other)
     if kind == "trigger":
         cmd = rng.choice((b"traceon", b"traceoff", b"stacktrace", b"enable_event:initcall:initcall_start",
                           b"disable_event:initcall:initcall_level", b"enable_event:initcall:nosuch",
                           b"enable_event:initcall", b"disable_event", b"snapshot", b"hist:keys=ret",
-                          b"bogus"))
+                          b"bogus")).replace(b"initcall:initcall_level", b"sched:sched_process_hang")
         tail = rng.choice((b"", b":1", b":5", b":0", b":0x10", b":", b":-1", b":abc",
                            b":99999999999999999999", b" if ret == 0", b":3 if ret > 1",
-                           b" if nosuch == 1", b" if", b" ret == 1", b":2:3"))
-        return rng.choice((b"", b"!")) + cmd + tail
+                           b" if nosuch == 1", b" if", b" ret == 1", b":2:3", b" if common_pid == 1",
+                           b":2 if common_pid > 1 && common_pid < 9"))
+        return (rng.choice((b"", b"!")) + cmd + tail).replace(b"ret", fields[0])
     if kind == "dynevent":
         return rng.choice((b"", b"# comment", b"   # c", b"\n", b"-:nosuch", b"-:initcall/nosuch",
                            b"-:initcall/initcall_start", b"!x", b"#", b"   ", b"-", b"-:"))
+    return _sweep_value(kind, rng)
+
+
+def _sweep_value(kind: str, rng: random.Random) -> bytes:
+    """Inputs of the sweep over every event and system: no trigger counts
+    (the event may fire on the kernel, and a count would drop)."""
+    if kind in ("ev_enable", "sys_enable"):
+        return rng.choice((b"1", b"0", b"1\n", b"2", b"x", b"01", b"-1", b" 1"))
+    if kind in ("ev_filter", "sys_filter"):
+        return rng.choice((b"common_pid == 1", b"common_pid < 0 || common_pid > 99999", b"0",
+                           b"nosuch == 1", b"common_pid ==", b"COMM == \"x\"", b"CPU != 0",
+                           b"common_preempt_count & 1", b"common_type == 0x1",
+                           b"(common_flags != 3", b"common_pid ~ \"1\""))
+    if kind == "ev_trigger":
+        return rng.choice((b"traceoff", b"stacktrace", b"traceon if common_pid == 1", b"bogus",
+                           b"!traceoff", b"traceoff if nosuch == 1", b"enable_event:nosuch:x",
+                           b"disable_event:sched:sched_process_hang",
+                           b"enable_event:initcall:initcall_level if common_pid < 0"))
     raise ValueError(kind)
 
 
-def make_inputs(seed: int = SEED) -> list[tuple[str, bytes]]:
-    """Every (file, data) pair, in a fixed order."""
+def make_inputs(writable, seed: int = SEED) -> list[tuple[str, bytes]]:
+    """Every (file, data) pair for the instance files *writable*, in a fixed
+    order made from *seed*."""
     rng = random.Random(seed)
     cases = []
-    for path, (kind, _, _) in FILES.items():
-        for _ in range(PER_KIND[kind]):
-            data = _kind_value(kind, rng)
-            if rng.random() < 0.35:
+    for path, (kind, _, _, count, fields) in file_table(writable).items():
+        for _ in range(count):
+            data = _kind_value(kind, rng, fields)
+            if rng.random() < 0.35 and not kind.startswith(("ev_", "sys_")):
                 data = mutate(rng, data)
             if data:  # FUSE never passes a write of 0 bytes on
                 cases.append((path, data))
@@ -267,64 +347,89 @@ def _truncate(path: str) -> None:
     os.close(fd)
 
 
+def writable_files(inst: str) -> list[str]:
+    """Every file of the instance directory *inst* with a write bit, sorted."""
+    out = []
+    for dirpath, _, names in os.walk(inst):
+        for name in names:
+            full = os.path.join(dirpath, name)
+            if os.lstat(full).st_mode & 0o222:
+                out.append(os.path.relpath(full, inst))
+    return sorted(out)
+
+
 class Tree:
     """One side: a tracing directory with a scratch instance."""
 
-    def __init__(self, tracing: str):
+    def __init__(self, tracing: str, writable=None):
         self.top = tracing
         self.inst = os.path.join(tracing, "instances", SCRATCH)
-        if not os.path.isdir(self.inst):
-            os.mkdir(self.inst)
-        self.saved = {p: _read(os.path.join(tracing, p)).strip() for p, (_, _, where)
-                      in FILES.items() if where == "top" and FILES[p][1]}
+        os.mkdir(self.inst)
+        self.writable = writable_files(self.inst) if writable is None else writable
+        self.files = file_table(self.writable)
+        self.saved = {p: _read(os.path.join(tracing, p)).strip() for p in TOP
+                      if self.files[p][1]}
+        self.options = {p: _read(os.path.join(self.inst, p)).strip()
+                        for p in self.files if p.startswith("options/")}
         self.options_base = _read(os.path.join(self.inst, "trace_options"))
         self.options_dirty = True
 
     def close(self) -> None:
         for path, value in self.saved.items():
             _write(os.path.join(self.top, path), value)
-        try:
-            os.rmdir(self.inst)
-        except OSError:
-            pass
+        for _ in range(50):  # rmdir answers EBUSY while a reader still holds a file
+            try:
+                os.rmdir(self.inst)
+                return
+            except OSError:
+                time.sleep(0.1)
 
     def path(self, rel: str, where: str) -> str:
         return os.path.join(self.top if where == "top" else self.inst, rel)
 
     def reset(self, rel: str, where: str) -> None:
         """Put the file back before an input."""
-        if rel in BASELINE:
-            _write(self.path(rel, where), BASELINE[rel])
+        value = BASELINE.get(rel, self.options.get(rel))
+        if value is not None:
+            _write(self.path(rel, where), value)
+        elif rel.endswith(("/enable", "/filter")):
+            _write(self.path(rel, where), b"0")
         if rel in ("saved_cmdlines_size",):
             _write(self.path(rel, where), self.saved[rel])
         if rel in ("set_event", "set_event_pid", "set_event_notrace_pid", "error_log"):
             _truncate(self.path(rel, where))
         if rel == "trace_options" and self.options_dirty:
             self.options_dirty = False
-            for name in OPTIONS:
-                value = BASELINE.get(f"options/{name}")
-                if value is None:
-                    value = b"1" if name in ("print-parent", "annotate") else b"0"
-                _write(self.path(f"options/{name}", where), value)
+            for opt, value in self.options.items():
+                _write(self.path(opt, where), value)
         if rel.endswith("trigger"):
             for line in _read(self.path(rel, where)).splitlines():
                 if line and not line.startswith(b"#"):
                     cmd = line.split(b" if ", 1)[0].rsplit(b":", 1)[0]
                     _write(self.path(rel, where), b"!" + cmd)
-        if rel in ("trace_marker", "trace_marker_raw", "trace", "error_log"):
+            _write(self.path("tracing_on", where), b"1")  # a fired traceoff
+        if rel in ("free_buffer", "per_cpu/cpu0/trace", "per_cpu/cpu1/trace"):
+            _write(self.path("buffer_size_kb", where), b"1408")
+            _write(self.path("tracing_on", where), b"1")
+        if rel in ("trace_marker", "trace_marker_raw", "trace", "error_log",
+                   "per_cpu/cpu0/trace", "per_cpu/cpu1/trace"):  # what the sweep recorded
             _truncate(self.path("trace", where))
             _truncate(self.path("error_log", where))
 
-    def run(self, rel: str, data: bytes) -> dict:
-        kind, back, where = FILES[rel]
-        self.reset(rel, where)
+    def run(self, rel: str, data: bytes, fresh: bool = False) -> dict:
+        """One input; *fresh*: the file is untouched since the last reset."""
+        kind, back, where, _, _ = self.files[rel]
+        if not (fresh and kind.startswith(("ev_", "sys_"))):  # a sweep's file is clean
+            self.reset(rel, where)
         res = _write(self.path(rel, where), data)
         text = self.readback(back, where) if back else None
         if rel == "trace_options":  # options are put back only when changed
             self.options_dirty = text != self.options_base.decode(errors="backslashreplace")
         return {"res": res, "back": text}
 
-    def readback(self, back: str, where: str) -> str:
+    def readback(self, back, where: str) -> str:
+        if isinstance(back, tuple):
+            return "\n--\n".join(self.readback(one, where) for one in back)
         raw = _read(self.path(back, where))
         if back == "trace":
             lines = [m.group(1) for m in map(TRACE_LINE.match, raw.splitlines()) if m]
@@ -333,47 +438,58 @@ class Tree:
         return raw.decode(errors="backslashreplace")
 
 
-def record(tracing: str, cases=None) -> list[dict]:
+def _replay(tree: Tree, cases, found) -> None:
+    prev = None
+    for rel, data in cases:
+        if rel != prev and prev is not None:
+            tree.reset(prev, tree.files[prev][2])  # leave nothing behind for the next file
+        fresh, prev = rel != prev, rel
+        found(rel, data, tree.run(rel, data, fresh))
+    if prev is not None:
+        tree.reset(prev, tree.files[prev][2])
+
+
+def record(tracing: str, seed: int = SEED) -> dict:
+    """The fixture: this tree's writable instance files and its answer to
+    every input made for them."""
     tree = Tree(tracing)
     out = []
     try:
-        prev = None
-        for rel, data in cases or make_inputs():
-            if rel != prev and prev is not None:
-                tree.reset(prev, FILES[prev][2])  # leave nothing behind for the next file
-            prev = rel
-            out.append(dict(file=rel, data=data.hex(), **tree.run(rel, data)))
+        _replay(tree, make_inputs(tree.writable, seed), lambda rel, data, got: out.append(
+            dict(file=rel, data=data.hex(), **got)))
     finally:
         tree.close()
-    return out
+    return {"kernel": os.uname().release, "seed": seed, "writable": tree.writable,
+            "absent": sorted(ABSENT), "cases": out}
 
 
-def compare(expected: list[dict], tracing: str) -> tuple[list[dict], int]:
-    """Replays *expected* on *tracing*: (mismatches, cases run)."""
-    tree = Tree(tracing)
+def compare(fixture: dict, tracing: str, cases=None) -> tuple[list[dict], int]:
+    """Replays the fixture's cases (or *cases*, some of them) on *tracing*:
+    (mismatches, cases run)."""
+    cases = fixture["cases"] if cases is None else cases
+    tree = Tree(tracing, fixture["writable"])
     bad = []
+    by_input = iter(cases)
+
+    def check(rel, data, got):
+        case = next(by_input)
+        if got["res"] != case["res"] or got["back"] != case["back"]:
+            bad.append(dict(case, got=got))
     try:
-        prev = None
-        for case in expected:
-            if case["file"] != prev and prev is not None:
-                tree.reset(prev, FILES[prev][2])
-            prev = case["file"]
-            got = tree.run(case["file"], bytes.fromhex(case["data"]))
-            if got["res"] != case["res"] or got["back"] != case["back"]:
-                bad.append(dict(case, got=got))
+        _replay(tree, [(c["file"], bytes.fromhex(c["data"])) for c in cases], check)
     finally:
         tree.close()
-    return bad, len(expected)
+    return bad, len(cases)
 
 
-def load_fixture() -> list[dict]:
+def load_fixture() -> dict:
     with gzip.open(FIXTURE, "rt") as fp:
         return json.load(fp)
 
 
-def save_fixture(cases: list[dict]) -> None:
+def save_fixture(fixture: dict) -> None:
     with gzip.open(FIXTURE, "wt") as fp:
-        json.dump(cases, fp, separators=(",", ":"))
+        json.dump(fixture, fp, separators=(",", ":"))
 
 
 def real_tracefs():
@@ -399,8 +515,10 @@ if __name__ == "__main__":
         if mnt is None:
             sys.exit("no real tracefs here (root needed)")
         try:
-            cases = record(mnt)
+            fixture = record(mnt)
         finally:
             unmount(mnt)
-        save_fixture(cases)
-        print(f"{len(cases)} cases recorded in {FIXTURE}")
+        save_fixture(fixture)
+        cases = fixture["cases"]
+        print(f"{len(cases)} inputs over {len({c['file'] for c in cases})} files "
+              f"recorded in {FIXTURE}")

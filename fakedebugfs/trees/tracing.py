@@ -56,10 +56,6 @@ HEADER_EVENT = (
     "\ttime_stamp : type == 31\n"
     "\tdata max type_len  == 28\n"
 )
-TRIGGER_HELP = (
-    "# Available triggers:\n"
-    "# traceon traceoff stacktrace enable_event disable_event\n"
-)
 RW, RO, WO = 0o640, 0o440, 0o220
 MAX_TRACER_SIZE = 100
 # files of the top-level directory only (tracer_init_tracefs, not
@@ -92,19 +88,6 @@ class CountFile(ValueFile):
             raise fail(errno.EINVAL)
         n = self.store(data)
         return len(data) if n is None else n
-
-    def truncate(self, f):
-        if self.on_trunc is not None and (f is None or not f.flags & os.O_APPEND):
-            self.on_trunc()
-
-
-class TruncFile(ValueFile):
-    """A value file whose O_TRUNC open runs *on_trunc* (``set_event``,
-    ``set_event_pid``, ``error_log``, ``dynamic_events``)."""
-
-    def __init__(self, show, store=None, on_trunc=None):
-        super().__init__(show, store)
-        self.on_trunc = on_trunc
 
     def truncate(self, f):
         if self.on_trunc is not None and (f is None or not f.flags & os.O_APPEND):
@@ -165,7 +148,7 @@ class TracingTree:
         root.file("dynamic_events", RW, CountFile(lambda: "", dyn_event_write, lambda: None))
         root.file("error_log", RW, CountFile(lambda: b"".join(ft.error_log), lambda d: None,
                                              ft.error_log.clear))
-        root.file("free_buffer", 0o200, WriteFile(lambda d: None))
+        root.file("free_buffer", 0o200, FreeBuffer(ft))
         root.mkdir("instances", 0o750).dir_ops = Instances(self)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
@@ -230,7 +213,7 @@ class TracingTree:
         if f"events/ftrace/{name}/id" in modes:
             edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"))
         if f"events/ftrace/{name}/trigger" in modes:
-            edir.file("trigger", RW, TruncFile(lambda: TRIGGER_HELP, _trigger, lambda: None))
+            edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
 
     def _system_dir(self, events: Dir, system: str, keys=()) -> Dir:
         """``event_subsystem_dir``: ``enable`` and ``filter`` over the
@@ -319,7 +302,8 @@ class TracingTree:
             value = kstrtoul(data)
             if value > 1:
                 raise fail(errno.EINVAL)
-            self.ft.set_option(name, bool(value))
+            if bool(value) != self._option(name):  # trace_options_write: no change, no call
+                self.ft.set_option(name, bool(value))
         return store
 
     def _tracer_changed(self) -> None:
@@ -436,6 +420,20 @@ class Marker(FileOperations):
         return n
 
 
+class FreeBuffer(WriteFile):
+    """``tracing_free_buffer_fops``: a write is accepted whole, the release
+    frees the buffer (:meth:`~FtraceTracer.free_buffer`).  FUSE sends the
+    release after close(2) returns, so a write frees it too: what a reader
+    sees after ``echo > free_buffer`` does not depend on that delay."""
+
+    def __init__(self, ft):
+        super().__init__(lambda data: ft.free_buffer())
+        self.ft = ft
+
+    def release(self, f: OpenFile) -> None:
+        self.ft.free_buffer()
+
+
 class TriggerFile(FileOperations):
     """``event_trigger_fops``: the trigger list (newest first) or the
     available commands; a write of one command (``event_trigger_regex_write``:
@@ -534,14 +532,6 @@ def _dyn_event_release(line: bytes) -> None:
     if b"/" not in event and not event:
         raise fail(errno.EINVAL)
     raise fail(errno.ENOENT)
-
-
-def _trigger(data: bytes) -> None:
-    """The ``trigger`` file of an ``events/ftrace`` entry: blank writes and
-    removals are accepted, commands refused (those entries never fire)."""
-    text = data.decode(errors="replace").strip()
-    if text and not text.startswith("!"):
-        raise fail(errno.EINVAL)
 
 
 def create_tree(kernel) -> Dir:
