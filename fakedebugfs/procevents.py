@@ -17,9 +17,11 @@ privilege on one's own processes (perf_event_paranoid up to 2), so it works
 rootless.
 
 Each record becomes the tracepoint the kernel fires at that moment,
-injected into the fake through its control socket: same pids, same comms,
-the CPU the record was written on, stamped when they arrive (within
-milliseconds, not synchronously).  Where perf_event_open is refused
+injected into the fake by its server (``run`` asks it to watch the command
+through the control socket): same pids, same comms, the CPU the record was
+written on, stamped when the server drains them: whenever a buffer has
+data, and before every FUSE open, so that what happened before a reader
+opens a file is in it, as it would be on the kernel.  Where perf_event_open is refused
 (perf_event_paranoid 3, seccomp), nothing is watched and the run goes on.
 A run on the virtual clock is not watched: it must stay deterministic.
 """
@@ -31,11 +33,11 @@ import errno
 import logging
 import mmap
 import os
-import select
-import threading
-import time
+import struct
 
 from construct import Int16ul, Int32sl, Int32ul, Int64ul, Struct
+
+from .engine.core.layouts import packer
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +70,6 @@ PERF_RECORD_MISC_SWITCH_OUT = 1 << 13
 PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
 DEFAULT_PRIO = 120  # p->prio of a SCHED_NORMAL task at nice 0
 TASK_RUNNING, TASK_INTERRUPTIBLE = 0, 1  # sched_switch's prev_state
-BUSY_RECORDS = 32  # a drain that found this many records ...
-DRAIN_EVERY = 0.005  # ... waits this long before the next: bursts are sent in batches
 
 # struct perf_event_attr, up to PERF_ATTR_SIZE_VER5 (the bitfield as one u64)
 perf_event_attr = Struct(
@@ -99,6 +99,12 @@ SAMPLE_ID_SIZE = 16
 perf_record_mmap_head = Struct("pid" / Int32ul, "tid" / Int32ul, "addr" / Int64ul,
                                "len" / Int64ul, "pgoff" / Int64ul)
 
+# the same layouts as struct.Struct, for the records' hot path
+_RING = packer(perf_mmap_ring)
+_HEADER = packer(perf_event_header)
+_SAMPLE_ID = packer(perf_sample_id)
+_U64 = struct.Struct("<Q")
+
 DATA_PAGES = 16  # ring buffer pages per CPU (a power of two)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -121,7 +127,7 @@ def open_task_events(pid: int, cpu: int) -> int:
     return fd
 
 
-def _comm_of(pid: int) -> str:
+def comm_of(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as fp:
             return fp.read().rstrip("\n")
@@ -146,20 +152,26 @@ class Ring:
         self.offset = ring.data_offset or mmap.PAGESIZE
         self.size = ring.data_size or DATA_PAGES * mmap.PAGESIZE
 
+    def has_records(self) -> bool:
+        """Something was written since the last :meth:`records` (cheap:
+        two words of the control page)."""
+        head, tail = _RING.unpack_from(self.map, RING_AT)[:2]
+        return head != tail
+
     def records(self):
         """(type, misc, body) of every new record; frees their space."""
-        ring = perf_mmap_ring.parse(self.map[RING_AT:RING_AT + perf_mmap_ring.sizeof()])
-        head, tail = ring.data_head, ring.data_tail
-        out = []
-        while tail < head:
-            hdr = perf_event_header.parse(self._bytes(tail, perf_event_header.sizeof()))
-            if hdr.size < perf_event_header.sizeof():
+        head, tail = _RING.unpack_from(self.map, RING_AT)[:2]
+        if tail == head:
+            return []
+        data = self._bytes(tail, head - tail)  # one copy of all that is new
+        out, pos, hsize = [], 0, _HEADER.size
+        while pos + hsize <= len(data):
+            kind, misc, size = _HEADER.unpack_from(data, pos)
+            if size < hsize:
                 break
-            body = self._bytes(tail + perf_event_header.sizeof(),
-                               hdr.size - perf_event_header.sizeof())
-            out.append((hdr.type, hdr.misc, body))
-            tail += hdr.size
-        self.map[RING_AT + 8:RING_AT + 16] = Int64ul.build(tail)  # data_tail
+            out.append((kind, misc, data[pos + hsize:pos + size]))
+            pos += size
+        _U64.pack_into(self.map, RING_AT + 8, tail + pos)  # data_tail
         return out
 
     def _bytes(self, pos: int, n: int) -> bytes:
@@ -176,17 +188,17 @@ class Ring:
 
 
 class ProcessEvents:
-    """Watch *pid* and its descendants; send their fork/exec/exit to *send*
-    (a list of event dicts for the control socket's ``emit``)."""
+    """Watch *pid* and its descendants: :meth:`drain` turns what their perf
+    buffers hold into the tracepoints the kernel fires (event dicts as the
+    control socket's ``emit`` takes them).  The server drains before every
+    FUSE open and whenever a buffer has data (:meth:`fds`), so a reader
+    that opens ``trace`` after a switch sees it, as on the kernel."""
 
-    def __init__(self, pid: int, send, nr_cpus: int):
-        self.pid, self.send, self.nr_cpus = pid, send, nr_cpus
+    def __init__(self, pid: int, nr_cpus: int):
+        self.pid, self.nr_cpus = pid, nr_cpus
         self.comms: dict[int, str] = {}
         self.pending: dict[int, tuple[int, str]] = {}  # pid -> (cpu, comm) of an exec
-        self._stop_requested = False
         self.rings: list[Ring] = []
-        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
-        self._thread = None
         try:
             for cpu in range(os.cpu_count() or 1):
                 try:
@@ -200,64 +212,40 @@ class ProcessEvents:
             self.close()
             raise
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="procevents", daemon=True)
-        self._thread.start()
+    def fds(self) -> list[int]:
+        """The perf descriptors: readable when their buffer has records."""
+        return [ring.fd for ring in self.rings]
 
-    def stop(self) -> None:
-        """Take the last records (the command has exited) and stop."""
-        if self._thread is not None:
-            self._stop_requested = True
-            os.write(self._stop_w, b"x")
-            self._thread.join(10)
-        self.close()
+    def fork_event(self, parent: int, parent_comm: str) -> dict:
+        """``sched_process_fork`` of the watched task from *parent* (it was
+        forked before the watch began)."""
+        self.comms[self.pid] = parent_comm
+        return {"event": "sched:sched_process_fork", "cpu": 0, "pid": parent,
+                "comm": parent_comm,
+                "fields": {"parent_comm": parent_comm, "parent_pid": parent,
+                           "child_comm": parent_comm, "child_pid": self.pid}}
 
     def close(self) -> None:
         for ring in self.rings:
             ring.close()
         self.rings = []
-        for fd in (self._stop_r, self._stop_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
-    def _loop(self) -> None:
-        poller = select.poll()
-        for ring in self.rings:
-            poller.register(ring.fd, select.POLLIN)
-        poller.register(self._stop_r, select.POLLIN)
-        while True:
-            ready = {fd for fd, _ in poller.poll()}
-            stopping = self._stop_r in ready
-            busy = self._drain() >= BUSY_RECORDS
-            if stopping:
-                return
-            if busy:  # a busy command: let the next burst of switches gather
-                time.sleep(DRAIN_EVERY)
-
-    def _drain(self) -> int:
+    def drain(self, final: bool = False) -> list[dict]:
         """Every CPU's new records, in the order they were written (by
-        their sample_id time), become events sent in one batch; returns
-        how many records there were."""
-        records = [(body[-8:], ring.cpu, kind, misc, body)
+        their sample_id time), as events; *final*: also the execs still
+        waiting for their binary's mapping."""
+        if not any(ring.has_records() for ring in self.rings) and not final:
+            return []
+        records = [(_U64.unpack_from(body, len(body) - 8)[0], ring.cpu, kind, misc, body)
                    for ring in self.rings for kind, misc, body in ring.records()
                    if len(body) >= SAMPLE_ID_SIZE]
-        records.sort(key=lambda r: Int64ul.parse(r[0]))
+        records.sort(key=lambda r: r[0])
         events = []
         for _, cpu, kind, misc, body in records:
             events += self.events(kind, misc, body, cpu % self.nr_cpus)
-        if self._stop_requested:
+        if final:
             events += [self._exec_event(pid) for pid in list(self.pending)]
-        if events:
-            self._send_safely(events)
-        return len(records)
-
-    def _send_safely(self, events) -> None:
-        try:
-            self.send(events)
-        except Exception as err:  # the server went away, or refused: the run goes on
-            log.debug("process events not delivered: %s", err)
+        return events
 
     def _exec_event(self, pid: int, filename: str | None = None) -> dict:
         """An exec waits for the binary's first executable mapping, which
@@ -292,13 +280,13 @@ class ProcessEvents:
         r = perf_record_task.parse(body)
         out = [self._exec_event(p) for p in {r.pid, r.ptid} if p in self.pending]
         if kind == PERF_RECORD_FORK:
-            comm = self.comms.get(r.ptid) or _comm_of(r.ptid)  # fork copies the comm
+            comm = self.comms.get(r.ptid) or comm_of(r.ptid)  # fork copies the comm
             self.comms[r.tid] = comm
             out.append({"event": "sched:sched_process_fork", "cpu": cpu, "pid": r.ptid,
                         "comm": comm, "fields": {"parent_comm": comm, "parent_pid": r.ptid,
                                                  "child_comm": comm, "child_pid": r.tid}})
         else:
-            comm = self.comms.pop(r.tid, None) or _comm_of(r.tid)
+            comm = self.comms.pop(r.tid, None) or comm_of(r.tid)
             out.append({"event": "sched:sched_process_exit", "cpu": cpu, "pid": r.tid,
                         "comm": comm, "fields": {"comm": comm, "pid": r.tid,
                                                  "prio": DEFAULT_PRIO}})
@@ -306,10 +294,10 @@ class ProcessEvents:
 
     def _switch_event(self, misc: int, body: bytes, cpu: int) -> dict:
         """``sched_switch`` from or to the CPU's idle task (``swapper/N``)."""
-        tid = perf_sample_id.parse(body[-SAMPLE_ID_SIZE:]).tid
+        tid = _SAMPLE_ID.unpack_from(body, len(body) - SAMPLE_ID_SIZE)[1]
         comm = self.comms.get(tid)
         if comm is None:
-            comm = self.comms[tid] = _comm_of(tid)
+            comm = self.comms[tid] = comm_of(tid)
         idle = (f"swapper/{cpu}", 0, DEFAULT_PRIO)
         task = (comm, tid, DEFAULT_PRIO)
         if misc & PERF_RECORD_MISC_SWITCH_OUT:
@@ -323,30 +311,3 @@ class ProcessEvents:
                 "fields": {"prev_comm": prev[0], "prev_pid": prev[1], "prev_prio": prev[2],
                            "prev_state": state, "next_comm": nxt[0], "next_pid": nxt[1],
                            "next_prio": nxt[2]}}
-
-
-def watch_command(pid: int, mountpoint: str, nr_cpus: int):
-    """Start reporting the process events of command *pid* (not yet
-    exec'd) to the fake at *mountpoint*, beginning with its fork from us;
-    None where the kernel refuses to watch it."""
-    from .control.client import ControlClient
-
-    client = ControlClient(mountpoint)
-
-    def send(events):
-        client.call("emit", events=events)
-
-    try:
-        watcher = ProcessEvents(pid, send, nr_cpus)
-    except OSError as err:
-        log.debug("no process events for the command: %s", err)
-        client.close()
-        return None
-    comm = _comm_of(os.getpid())
-    watcher.comms[pid] = comm
-    watcher._send_safely([{
-        "event": "sched:sched_process_fork", "cpu": 0, "pid": os.getpid(), "comm": comm,
-        "fields": {"parent_comm": comm, "parent_pid": os.getpid(),
-                   "child_comm": comm, "child_pid": pid}}])
-    watcher.start()
-    return watcher

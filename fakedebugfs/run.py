@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import os
 import shutil
 import signal
@@ -61,6 +62,8 @@ import time
 from pathlib import Path
 
 from . import procevents, runstate, seal, userns
+
+log = logging.getLogger(__name__)
 
 CLONE_NEWNS = 0x00020000
 MS_BIND = 0x1000
@@ -432,6 +435,22 @@ def command_env(preload: str, mnt: str) -> dict:
     return env
 
 
+def watch_command(pid: int, mnt: str) -> None:
+    """Ask the server to watch command *pid* (forked, not yet exec'd): its
+    fork/exec/exit and context switches become events
+    (:mod:`fakedebugfs.control.watch`).  Where the kernel refuses
+    (perf_event_paranoid 3, seccomp), the run goes on unwatched."""
+    from .control.client import ControlClient
+    from .control.errors import FakeError
+
+    try:
+        with ControlClient(mnt) as client:
+            client.call("watch", pid=pid, parent=os.getpid(),
+                        parent_comm=procevents.comm_of(os.getpid()))
+    except (FakeError, OSError) as err:
+        log.debug("the command's process events are not watched: %s", err)
+
+
 def start_command(argv: list[str], env: dict, sealed: bool, before_exec=None) -> int:
     """Run COMMAND to its end; its exit status (127/126 when it cannot start)."""
     try:
@@ -474,7 +493,6 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     os.chmod(work, 0o755)
     server_pid = None
     made: list[str] = []
-    watchers: list = []  # the command's process events (procevents)
     # Signals are taken with sigtimedwait from here on; children unblock them.
     signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
     try:
@@ -489,14 +507,12 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
         def watch(pid):
             # real processes' events have real timing: not in a deterministic run
             if not getattr(engine.clock, "deterministic", False):
-                watchers.append(procevents.watch_command(pid, mnt, engine.nr_cpus))
+                watch_command(pid, mnt)
 
         return start_command(argv, command_env(preload, mnt), not unsealed, watch)
     except (MountError, OSError) as err:
         raise RunError(str(err)) from None
     finally:
-        for watcher in filter(None, watchers):
-            watcher.stop()
         undo_mounts(made)
         if server_pid is not None:
             stop_server(server_pid, mnt)

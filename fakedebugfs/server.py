@@ -22,6 +22,7 @@ from . import runstate
 from .control.errors import MountError
 from .control.protocol import MAX_LINE, encode, refused
 from .control.service import ControlService
+from .control.watch import Watches
 from .fs import waitqueue
 from .fs.operations import TreeOperations, has_ioctl_support
 from .fs.slices import slicer
@@ -59,6 +60,19 @@ class Server:
         self.done = workload is None
         self.service = ControlService(self)
         self.ops: Optional[TreeOperations] = None  # once mounted
+        self.nursery: Optional[trio.Nursery] = None  # once mounted
+        self.watches: Optional[Watches] = None  # `run`'s command, once watched
+
+    def watch(self, pid: int, parent: int, parent_comm: str) -> None:
+        """Inject the process events and context switches of *pid* and its
+        descendants (:mod:`fakedebugfs.control.watch`); OSError if refused."""
+        if self.watches is None:
+            self.watches = Watches(self.service.injector, self.kernel.engine.nr_cpus)
+            if self.nursery is not None:
+                self.nursery.start_soon(self.watches.follow)
+        self.watches.add(pid, parent, parent_comm)
+        if self.ops is not None:
+            self.ops.on_open = self.watches.sync
 
     def open_nodes(self) -> set:
         """The tree nodes of every open file."""
@@ -187,6 +201,7 @@ class Server:
         clean = False
         try:
             async with trio.open_nursery() as nursery:
+                self.nursery = nursery
                 await nursery.start(self.serve_control, str(paths["sock"]))
                 nursery.start_soon(self.watch_signals)
                 nursery.start_soon(self.drive_workload)
@@ -197,6 +212,8 @@ class Server:
                 nursery.cancel_scope.cancel()
             clean = True
         finally:
+            if self.watches is not None:
+                self.watches.close()
             _close()
             runstate.clear_state(self.mountpoint, drop_log=clean)
 

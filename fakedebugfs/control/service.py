@@ -52,6 +52,7 @@ class ControlService:
             "clear_faults": self.clear_faults, "scenario": self.scenario, "wait": self.wait,
             "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
             "replay": self.replay, "replay_status": self.replay_status,
+            "watch": self.watch,
         }
         self._replays = None  # control.replay.Replays, made on first use
 
@@ -324,6 +325,19 @@ class ControlService:
             return set()
         return {node for node in list(ops.table.nodes.values())
                 if not node.is_dir and fnmatch.fnmatchcase(node.path().lstrip("/"), pattern)}
+
+    # --- process events of `run`'s command ------------------------------------------
+
+    def watch(self, req) -> dict:
+        """``run``: watch command *pid* (forked by *parent*, not yet exec'd)
+        and inject its fork/exec/exit and context switches
+        (:mod:`fakedebugfs.control.watch`)."""
+        pid, parent = int(req["pid"]), int(req["parent"])
+        try:
+            self.server.watch(pid, parent, str(req.get("parent_comm", "")))
+        except OSError as err:
+            raise Refused("watch", f"cannot watch pid {pid}: {err.strerror or err}") from None
+        return {"pid": pid}
 
     # --- ktrace modules ---------------------------------------------------------------
 

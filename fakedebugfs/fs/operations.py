@@ -20,6 +20,7 @@ import itertools
 import logging
 import os
 import time
+from typing import Callable, Optional
 
 import pyfuse3
 import trio
@@ -84,6 +85,9 @@ class TreeOperations(pyfuse3.Operations):
         self.mtime_ns = time.time_ns()
         self.open_files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
+        # called before every open: what happened before a reader opens a
+        # file is in it (the server's watch of `run`'s command, control/watch.py)
+        self.on_open: Optional[Callable[[], None]] = None
 
     # --- attributes -----------------------------------------------------
 
@@ -228,6 +232,11 @@ class TreeOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if self.faults is not None and self.faults.active:
             await self._inject(node, "open")
+        if self.on_open is not None:
+            try:
+                self.on_open()
+            except Exception:  # never the open's failure
+                log.exception("before open %s", node.path())
         f = OpenFile(node, flags, next(self._fh), pid=ctx.pid, uid=ctx.uid)
         with _Guard("open", node):
             node.fops.open(f)

@@ -1,0 +1,83 @@
+"""The server's side of ``fakedebugfs run``'s process events.
+
+``run`` asks the server (control request ``watch``) to watch its command
+before the command execs; the server opens the perf side-band buffers
+(:mod:`fakedebugfs.procevents`) and injects what they report:
+
+* every ``DRAIN_EVERY`` (a task; not on each perf wake-up, which a busy
+  command would make for every switch), and
+* before every FUSE open (:meth:`Watches.sync`, the adapter's ``on_open``),
+
+so a reader that opens ``trace`` right after its child was switched out
+finds the switch there, as it would on the kernel, where the tracepoint
+and the reader share one ring buffer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ..instrument.inject import InjectError
+from ..procevents import ProcessEvents
+
+log = logging.getLogger(__name__)
+
+DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one
+
+
+class Watches:
+    """The commands watched by one server; events go to *injector*."""
+
+    def __init__(self, injector, nr_cpus: int):
+        self.injector = injector
+        self.nr_cpus = nr_cpus
+        self.watched: list[ProcessEvents] = []
+
+    def add(self, pid: int, parent: int, parent_comm: str) -> ProcessEvents:
+        """Watch *pid* (forked by *parent*, not yet exec'd); OSError where
+        the kernel refuses (perf_event_paranoid, seccomp)."""
+        pe = ProcessEvents(pid, self.nr_cpus)
+        self.watched.append(pe)
+        self.inject([pe.fork_event(parent, parent_comm)])
+        return pe
+
+    def sync(self) -> None:
+        """Inject whatever the watched buffers hold now."""
+        for pe in self.watched:
+            events = pe.drain()
+            if events:
+                self.inject(events)
+
+    def inject(self, events: list[dict]) -> None:
+        """Fire each event the fake can show; one it cannot (an event the
+        profile lacks, a pid of another namespace) is left out alone, and
+        one no tracer listens to costs nothing (a context switch with
+        ``sched_switch`` off)."""
+        prepared = []
+        tracepoints = self.injector.kernel.engine.tracepoints
+        for ev in events:
+            tp = tracepoints.get(ev["event"])
+            if tp is not None and not tp.probes:  # nothing attached: the static key is off
+                continue
+            try:
+                prepared.append(self.injector.prepare(
+                    ev["event"], cpu=ev["cpu"], pid=ev["pid"], comm=ev.get("comm"),
+                    fields=ev.get("fields") or {}))
+            except (InjectError, ValueError) as err:
+                log.debug("process event left out: %s", err)
+        if prepared:
+            self.injector.fire(prepared)
+
+    async def follow(self) -> None:
+        """Drain every ``DRAIN_EVERY`` seconds, until cancelled (a reader
+        blocked in ``trace_pipe`` is woken by what this injects)."""
+        while True:
+            await trio.sleep(DRAIN_EVERY)
+            self.sync()
+
+    def close(self) -> None:
+        for pe in self.watched:
+            pe.close()
+        self.watched = []
