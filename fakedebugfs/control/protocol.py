@@ -54,6 +54,10 @@ Commands (arguments -> results):
 ``replay_status`` ``replay`` (default: the last), ``wait`` (s, at most 600) ->
     ``state`` (waiting, running, done, failed), ``error``, ``total``, ``done``,
     ``committed``, ``lost_marks``, ``seconds``, ``created``, ``adopted``, ``notes``
+``watch`` ``pid``, ``parent``, ``parent_comm`` -> ``pid``: inject the fork, exec,
+    exit and context switches of *pid* (forked by *parent*, not yet exec'd) and
+    its descendants from then on (``fakedebugfs run`` sends it; kind ``watch``
+    where the kernel refuses perf_event_open)
 """
 
 from __future__ import annotations
