@@ -55,7 +55,6 @@ CACHE_NAMES = tuple(CACHES)
 KMALLOC_POOLS = (8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
 POOLS = CACHE_NAMES + tuple(f"kmalloc-{n}" for n in KMALLOC_POOLS)
 POOL_SIZE = np.array([CACHES[c][1] for c in CACHE_NAMES] + list(KMALLOC_POOLS), np.int64)
-OBJECT_SIZE = np.array([CACHES[c][0] for c in CACHE_NAMES], np.int64)
 
 
 class Sites:
@@ -82,10 +81,35 @@ class Sites:
         self.migratetype = np.array([s.migratetype for s in SITES], np.int64)
         self.cache = np.array([CACHE_NAMES.index(s.cache) if s.cache else 0 for s in SITES],
                               np.int64)
+        self._per_pick()
         self.alloc_addr = np.array([site_addr(kallsyms, s.alloc_fn, s.slot) for s in SITES],
                                    np.uint64)
         self.free_addr = np.array([site_addr(kallsyms, s.free_fn, s.slot) for s in SITES],
                                   np.uint64)
+
+
+    def _per_pick(self) -> None:
+        """What an allocation of site i with size choice j is: ``req[i, j]``,
+        ``abytes``, ``is_page`` (buddy pages, also kmalloc_large),
+        ``order`` and ``pool`` (its slab cache)."""
+        shape = self.sizes.shape
+        self.req, self.abytes = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        self.order, self.pool = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        self.is_page = np.zeros(shape, bool)
+        for i, site in enumerate(SITES):
+            for j, pick in enumerate(site.sizes or (0,)):
+                if site.kind == "cache":
+                    self.req[i, j], self.abytes[i, j] = CACHES[site.cache]
+                    self.pool[i, j] = CACHE_NAMES.index(site.cache)
+                elif site.kind == "pages":
+                    self.is_page[i, j], self.order[i, j] = True, pick
+                else:
+                    given = kmalloc_bytes_alloc(pick)
+                    self.req[i, j], self.abytes[i, j] = pick, given
+                    if given > KMALLOC_MAX_CACHE_SIZE:  # kmalloc_large: whole pages
+                        self.is_page[i, j], self.order[i, j] = True, get_order(given)
+                    else:
+                        self.pool[i, j] = len(CACHE_NAMES) + KMALLOC_POOLS.index(given)
 
 
 def site_addr(ks, fn: str, slot: int) -> int:
@@ -95,14 +119,6 @@ def site_addr(ks, fn: str, slot: int) -> int:
     size = ks.sizes[ks.names.index(fn)]
     off = 5 + zlib.crc32(f"{fn}/{slot}".encode()) % max(1, size - 8)
     return ks.address(fn, off)
-
-
-_KMALLOC_TABLE = np.array([0] + [kmalloc_bytes_alloc(r) for r in range(1, 32769)], np.int64)
-
-
-def kmalloc_alloc(req: np.ndarray) -> np.ndarray:
-    """``kmalloc_bytes_alloc`` of each request (up to 32 KiB: the sites')."""
-    return _KMALLOC_TABLE[req]
 
 
 def task_of(pid):
@@ -190,7 +206,6 @@ class SlabWorkload:
         self.tps = [self.engine.tracepoints[f"kmem:{k}"] for k in KINDS]
         self.sites = Sites(self.engine.kallsyms)
         self.tick = 0
-        self.serial = 0
         self.pending = None  # objects allocated, not freed yet (dict of arrays)
         self.stacks: dict[int, np.ndarray] = {}  # stream -> values, bottom first
         self.next_addr: dict[int, int] = {}  # pool -> next fresh address
@@ -274,9 +289,8 @@ class SlabWorkload:
     def _rows(self, a: int, size: int) -> list:
         blk = self.block
         sl = slice(a, min(a + size, blk["n"]))
-        c = {k: blk[k][sl].tolist() for k in ("kind", "cpu", "pid", "adv", "site_addr", "ptr",
-                                               "req", "abytes", "gfp", "node", "name", "pfn",
-                                               "order", "migratetype")}
+        c = {k: v.tolist() for k, v in self._columns(np.arange(sl.start, sl.stop)).items()}
+        c.update((k, blk[k][sl].tolist()) for k in ("kind", "cpu", "pid", "adv"))
         out = []
         for kind, cpu, pid, adv, site, ptr, req, given, gfp, node, name, pfn, order, mt in zip(
                 c["kind"], c["cpu"], c["pid"], c["adv"], c["site_addr"], c["ptr"], c["req"],
@@ -314,11 +328,9 @@ class SlabWorkload:
             ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
         cols = []
         for k in range(len(KINDS)):
-            pos = a + np.flatnonzero(kind == k)
-            cols.append(_values(k, {key: blk[key][pos] for key in
-                                    ("site_addr", "ptr", "req", "abytes", "gfp", "node", "pfn",
-                                     "order", "migratetype")}
-                                | {"name": Strings(blk["name"][pos], CACHE_NAMES)}))
+            c = self._columns(a + np.flatnonzero(kind == k))
+            c["name"] = Strings(c["name"], CACHE_NAMES)
+            cols.append(_values(k, c))
         return EventBatch(self.tps, kind, blk["cpu"][a:b], blk["pid"][a:b], ts, cols)
 
     # --- generating a block -----------------------------------------------------------
@@ -329,38 +341,17 @@ class SlabWorkload:
         site = st.cdf.searchsorted(rng.random(m), side="right")
         cpu = rng.integers(nr, size=m)
         gfp = st.gfp[site, (rng.random(m) * st.ngfp[site]).astype(np.int64)]
-        pick = st.sizes[site, (rng.random(m) * st.nsizes[site]).astype(np.int64)]
+        pick = (rng.random(m) * st.nsizes[site]).astype(np.int64)
         life = np.maximum(1, rng.exponential(st.lifetime[site]).astype(np.int64))
         cross = rng.random(m) < st.cross[site]
         other = (cpu + 1 + rng.integers(max(1, nr - 1), size=m)) % nr
         fcpu = np.where(cross & (nr > 1), other, cpu)
-        kind = st.kind[site]
-        cache = kind == 1
-        pages = kind == 2
-        kmal = kind == 0
-        req = np.where(cache, OBJECT_SIZE[st.cache[site]], 0)
-        abytes = np.where(cache, POOL_SIZE[st.cache[site]], 0)
-        kreq = np.where(kmal, pick, 8)
-        kalloc = kmalloc_alloc(kreq)
-        req = np.where(kmal, kreq, req)
-        abytes = np.where(kmal, kalloc, abytes)
-        large = kmal & (kalloc > KMALLOC_MAX_CACHE_SIZE)
-        is_page = pages | large
-        order = np.where(pages, pick, 0)
-        if large.any():
-            order[large] = [get_order(int(x)) for x in kalloc[large]]
-        pool = np.where(cache, st.cache[site], 0)
-        if kmal.any():
-            pool[kmal & ~large] = len(CACHE_NAMES) + np.searchsorted(
-                KMALLOC_POOLS, kalloc[kmal & ~large])
         tick = self.tick + np.arange(m, dtype=np.int64)
-        serial = self.serial + np.arange(m, dtype=np.int64)
         self.tick += m
-        self.serial += m
-        return {"site": site, "cpu": cpu, "fcpu": fcpu, "gfp": gfp, "req": req,
-                "abytes": abytes, "is_page": is_page, "order": order, "pool": pool,
-                "tfree": tick + life, "serial": serial, "tick": tick,
-                "value": np.zeros(m, np.uint64)}
+        return {"site": site, "cpu": cpu, "fcpu": fcpu, "gfp": gfp, "req": st.req[site, pick],
+                "abytes": st.abytes[site, pick], "is_page": st.is_page[site, pick],
+                "order": st.order[site, pick], "pool": st.pool[site, pick],
+                "tfree": tick + life, "tick": tick, "value": np.zeros(m, np.uint64)}
 
     def _generate(self) -> dict:
         """The events of the next :data:`BLOCK_ALLOCS` ticks (see module doc)."""
@@ -374,8 +365,10 @@ class SlabWorkload:
         is_alloc = np.zeros(len(obj), bool)
         is_alloc[:BLOCK_ALLOCS] = True
         time = np.where(is_alloc, pool["tick"][obj], pool["tfree"][obj])
-        # frees before the tick's allocation, frees of one tick by serial (obj is)
-        order = np.argsort(time * 2 + is_alloc, kind="stable")
+        # frees before the tick's allocation, frees of one tick in allocation
+        # order (as obj has them): a radix sort on 15 bits
+        order = np.argsort(((time - (end - BLOCK_ALLOCS)) * 2 + is_alloc).astype(np.int16),
+                           kind="stable")
         obj, is_alloc = obj[order], is_alloc[order]
         self._addresses(pool, obj, is_alloc)
         self.pending = _take(pool, ~due)  # alive: they keep their addresses
@@ -450,17 +443,14 @@ class SlabWorkload:
         return addr
 
     def _events(self, pool: dict, obj, is_alloc) -> dict:
-        """The block's events in order, as columns, with tasks and clock steps."""
+        """The block's events in order: which object each is about, kind,
+        CPU, task and clock step (argument values: :meth:`_columns`)."""
         rng, st, nr = self.rng, self.sites, self.nr_cpus
         n = len(obj)
-        site = pool["site"][obj]
-        skind = st.kind[site]
+        skind = st.kind[pool["site"][obj]]
         kind = np.where(is_alloc, np.array([K_KMALLOC, K_CACHE_ALLOC, K_PAGE_ALLOC])[skind],
                         np.array([K_KFREE, K_CACHE_FREE, K_PAGE_FREE])[skind])
         cpu = np.where(is_alloc, pool["cpu"][obj], pool["fcpu"][obj])
-        value = pool["value"][obj]
-        is_page = pool["is_page"][obj]
-        ptr = np.where(is_page, np.uint64(PAGE_OFFSET) + (value << np.uint64(12)), value)
         # tasks: before each event, sometimes, a CPU switches to a new one
         spawn = rng.random(n) < SPAWN_P
         idx = np.flatnonzero(spawn)
@@ -480,13 +470,24 @@ class SlabWorkload:
             if last[-1] >= 0:
                 self.current[c] = int(spid[last[-1]])
         return {"n": n, "kind": kind, "cpu": cpu, "pid": pid, "spawns": spawns,
-                "spawn_at": [sp[0] for sp in spawns], "rows": {},
-                "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n),
-                "site_addr": np.where(is_alloc, st.alloc_addr[site], st.free_addr[site]),
-                "ptr": ptr, "req": pool["req"][obj], "abytes": pool["abytes"][obj],
-                "gfp": pool["gfp"][obj], "node": st.node[site],
-                "name": st.cache[site], "pfn": np.where(is_page, value, 0).astype(np.int64),
-                "order": pool["order"][obj], "migratetype": st.migratetype[site]}
+                "spawn_at": [sp[0] for sp in spawns], "rows": {}, "obj": obj, "pool": pool,
+                "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n)}
+
+    def _columns(self, pos) -> dict:
+        """The argument values of the block's events at *pos*, by name."""
+        blk, st = self.block, self.sites
+        o = blk["obj"][pos]
+        pool = blk["pool"]
+        site = pool["site"][o]
+        value = pool["value"][o]
+        return {"site_addr": np.where(blk["kind"][pos] < K_KFREE, st.alloc_addr[site],
+                                      st.free_addr[site]),
+                "ptr": np.where(pool["is_page"][o], np.uint64(PAGE_OFFSET) +
+                                (value << np.uint64(12)), value),
+                "pfn": value.astype(np.int64), "req": pool["req"][o],
+                "abytes": pool["abytes"][o], "gfp": pool["gfp"][o], "node": st.node[site],
+                "name": st.cache[site], "order": pool["order"][o],
+                "migratetype": st.migratetype[site]}
 
 
 def _values(kind: int, v: dict) -> tuple:

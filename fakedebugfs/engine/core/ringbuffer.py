@@ -27,7 +27,6 @@ between two pages and the page after it carries the missed count), and
 
 from __future__ import annotations
 
-import bisect
 import errno
 import struct
 import time

@@ -138,7 +138,7 @@ class EventType:
         :func:`~..core.batch.payload_group` tuples (with ``__data_loc``
         strings each event's payload is the first ``length`` bytes of its
         row)."""
-        from ..core.batch import Strings, payload_group
+        from ..core.batch import payload_group
 
         vals = self.encode_columns(cols)
         m = len(pid)
