@@ -432,10 +432,15 @@ class Tree:
             return "\n--\n".join(self.readback(one, where) for one in back)
         raw = _read(self.path(back, where))
         if back == "trace":
-            lines = [m.group(1) for m in map(TRACE_LINE.match, raw.splitlines()) if m]
-            raw = b"\n".join(lines)
+            raw = trace_entries(raw)
         raw = TS.sub(b"[TS]", raw)
         return raw.decode(errors="backslashreplace")
+
+
+def trace_entries(raw: bytes) -> bytes:
+    """The entries of a ``trace`` text without their task, CPU, flags and
+    time columns, one a line."""
+    return b"\n".join(m.group(1) for m in map(TRACE_LINE.match, raw.splitlines()) if m)
 
 
 def _replay(tree: Tree, cases, found) -> None:
