@@ -100,9 +100,10 @@ _NP = {"B": "u1", "b": "i1", "H": "<u2", "h": "<i2", "I": "<u4", "i": "<i4",
        "Q": "<u8", "q": "<i8"}
 
 
-def struct_dtype(fmt: str, names=None) -> np.dtype:
+def struct_dtype(fmt: str, names=None, align: int = 1) -> np.dtype:
     """The numpy structured dtype of a little-endian ``struct`` format of
-    integer codes (``"<HiQ"``): the same bytes, field ``f0`` ... or *names*."""
+    integer codes (``"<HiQ"``): the same bytes, field ``f0`` ... or *names*;
+    the item padded with zeros to a multiple of *align* bytes."""
     codes = [c for c in fmt.lstrip("<") if c in _NP]
     if len(codes) != len(fmt.lstrip("<")):
         raise ValueError(f"struct format {fmt!r} has codes other than integers")
@@ -111,7 +112,8 @@ def struct_dtype(fmt: str, names=None) -> np.dtype:
         offsets.append(off)
         off += np.dtype(_NP[c]).itemsize
     return np.dtype({"names": list(names or (f"f{i}" for i in range(len(codes)))),
-                     "formats": [_NP[c] for c in codes], "offsets": offsets, "itemsize": off})
+                     "formats": [_NP[c] for c in codes], "offsets": offsets,
+                     "itemsize": -(-off // align) * align})
 
 
 def fill_records(dtype: np.dtype, columns, m: int) -> np.ndarray:

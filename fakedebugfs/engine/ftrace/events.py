@@ -182,7 +182,7 @@ class EventType:
         out = []
         for nw in np.unique(nws).tolist():
             idx = np.flatnonzero(nws[which] == nw)
-            out.append(payload_group(idx, np.ascontiguousarray(words[idx, :nw]), nw * 4))
+            out.append(payload_group(idx, words, nw * 4, idx))
         return out
 
     def _dyn_tails(self, vals, m):

@@ -182,8 +182,9 @@ class TraceArray:
         for k, probe in kinds:
             pos = batch.where(k)
             mine[k] = True
-            for idx, words, length, _ in probe.event.pack_columns(batch.pid[pos], batch.cols[k]):
-                groups.append((pos[idx], words, length, None))
+            for idx, words, length, rowsel in probe.event.pack_columns(batch.pid[pos],
+                                                                       batch.cols[k]):
+                groups.append((pos[idx], words, length, rowsel))
             self.firing = probe.event.key
         cpus = np.array([(self.cpumask >> c) & 1 for c in range(len(self.buffers))], bool)
         cpu_of = batch.cpu

@@ -38,7 +38,6 @@ import struct
 
 import numpy as np
 
-from ..core.batch import fill_records, struct_dtype
 from ..core.ringbuffer import row_view
 from ..core.layouts import (
     PAGE_SIZE,
@@ -70,6 +69,11 @@ PROBES = (
     ("kmem:kmem_cache_free", False, TYPE_CACHE, FREE_ARGS),
     ("kmem:mm_page_free", False, TYPE_PAGES, FREE_ARGS),
 )
+
+
+def _u64(v):
+    """A column (or a scalar) as ``u64``: C's conversion (negatives wrap)."""
+    return v.astype(np.uint64) if isinstance(v, np.ndarray) else np.asarray(v).astype(np.uint64)
 
 
 class Abi:
@@ -220,42 +224,44 @@ class Kmemtrace:
         if abi.name == "2008-08":
             self.seq_num = int(seq[-1]) & U32
         self.records += int(accepted.sum())
-        for cpu, buf in enumerate(self.chan.bufs):
-            mem = None
-            for pos, alloc, type_id, vals in parts:
-                ok = pos[(batch.cpu[pos] == cpu) & accepted[pos]]
-                if not len(ok):
+        for pos, alloc, type_id, vals in parts:
+            ok = accepted[pos]
+            cpu_of = batch.cpu[pos]
+            for cpu, buf in enumerate(self.chan.bufs):
+                sel = np.flatnonzero(ok & (cpu_of == cpu))
+                if not len(sel):
                     continue
-                if mem is None:
-                    mem = np.frombuffer(buf.start, np.uint64)
-                rows = self._rows(batch, pos, ok, alloc, type_id, vals, seq).view(np.uint64)
+                at = pos[sel]
+                words = self._words(batch, at, alloc, type_id,
+                                    [v[sel] if isinstance(v, np.ndarray) else v for v in vals], seq)
                 # records are 8-byte multiples at 8-byte offsets
-                row_view(mem, rows.shape[1])[where[ok] >> 3] = rows
-            del mem
+                mem = np.frombuffer(buf.start, np.uint64)
+                row_view(mem, words.shape[1])[where[at] >> 3] = words
+                del mem
 
-    def _rows(self, batch, pos, ok, alloc, type_id, vals, seq) -> np.ndarray:
-        """The records of the events at *ok* (a subset of *pos*) as rows."""
+    def _words(self, batch, at, alloc, type_id, vals, seq) -> np.ndarray:
+        """The records of the events at *at* as rows of ``u64`` words (the
+        layouts of :class:`Abi`, little endian: ids, size and the ``s32``
+        in the first word)."""
         abi = self.abi
         layout = abi.alloc if alloc else abi.free
-        pick = np.searchsorted(pos, ok)
-        vals = tuple(v[pick] if isinstance(v, np.ndarray) else v for v in vals)
-        m = len(ok)
+        out = np.zeros((len(at), layout.size // 8), np.uint64)
+        head = (abi.alloc_id if alloc else abi.free_id) | (type_id << 8) | (layout.size << 16)
         if abi.name == "2008-08":
-            head = (abi.alloc_id if alloc else abi.free_id, type_id, layout.size,
-                    (seq[ok] & U32).astype(np.uint32).view(np.int32))
+            out[:, 0] = head | ((_u64(seq[at]) & U32) << np.uint64(32))
+            out[:, 1], out[:, 2] = _u64(vals[0]), _u64(vals[1])
             if alloc:
                 site, ptr, req, given, gfp, node = vals
-                cols = head + (site, ptr, req, given, np.asarray(gfp) & U32, node)
-            else:
-                cols = head + vals
+                out[:, 3], out[:, 4] = _u64(req), _u64(given)
+                out[:, 5] = (_u64(gfp) & U32) | ((_u64(node) & U32) << np.uint64(32))
         else:
-            ts = batch.ts[ok]
+            node = vals[5] if alloc else -1
+            out[:, 0] = head | ((_u64(node) & U32) << np.uint64(32))
+            out[:, 1], out[:, 2] = _u64(vals[0]), _u64(vals[1])
             if alloc:
-                site, ptr, req, given, gfp, node = vals
-                cols = (abi.alloc_id, type_id, layout.size, node, site, ptr, req, given, gfp, ts)
-            else:
-                cols = (abi.free_id, type_id, layout.size, -1, vals[0], vals[1], 0, 0, 0, ts)
-        return fill_records(struct_dtype(layout.format), cols, m)
+                out[:, 3], out[:, 4], out[:, 5] = _u64(vals[2]), _u64(vals[3]), _u64(vals[4])
+            out[:, 6] = _u64(batch.ts[at])
+        return out
 
     def _reserve_many(self, cpu: int, buf, length) -> np.ndarray:
         """``relay_reserve`` for each record of *length* (bytes, in order)

@@ -215,9 +215,10 @@ class Ktrace:
         for k, probe in kinds:
             pos = batch.where(k)
             codec = probe.entry.codec
-            dtype = struct_dtype(codec._fixed.format)
+            dtype = struct_dtype(codec._fixed.format, align=4)  # rows of whole words
             cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
-            groups.append(payload_group(pos, fill_records(dtype, cols, len(pos))))
+            groups.append(payload_group(pos, fill_records(dtype, cols, len(pos)),
+                                        codec._fixed.size))
         split_per_cpu(self.buffers, batch, groups)
 
     def set_event_enabled(self, name: str, on: bool) -> None:
