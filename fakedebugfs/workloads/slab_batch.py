@@ -36,7 +36,7 @@ import bisect
 
 import numpy as np
 
-from ..engine.core.batch import EventBatch, Strings
+from ..engine.core.batch import EventBatch, Strings, group_positions
 from .slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES, SLAB_BASE, TASKS,
                    FIRST_PFN, get_order, kmalloc_bytes_alloc)
 
@@ -327,11 +327,13 @@ class SlabWorkload:
             last = min(max(self.engine.last_ts), now)
             ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
         cols = []
-        for k in range(len(KINDS)):
-            c = self._columns(a + np.flatnonzero(kind == k))
+        where = group_positions(kind, len(KINDS))
+        for k, pos in enumerate(where):
+            c = self._columns(a + pos)
             c["name"] = Strings(c["name"], CACHE_NAMES)
             cols.append(_values(k, c))
-        return EventBatch(self.tps, kind, blk["cpu"][a:b], blk["pid"][a:b], ts, cols)
+        return EventBatch(self.tps, kind, blk["cpu"][a:b], blk["pid"][a:b], ts, cols,
+                          dict(enumerate(where)))
 
     # --- generating a block -----------------------------------------------------------
 

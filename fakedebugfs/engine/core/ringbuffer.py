@@ -92,9 +92,10 @@ def row_view(mem, width: int) -> np.ndarray:
 
 def _scatter(mem32, data, keep, groups) -> None:
     """Copy each kept event's payload words to word *data* of the buffer."""
+    every = keep.all()
     for idx, words, length, rowsel in groups:
-        kept = keep[idx]
-        if not kept.all():
+        kept = None if every else keep[idx]
+        if kept is not None and not kept.all():
             if not kept.any():
                 continue
             j = np.flatnonzero(kept)
