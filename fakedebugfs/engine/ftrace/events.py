@@ -135,20 +135,16 @@ class EventType:
     def pack_columns(self, pid, cols, flags: int = 0, preempt: int = 0) -> list:
         """:meth:`encode` of many events at once: *pid* (m,) and the
         tracepoint's argument columns (:mod:`..core.batch`).  Returns
-        :func:`~..core.batch.payload_group` tuples (with ``__data_loc``
-        strings each event's payload is the first ``length`` bytes of its
-        row)."""
-        from ..core.batch import payload_group
+        :func:`~..core.batch.payload_group` tuples, one per payload size in
+        words (``__data_loc`` strings make sizes differ; the bytes past a
+        payload up to its 4-byte end are zeros in a page either way)."""
+        from ..core.batch import group_positions, payload_group
 
         vals = self.encode_columns(cols)
         m = len(pid)
         tails = self._dyn_tails(vals, m) if self.dyn else None
-        width = self.size if tails is None else (self.size + tails[0].shape[1] + 3) & ~3
-        dt = self.record_dtype()
-        if width != self.size:
-            dt = np.dtype({"names": dt.names, "formats": [dt.fields[n][0] for n in dt.names],
-                           "offsets": [dt.fields[n][1] for n in dt.names], "itemsize": width})
-        rec = np.zeros(m, dt)
+        width = self.size if tails is None else (self.size + 4 * tails[0].shape[1] + 3) & ~3
+        rec = np.zeros(m, self._dtype_of(width))
         rec["common_type"] = self.id
         if flags:
             rec["common_flags"] = flags
@@ -162,33 +158,42 @@ class EventType:
         rows = rec.view(np.uint8).reshape(m, width)
         if tails is None:
             return [payload_group(np.arange(m), rows)]
-        table, locs, lens, which = tails
+        table, locs, nw_class, sizes, which = tails
         for name, loc in zip(self.dyn, locs):
             rec[name] = loc[which]
         cut = self.data_offset  # the strings start there (the fixed part's tail padding)
         if cut != self.size:
             rows[:, cut:self.size] = 0
-        if cut % 4 == 0:  # copied as words: the table's rows are padded to 4 bytes
-            words = (table.shape[1] + 3) >> 2
-            padded = np.zeros((len(table), words * 4), np.uint8)
-            padded[:, :table.shape[1]] = table
-            rows.view(np.uint32)[:, cut >> 2:(cut >> 2) + words] = padded.view(np.uint32)[which]
+        if cut % 4 == 0:
+            rows.view(np.uint32)[:, cut >> 2:(cut >> 2) + table.shape[1]] = table[which]
         else:
-            rows[:, cut:cut + table.shape[1]] = table[which]
-        # one group per payload size in words (all the ring buffer needs: the
-        # bytes past a payload up to its 4-byte end are zeros either way)
+            tb = table.view(np.uint8)
+            rows[:, cut:cut + tb.shape[1]] = tb[which]
         words = rows.view(np.uint32)
-        nws = (self.size + lens + 3) >> 2
         out = []
-        for nw in np.unique(nws).tolist():
-            idx = np.flatnonzero(nws[which] == nw)
-            out.append(payload_group(idx, words, nw * 4, idx))
+        for nw, idx in zip(sizes, group_positions(nw_class[which], len(sizes))):
+            if len(idx):
+                out.append(payload_group(idx, words, nw * 4, idx))
         return out
 
+    def _dtype_of(self, width: int) -> np.dtype:
+        """:meth:`record_dtype` with items of *width* bytes (room for strings)."""
+        cache = self.__dict__.setdefault("_dtypes", {})
+        dt = cache.get(width)
+        if dt is None:
+            base = self.record_dtype()
+            dt = cache[width] = np.dtype({
+                "names": base.names, "formats": [base.fields[n][0] for n in base.names],
+                "offsets": [base.fields[n][1] for n in base.names], "itemsize": width})
+        return dt
+
     def _dyn_tails(self, vals, m):
-        """The ``__data_loc`` strings of each event: ``(table, locs, lens,
-        which)``: the distinct tails (bytes, zero-padded), the location
-        word of each field per tail, each tail's length, each event's tail."""
+        """The ``__data_loc`` strings of each event: ``(table, locs,
+        nw_class, sizes, which)``: every combination of the string tables'
+        entries as zero-padded words, the location word of each field per
+        combination, each combination's payload size class and the sizes in
+        words of the classes, and each event's combination (made once per
+        set of string tables)."""
         from ..core.batch import Strings
 
         combo = np.zeros(m, np.int64)
@@ -199,12 +204,21 @@ class EventType:
                 col = Strings(np.zeros(m, np.int64), (col,))
             combo = combo * len(col.table) + col.codes
             cols.append(col)
-        present = np.flatnonzero(np.bincount(combo))  # the combinations used
-        remap = np.zeros(int(present[-1]) + 1 if len(present) else 1, np.int64)
-        remap[present] = np.arange(len(present))
-        which = remap[combo]
-        tails, locs = [], [[] for _ in self.dyn]
-        for key in present.tolist():
+        key = tuple(col.table for col in cols)
+        cache = self.__dict__.setdefault("_tails", {})
+        made = cache.get(key)
+        if made is None:
+            made = self._tail_table(cols)
+            if len(cache) < 64:
+                cache[key] = made
+        return made + (combo,)
+
+    def _tail_table(self, cols) -> tuple:
+        count = 1
+        for col in cols:
+            count *= len(col.table)
+        tails, locs = [], [[] for _ in cols]
+        for key in range(count):
             codes = []
             for col in reversed(cols):  # mixed radix, last field least significant
                 key, code = divmod(key, len(col.table))
@@ -216,12 +230,14 @@ class EventType:
                 locs[f].append((len(data) << 16) | (self.data_offset + len(tail)))
                 tail += data
             tails.append(tail)
-        longest = max((len(t) for t in tails), default=0)
-        table = np.zeros((len(tails), longest), np.uint8)
+        words = (max((len(t) for t in tails), default=0) + 3) >> 2
+        table = np.zeros((len(tails), words * 4), np.uint8)
         for i, t in enumerate(tails):
             table[i, :len(t)] = np.frombuffer(t, np.uint8)
-        lens = np.array([len(t) for t in tails], np.int64)
-        return table, [np.array(x, np.int64) for x in locs], lens, which
+        nws = [(self.size + len(t) + 3) >> 2 for t in tails]
+        sizes = sorted(set(nws))
+        nw_class = np.array([sizes.index(w) for w in nws], np.int64)
+        return (table.view(np.uint32), [np.array(x, np.int64) for x in locs], nw_class, sizes)
 
     def decode(self, payload: bytes) -> dict:
         """Field values by name, ``__data_loc`` strings resolved."""
