@@ -62,10 +62,8 @@ class Sites:
 
     def __init__(self, kallsyms):
         n = len(SITES)
-        self.prob = np.array([s.weight for s in SITES], float)
-        self.prob /= self.prob.sum()
-        self.cdf = np.cumsum(self.prob)
-        self.cdf /= self.cdf[-1]
+        # site i appears weight_i times: a uniform draw from it is weighted
+        self.by_weight = np.repeat(np.arange(n), [s.weight for s in SITES])
         self.kind = np.array([SITE_KIND[s.kind] for s in SITES], np.int64)
         self.ngfp = np.array([len(s.gfp) for s in SITES], np.int64)
         self.gfp = np.zeros((n, self.ngfp.max()), np.int64)
@@ -340,7 +338,7 @@ class SlabWorkload:
     def _new_objects(self, m: int) -> dict:
         """*m* allocations at the next ticks: site, CPU, sizes, flags, lifetime."""
         rng, st, nr = self.rng, self.sites, self.nr_cpus
-        site = st.cdf.searchsorted(rng.random(m), side="right")
+        site = st.by_weight[rng.integers(len(st.by_weight), size=m)]
         cpu = rng.integers(nr, size=m)
         gfp = st.gfp[site, (rng.random(m) * st.ngfp[site]).astype(np.int64)]
         pick = (rng.random(m) * st.nsizes[site]).astype(np.int64)
