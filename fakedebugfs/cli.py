@@ -346,7 +346,7 @@ def cmd_replay(args) -> int:
             as_fast_as_possible=args.as_fast_as_possible, loop=args.loop,
             events=args.events or (), cpu_map=",".join(args.cpu_map or ()),
             keep_timestamps=args.keep_timestamps, buffer=args.buffer,
-            wait_enabled=args.wait_enabled)
+            wait_enabled=args.wait_enabled, into=args.into)
     except ValueError as err:
         raise CliError(str(err), USAGE_ERROR) from None
     with ControlClient(args.mountpoint, timeout=None) as client:
@@ -511,8 +511,11 @@ def _replay_commands(sub) -> None:
                     help="each event at the time trace-cmd report shows for it in the "
                          "recording (default: the first event at the fake's clock now)")
     rp.add_argument("--buffer", metavar="NAME",
-                    help="the recording's buffer (instance) to replay into the fake's top "
-                         "buffer (default: the top one, else the one with data)")
+                    help="the recording's buffer (instance) to replay (default: the top "
+                         "one, else the one with data)")
+    rp.add_argument("--into", metavar="INSTANCE",
+                    help="replay into the fake's tracing/instances/INSTANCE (made before; "
+                         "default: the top level)")
     rp.add_argument("--wait-enabled", action="store_true",
                     help="start once tracing is on with one of the recording's events "
                          "enabled (start a recorder after this command)")

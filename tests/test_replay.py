@@ -481,6 +481,29 @@ def test_replayed_events_go_through_pids_and_filters(tmp_path):
         assert st["committed"] == len(trace_lines(fk)) == len(big) > 0
 
 
+def test_replay_into_an_instance(tmp_path):
+    """``--into INSTANCE``: the recording goes into that instance's buffers
+    and its enabled events decide; the top level records nothing of it.  An
+    instance that does not exist is refused with one line, nothing replayed."""
+    dat = FIXTURES / "default-v7-zstd.dat"
+    rec = open_recording(dat)
+    kfree = [e for e in rec.events() if not e.lost and e.key == "kmem:kfree"]
+    with Fake(cpus=2, clock="virtual", workload="none") as fk:
+        with pytest.raises(ReplayError, match=r"--into scratch: no such instance"):
+            fk.replay(dat, into="scratch")
+        inst = fk.tracing / "instances" / "scratch"
+        inst.mkdir()
+        (fk.tracing / "events" / "enable").write_text("1")  # the top level: not replayed into
+        (inst / "events" / "kmem" / "kfree" / "enable").write_text("1")
+        st = fk.replay(dat, into="scratch")
+        assert st["committed"] == len(kfree) > 0
+        lines = [ln for ln in (inst / "trace").read_text().splitlines()
+                 if not ln.startswith("#")]
+        assert len(lines) == len(kfree) and all(" kfree: " in ln for ln in lines)
+        assert trace_lines(fk) == []
+        inst.rmdir()
+
+
 def test_marker_replays_a_recording_beside_the_test(pytester):
     """``@pytest.mark.fakedebugfs(replay="prod.dat")``: the user's fixture
     fake replays the file beside the test once the tool turns its events on."""

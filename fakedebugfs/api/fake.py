@@ -238,7 +238,8 @@ class Fake:
         (ReplayError with its one-line error: nothing replayed), its events
         defined, then replayed.  *options*: ``speed`` (None: as fast as
         possible), ``realtime``, ``loop``, ``events`` ("kmem,sched:sched_switch"),
-        ``cpu_map`` ({0: 1} or "0:1"), ``keep_timestamps``, ``buffer``,
+        ``cpu_map`` ({0: 1} or "0:1"), ``keep_timestamps``, ``buffer`` (the
+        recording's), ``into`` (the fake's instance, default the top level),
         ``wait_enabled`` (start once tracing is on with one of its events
         enabled).  With *wait*, returns the finished replay's status
         (``done``, ``committed``, ``lost_marks``, ``notes``...); otherwise its

@@ -15,7 +15,7 @@ import os
 
 
 OPTION_KEYS = ("speed", "loop", "events", "cpu_map", "keep_timestamps", "buffer",
-               "wait_enabled", "realtime", "as_fast_as_possible")
+               "wait_enabled", "realtime", "as_fast_as_possible", "into")
 RUNNING = ("ready", "waiting", "running")
 
 

@@ -56,11 +56,12 @@ class ReplayOptions:
     keep_timestamps: bool = False
     buffer: Optional[str] = None  # the recording's buffer (default: top, else the one with data)
     wait_enabled: bool = False  # start once tracing is on with a recorded event enabled
+    into: Optional[str] = None  # the fake's instance to replay into (default: the top level)
 
     @classmethod
     def make(cls, speed=None, loop=1, events=(), cpu_map=None, keep_timestamps=False,
              buffer=None, wait_enabled=False, realtime=False,
-             as_fast_as_possible=False) -> "ReplayOptions":
+             as_fast_as_possible=False, into=None) -> "ReplayOptions":
         """Checked options (ValueError naming the bad one)."""
         if realtime and speed not in (None, 1, 1.0):
             raise ValueError("--realtime and --speed: choose one")
@@ -74,15 +75,17 @@ class ReplayOptions:
                 raise ValueError(f"--speed must be a number > 0, got {speed!r}")
         if isinstance(loop, bool) or not isinstance(loop, int) or loop < 1:
             raise ValueError(f"--loop must be a whole number >= 1, got {loop!r}")
+        if into is not None and (not isinstance(into, str) or not into or "/" in into):
+            raise ValueError(f"--into must name an instance, got {into!r}")
         return cls(speed, loop, parse_events(events), parse_cpu_map(cpu_map or {}),
-                   bool(keep_timestamps), buffer, bool(wait_enabled))
+                   bool(keep_timestamps), buffer, bool(wait_enabled), into)
 
     def wire(self) -> dict:
         """The options as the control ``replay`` request carries them."""
         return {"speed": self.speed, "loop": self.loop, "events": list(self.events),
                 "cpu_map": {str(a): b for a, b in self.cpu_map.items()},
                 "keep_timestamps": self.keep_timestamps, "buffer": self.buffer,
-                "wait_enabled": self.wait_enabled}
+                "wait_enabled": self.wait_enabled, "into": self.into}
 
 
 def parse_events(value) -> tuple:
@@ -145,11 +148,26 @@ class Replay:
         self.committed = 0  # written into a ring buffer
         self.lost_marks = 0
         self.started = self.finished = None
+        if options.into is not None and options.into not in kernel.ftrace.instances:
+            raise ValueError(f"--into {options.into}: no such instance "
+                             f"(mkdir tracing/instances/{options.into} first)")
         self.installed: Installed = install(kernel, rec, options.events)
         if len([b for b in rec.buffers if b.cpus]) > 1:
             self.installed.notes.append(
-                f"only buffer {self.buffer.name or '(top)'!r} is replayed: the fake has no "
-                "instances")
+                f"only buffer {self.buffer.name or '(top)'!r} is replayed "
+                "(--buffer NAME picks another, --into INSTANCE where it goes)")
+
+    @property
+    def array(self):
+        """The trace array replayed into: the top level, or the instance
+        ``--into`` names (ValueError once it is removed)."""
+        ft = self.kernel.ftrace
+        if self.options.into is None:
+            return ft
+        try:
+            return ft.instances[self.options.into]
+        except KeyError:
+            raise ValueError(f"instance {self.options.into} was removed") from None
 
     # --- checks ------------------------------------------------------------------
 
@@ -231,7 +249,7 @@ class Replay:
         """One event into *cpu*'s ring buffer if the fake records it now
         (``trace_event_buffer_commit`` of a probe: enabled and not soft
         disabled, its pid not ignored, through its filter)."""
-        ft = self.kernel.ftrace
+        ft = self.array
         if target is None or not ft.tracing_on:
             return False
         if not target.always and (target.key not in ft.enabled
@@ -260,14 +278,15 @@ class Replay:
 
     def lose(self, cpu: int, count: Optional[int]) -> None:
         """The recording's lost-events mark: the same loss in the fake."""
-        if self.kernel.ftrace.tracing_on:
-            self.kernel.ftrace.buffers[cpu].lose_now(count)
-            self.kernel.ftrace.written += 1  # a finished page: wake page readers
+        ft = self.array
+        if ft.tracing_on:
+            ft.buffers[cpu].lose_now(count)
+            ft.written += 1  # a finished page: wake page readers
         self.lost_marks += 1
 
     def ready_to_start(self) -> bool:
         """``wait_enabled``: tracing is on and a replayed event is enabled."""
-        ft = self.kernel.ftrace
+        ft = self.array
         return ft.tracing_on and any(t.key in ft.enabled for t in self.installed.targets.values())
 
     # --- running -------------------------------------------------------------------------
@@ -300,7 +319,7 @@ class Replay:
     def _begin(self) -> None:
         self.state = "running"
         self.started = time.monotonic()
-        self._taken0 = [buf.consumed_events for buf in self.kernel.ftrace.buffers]
+        self._taken0 = [buf.consumed_events for buf in self.array.buffers]
 
     def _end(self) -> None:
         engine = self.kernel.engine
@@ -345,7 +364,7 @@ class Replay:
         speed = self.options.speed
         first = None
         t0 = trio.current_time()
-        ft = self.kernel.ftrace
+        ft = self.array
         pending = None
         held: dict[int, tuple] = {}  # cpu -> (events readers took, since when)
         while True:
