@@ -48,7 +48,7 @@ Commands (arguments -> results):
 ``kallsyms`` -> ``text``: the engine's symbols in ``/proc/kallsyms`` form
 ``replay`` ``path`` (absolute), ``speed`` (None: as fast as possible), ``loop``,
     ``events`` [patterns], ``cpu_map`` {from: to}, ``keep_timestamps``, ``buffer``,
-    ``wait_enabled`` -> ``replay`` (its number) and its status: the recording is
+    ``into`` (an instance), ``wait_enabled`` -> ``replay`` (its number) and its status: the recording is
     opened and checked whole (kind ``replay`` with its one-line error if broken:
     nothing replayed), its events defined, then it is replayed in the background
 ``replay_status`` ``replay`` (default: the last), ``wait`` (s, at most 600) ->
