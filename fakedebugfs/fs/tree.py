@@ -92,21 +92,13 @@ class Dir(Node):
         if node is not None and self.table is not None:
             self.table.detach(self, node)
 
-    def walk(self) -> Iterator[Node]:
-        """Every node below, lazy directories made as they are reached."""
+    def walk(self, make: bool = True) -> Iterator[Node]:
+        """Every node below; lazy directories are made as they are reached,
+        or, without *make*, left as they are (only what exists now)."""
         yield self
-        for child in list(self.children.values()):
+        for child in list((self.children if make else self._children).values()):
             if isinstance(child, Dir):
-                yield from child.walk()
-            else:
-                yield child
-
-    def made(self) -> Iterator[Node]:
-        """Every node below that exists now (lazy directories left unmade)."""
-        yield self
-        for child in list(self._children.values()):
-            if isinstance(child, Dir):
-                yield from child.made()
+                yield from child.walk(make)
             else:
                 yield child
 
@@ -124,7 +116,7 @@ class InodeTable:
     def attach(self, node: Node) -> None:
         """Number *node* and what exists below it (a lazy directory's
         entries are numbered when it makes them: it has the table then)."""
-        for sub in (node.made() if isinstance(node, Dir) else (node,)):
+        for sub in (node.walk(make=False) if isinstance(node, Dir) else (node,)):
             sub.inode = self.next_inode
             self.next_inode += 1
             self.nodes[sub.inode] = sub
@@ -132,7 +124,7 @@ class InodeTable:
                 sub.table = self
 
     def detach(self, parent: Dir, node: Node) -> None:
-        for sub in (node.made() if isinstance(node, Dir) else (node,)):
+        for sub in (node.walk(make=False) if isinstance(node, Dir) else (node,)):
             self.nodes.pop(sub.inode, None)
         if self.on_remove is not None:
             self.on_remove(parent, node)
