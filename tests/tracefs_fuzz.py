@@ -12,7 +12,9 @@ one tree, runs the inputs made for them and returns the fixture (the files
 and every answer); ``compare(fixture, root)`` replays its cases on another
 tree and returns the ones answered differently.  Used by tests/test_tracefs_semantics.py; run
 ``python tests/tracefs_fuzz.py record`` as root on a machine with tracefs to
-refresh ``fixtures/tracefs/semantics.json.gz``.
+refresh ``fixtures/tracefs/semantics.json.gz``, and ``python
+tests/tracefs_fuzz.py compare MNT/tracing`` to print the figures of a fake
+mounted at MNT.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "tracefs" / "semantics.json.gz"
@@ -514,8 +517,11 @@ def unmount(where: str) -> None:
     os.rmdir(where)
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["record"]:
+def _main(args: list[str]) -> None:
+    """``record``: refresh the fixture from this machine's tracefs;
+    ``compare TRACING``: replay it on a tracing directory (a fake's
+    ``MNT/tracing``) and print the figures and the mismatches by file."""
+    if args == ["record"]:
         mnt = real_tracefs()
         if mnt is None:
             sys.exit("no real tracefs here (root needed)")
@@ -527,3 +533,18 @@ if __name__ == "__main__":
         cases = fixture["cases"]
         print(f"{len(cases)} inputs over {len({c['file'] for c in cases})} files "
               f"recorded in {FIXTURE}")
+    elif len(args) == 2 and args[0] == "compare":
+        fixture = load_fixture()
+        bad, ran = compare(fixture, args[1])
+        files = len({c["file"] for c in fixture["cases"]})
+        known = [c for c in bad if c["file"] in KNOWN]
+        print(f"{ran} inputs over {files} files (kernel {fixture['kernel']}): "
+              f"{len(bad) - len(known)} mismatches, {len(known)} known differences")
+        for rel, count in sorted(Counter(c["file"] for c in bad).items()):
+            print(f"  {rel}: {count}" + (f" (known: {KNOWN[rel]})" if rel in KNOWN else ""))
+    else:
+        sys.exit("usage: tracefs_fuzz.py record | compare TRACING_DIR")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
