@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from fakedebugfs import Event, EventError, Fake, MountError, ScenarioError, ServerGone, WaitTimeout
+from fakedebugfs import (Event, EventError, Fake, MountError, RequestError, ScenarioError, ServerGone,
+                         WaitTimeout)
 from fakedebugfs.runstate import is_mounted
 
 KMALLOC = dict(call_site=0x10, ptr=0x20, bytes_req=8, bytes_alloc=8, gfp_flags=0xCC0, node=-1)
@@ -289,3 +290,14 @@ def test_emit_user_declared_ktrace_event(tmp_path):
         (event,) = [json.loads(line) for line in out.stdout.splitlines()]
         assert event["name"] == "net_rx" and event["cpu"] == 1
         assert event["args"] == [1500, "eth0"]
+
+
+@pytest.mark.parametrize("pid", [0, -1, "1", True])
+def test_watch_refuses_what_is_not_a_process(pid):
+    """``watch`` (what ``run`` sends) takes a process id > 0 and never the
+    server itself (pid 0 and -1 would be the server or every task)."""
+    with Fake(workload="none") as fk:
+        with pytest.raises(RequestError, match="must be a process id > 0"):
+            fk.call("watch", pid=pid, parent=os.getpid())
+        with pytest.raises(RequestError, match="does not watch itself"):
+            fk.call("watch", pid=fk.status()["pid"], parent=os.getpid())

@@ -332,7 +332,12 @@ class ControlService:
         """``run``: watch command *pid* (forked by *parent*, not yet exec'd)
         and inject its fork/exec/exit and context switches
         (:mod:`fakedebugfs.control.watch`)."""
-        pid, parent = int(req["pid"]), int(req["parent"])
+        pid, parent = req["pid"], req["parent"]
+        for name, value in (("pid", pid), ("parent", parent)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise Refused("request", f"{name} must be a process id > 0, got {value!r}")
+        if pid == os.getpid():  # pid 0 or -1 would be this server, or every task
+            raise Refused("request", "the server does not watch itself")
         try:
             self.server.watch(pid, parent, str(req.get("parent_comm", "")))
         except OSError as err:
