@@ -9,7 +9,7 @@ PYFUSE3_VER := 3.5.0
 PATCH       := patches/pyfuse3-$(PYFUSE3_VER)-ioctl.patch
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
-DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf
+DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools
 MNT         ?= /tmp/fakedebugfs
 NATIVE      := $(BUILD)/native
 
