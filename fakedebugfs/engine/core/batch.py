@@ -73,6 +73,7 @@ class EventBatch:
     ts: np.ndarray  # (n,) int64, per CPU never going back
     cols: Sequence  # per kind: one column per tracepoint argument
     _where: dict = field(default_factory=dict, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)  # per-CPU splits (split_per_cpu)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -159,9 +160,10 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
     """Hand each CPU's events, in order, to its buffer's ``write_batch``.
 
     *groups* are :func:`payload_group` tuples whose positions are batch
-    positions; *sel* the sorted positions of every event to
-    write (default: all of *groups*).  Events on CPUs not in *sel* are not
-    written."""
+    positions; *sel* the sorted positions of every event to write
+    (default: all of *groups*).  Events on CPUs not in *sel* are not
+    written.  What is found about the batch's CPUs is kept on it for the
+    next tracer."""
     if not groups:
         return
     if sel is None:
@@ -169,26 +171,37 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
         for group in groups:
             mask[group[0]] = True
         sel = np.flatnonzero(mask)
-    cpu_of = batch.cpu[sel]
-    small = np.int16 if len(buffers) < (1 << 15) else np.int64
-    order = np.argsort(cpu_of.astype(small), kind="stable")  # a radix sort
-    bounds = np.searchsorted(cpu_of[order], np.arange(len(buffers) + 1))
-    local = np.full(len(batch), -1, np.int64)  # index within its CPU's events
-    rank = np.empty(len(sel), np.int64)
-    rank[order] = np.arange(len(sel)) - np.repeat(bounds[:-1], np.diff(bounds))
-    local[sel] = rank
+    nr = len(buffers)
+    cache = batch._cache
+    lasting = {id(a) for a in batch._where.values()}  # arrays that live as long as the batch
+    whole = len(sel) == len(batch)
+    split = cache.get("all") if whole else None
+    if split is None:
+        per = group_positions(batch.cpu[sel], nr)
+        local = np.full(len(batch), -1, np.int64)  # index within its CPU's events
+        for j in per:
+            local[sel[j]] = np.arange(len(j))
+        split = ([sel[j] for j in per], local)
+        if whole:
+            cache["all"] = split
+    on_cpu, local = split
     per_cpu = [[] for _ in buffers]
     for idx, words, length, rowsel in groups:
-        for cpu, j in enumerate(group_positions(batch.cpu[idx], len(buffers))):
+        key = id(idx) if id(idx) in lasting else None
+        parts = cache.get(key) if key is not None else None
+        if parts is None:
+            parts = group_positions(batch.cpu[idx], nr)
+            if key is not None:
+                cache[key] = parts
+        for cpu, j in enumerate(parts):
             if len(j) == len(idx):
                 per_cpu[cpu].append((local[idx], words, length, rowsel))
             elif len(j):
                 per_cpu[cpu].append((local[idx[j]], words, length,
                                      j if rowsel is None else rowsel[j]))
     for cpu, buf in enumerate(buffers):
-        lo, hi = bounds[cpu], bounds[cpu + 1]
-        if lo < hi:
-            buf.write_batch(batch.ts[sel[order[lo:hi]]], per_cpu[cpu])
+        if len(on_cpu[cpu]):
+            buf.write_batch(batch.ts[on_cpu[cpu]], per_cpu[cpu])
 
 
 def from_pending(events) -> EventBatch:

@@ -184,7 +184,8 @@ class TraceArray:
             mine[k] = True
             for idx, words, length, rowsel in probe.event.pack_columns(batch.pid[pos],
                                                                        batch.cols[k]):
-                groups.append((pos[idx], words, length, rowsel))
+                groups.append((pos if len(idx) == len(pos) else pos[idx], words, length,
+                               rowsel))
             self.firing = probe.event.key
         cpus = np.array([(self.cpumask >> c) & 1 for c in range(len(self.buffers))], bool)
         cpu_of = batch.cpu
