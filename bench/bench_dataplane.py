@@ -85,13 +85,19 @@ def engine_rate(mix: str, events: int = ENGINE_EVENTS, chunk: int | None = None)
     return fired / (time.perf_counter() - t0)
 
 
+def _batch_hint() -> int:
+    from fakedebugfs.workloads.slab_batch import SlabWorkload
+
+    return SlabWorkload.batch_hint
+
+
 def bench_engine() -> list[dict]:
     rows = []
     for mix in MIXES:
         one_by_one = engine_rate(mix, ENGINE_EVENTS_ONE_BY_ONE, chunk=16)
         rows.append({"name": f"engine_events_per_s[{mix}]", "fake": round(engine_rate(mix)),
                      "real": None, "unit": "events/s",
-                     "detail": {"one_by_one_chunk_16": round(one_by_one)}})
+                     "detail": {"chunk": _batch_hint(), "one_by_one_chunk_16": round(one_by_one)}})
     return rows
 
 

@@ -18,6 +18,10 @@ needs it and counts its unread events as *overrun*; otherwise new events are
 dropped and counted as *dropped*.  Every written event ends up read, still
 in the buffer, overrun or dropped: nothing disappears uncounted.
 
+:meth:`CpuBuffer.write_batch` writes many events at once (the engine's batch
+path): the same pages, time deltas and counters as :meth:`CpuBuffer.write`
+of each in turn, laid out with numpy.
+
 Faults (``fakedebugfs.instrument.faults``) lose events on purpose, counted
 as the kernel counts an overwrite: :meth:`CpuBuffer.lose_events` makes the
 next N events overrun (the tail page is finished first, so the gap falls
