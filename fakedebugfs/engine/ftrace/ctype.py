@@ -56,7 +56,7 @@ _TYPEDEFS = {
     "umode_t": _t(2, 0), "time64_t": _t(8, 1), "ktime_t": _t(8, 1), "clockid_t": _t(4, 1),
     "dma_addr_t": _t(8, 0), "phys_addr_t": _t(8, 0), "resource_size_t": _t(8, 0),
     "errseq_t": _t(4, 0), "vm_flags_t": _t(8, 0), "blk_opf_t": _t(4, 0), "__wsum": _t(4, 0),
-    "tid_t": _t(4, 0), "irq_hw_number_t": _t(8, 0),
+    "tid_t": _t(4, 0), "irq_hw_number_t": _t(8, 0), "__kernel_rwf_t": _t(4, 1),
 }
 
 POINTER = CType(8, 8, 0)

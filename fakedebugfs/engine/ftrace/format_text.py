@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .events import EventType, field_key
 from .printfmt import PrintFmtError, compile_print_fmt
 from .formatfile import parse_format
+from .kernel_enums import KERNEL_ENUMS
 
 _DECL = re.compile(r"^\s*field:\s*(?P<decl>[^;]*);\s*offset:\s*(?P<off>\d+);\s*size:\s*"
                    r"(?P<size>\d+);(?:\s*signed:\s*(?P<signed>\d+);)?", re.M)
@@ -43,6 +44,7 @@ KERNEL_SYMBOLS = (
     ("DEV_PM_QOS_RESUME_LATENCY", 1), ("DEV_PM_QOS_LATENCY_TOLERANCE", 2),
     ("DEV_PM_QOS_MIN_FREQUENCY", 3), ("DEV_PM_QOS_MAX_FREQUENCY", 4), ("DEV_PM_QOS_FLAGS", 5),
     ("vmemmap_base", 0xFFFFEA0000000000),
+    *KERNEL_ENUMS,
 )
 POINTEES = (("struct page", 64),)
 _CHAR_LOC = re.compile(r"__(?:data|rel)_loc\s+(const\s+)?(unsigned\s+)?char\b")
@@ -119,7 +121,9 @@ def _syscall_show(name: str, args: tuple):
 
 _NAME_LINE = re.compile(r"^name: *(\S+)", re.M)
 _ID_NUM = re.compile(r"^ID: *(\d+)", re.M)
-_PRINT_FMT = re.compile(r"^print fmt: *(.*)$", re.M)
+# the print fmt runs to the end of the text: its format string is the C
+# literal as compiled, so a "\n" in the source is a new line in the file
+_PRINT_FMT = re.compile(r"^print fmt: *(.*)", re.M | re.S)
 
 
 def _header(text: str) -> tuple:

@@ -15,7 +15,15 @@ kallsyms through :class:`~.output.OutputContext`, ``%p`` hashed as
 that may call the helpers of ``TP_printk``: ``__get_str``,
 ``__get_dynamic_array``, ``__get_dynamic_array_len``,
 ``__print_symbolic``, ``__print_flags``, ``__print_hex``,
-``__print_hex_str`` and ``__print_array`` (kernel/trace/trace_output.c).
+``__print_hex_str`` and ``__print_array`` (kernel/trace/trace_output.c),
+``__get_bitmask``/``__get_cpumask`` (``%*pb`` text), and what the kernel's
+headers leave in the text of 6.18's print fmts: ``jiffies_to_msecs()``
+(``HZ``), ``jiffies``, ``__builtin_expect()``, ``mc_event_error_type()``,
+and GNU statement expressions that print into ``p`` with
+``trace_seq_printf()`` (kvmmmu) or compute ``min()`` (dma); enum
+constants left unresolved come from :mod:`.kernel_enums`.  ``%p``
+extensions that print the pointee of an array field (``%pU``, ``%pI4``,
+``%pI6c``, ``%pISpc``, ``%pM``, ``%*pbl``) are in :mod:`.pointer_text`.
 A new helper is one entry in ``HELPERS``.
 
 Anything else raises :class:`PrintFmtError` (a ``ValueError``) at compile
@@ -26,10 +34,13 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from typing import Callable, NamedTuple, Optional
 
-from .cexpr import (INT, UCHAR, ULONG, ExprError, IntT, Node, Parser, as_bytes, convert, element,
-                    field_infos, tokenize)
+from .cexpr import (INT, UCHAR, UINT, ULONG, ExprError, IntT, Node, Parser, PtrT, SeqMark,
+                    as_bytes, constant, convert, element, field_infos, tokenize)
+from .kernel_enums import KERNEL_UNIONS
+from .pointer_text import bitmap_string, pointee_text
 
 PrintFmtError = ExprError  # a print fmt this interpreter cannot compile
 TRACE_SEQ_SIZE = 4096  # struct trace_seq: one page per printed entry
@@ -121,6 +132,67 @@ def _print_array(array: Node, count: Node, el_size: Node) -> Node:
     return Node(show, None)
 
 
+def _get_bitmask(name: str) -> Node:
+    """``__get_bitmask``/``__get_cpumask``: ``trace_print_bitmask_seq``,
+    the dynamic array printed as ``%*pb`` over all its bits."""
+    return Node(lambda r, o: bitmap_string(as_bytes(r[name])), None)
+
+
+def _builtin_expect(value: Node, _expected: Node) -> Node:
+    """``__builtin_expect(x, c)`` (unlikely(), IS_ERR_VALUE()): *x*."""
+    return value
+
+
+HZ = 250  # CONFIG_HZ of the 6.18 profile's kernel (its writeback print fmts divide by 250)
+INITIAL_JIFFIES = (-300 * HZ) & 0xFFFFFFFF  # include/linux/jiffies.h (unsigned int)
+
+
+def _jiffies_to_msecs(j: Node) -> Node:
+    """``jiffies_to_msecs()`` (kernel/time/time.c) for HZ dividing 1000:
+    ``(MSEC_PER_SEC / HZ) * j`` as ``unsigned int``."""
+    fn = j.fn
+    return Node(lambda r, o: convert((1000 // HZ) * convert(fn(r, o), ULONG), UINT), UINT)
+
+
+def _jiffies_now(r, o) -> int:
+    """``jiffies`` when the line is printed: the output context's, else
+    the monotonic clock's ticks since boot."""
+    now = getattr(o, "jiffies", None)
+    if now is not None:
+        return now() if callable(now) else now
+    return (INITIAL_JIFFIES + time.monotonic_ns() // (1_000_000_000 // HZ)) & ((1 << 64) - 1)
+
+
+def _mc_event_error_type(value: Node) -> Node:
+    """``mc_event_error_type()`` of include/ras/ras_event.h: a
+    ``__print_symbolic`` over enum hw_event_mc_err_type."""
+    names = ("Corrected", "Uncorrected", "Deferred", "Fatal", "Info")
+    return _print_symbolic(value, *(constant((i, n)) for i, n in enumerate(names)))
+
+
+def _trace_seq_buffer_ptr(seq: Node) -> Node:
+    """``trace_seq_buffer_ptr(p)``: a mark where *p*'s next text goes."""
+    fn = seq.fn
+
+    def mark(r, o):
+        s = fn(r, o)
+        return SeqMark(s, sum(map(len, s)))
+    return Node(mark, PtrT(1))
+
+
+def _trace_seq_printf(seq: Node, fmt: Node, *args: Node) -> Node:
+    """``trace_seq_printf(p, fmt, ...)``: appends to *p* (the NUL of a
+    ``%c`` of 0 included, as the kernel's buffer holds it)."""
+    if not fmt.const:
+        raise PrintFmtError("trace_seq_printf() without a literal format")
+    pieces, sfn = format_pieces(fmt.fn(None, None), args), seq.fn
+
+    def printf(r, o):
+        sfn(r, o).append("".join([piece(r, o) for piece in pieces]))
+        return 0
+    return Node(printf, None)
+
+
 HELPERS: dict[str, Callable[..., Node]] = {
     "__get_str": _get_str,
     "__get_rel_str": _get_str,
@@ -135,9 +207,20 @@ HELPERS: dict[str, Callable[..., Node]] = {
     "__print_hex": _print_hex,
     "__print_hex_str": _print_hex_str,
     "__print_array": _print_array,
+    "__get_bitmask": _get_bitmask,
+    "__get_rel_bitmask": _get_bitmask,
+    "__get_cpumask": _get_bitmask,
+    "__get_rel_cpumask": _get_bitmask,
+    "__builtin_expect": _builtin_expect,
+    "jiffies_to_msecs": _jiffies_to_msecs,
+    "mc_event_error_type": _mc_event_error_type,
+    "trace_seq_buffer_ptr": _trace_seq_buffer_ptr,
+    "trace_seq_printf": _trace_seq_printf,
 }
 _BY_FIELD = {"__get_str", "__get_rel_str", "__get_dynamic_array", "__get_rel_dynamic_array",
-             "__get_dynamic_array_len", "__get_rel_dynamic_array_len"}
+             "__get_dynamic_array_len", "__get_rel_dynamic_array_len", "__get_bitmask",
+             "__get_rel_bitmask", "__get_cpumask", "__get_rel_cpumask"}
+VARIABLES = {"jiffies": Node(_jiffies_now, ULONG)}  # kernel globals read at print time
 
 
 # --- the format string (lib/vsprintf.c) ----------------------------------------------
@@ -183,9 +266,15 @@ def _c_text(value) -> str:
     return "(null)" if not value else "(efault)"
 
 
-def _pointer(ext: str, value, out) -> str:
+def _pointer(ext: str, value, out, width: Optional[int] = None) -> str:
     """``pointer()``: ``%pS``/``%pB``/``%pF`` sym+off, ``%ps``/``%pf`` the
-    name, ``%px`` the raw address, anything else hashed like ``%p``."""
+    name, ``%px`` the raw address; of an array (bytes) ``%pU``, ``%pI4``,
+    ``%pI6c``, ``%pISpc``, ``%pM``, ``%*pb[l]`` print the pointee
+    (:mod:`.pointer_text`); anything else hashed like ``%p``."""
+    if value.__class__ is not int and isinstance(value, (bytes, bytearray, str)):
+        text = pointee_text(ext, as_bytes(value), width)
+        if text is not None:
+            return text
     addr = convert(value, ULONG)
     if ext[:1] in ("S", "B", "F", "R"):
         return out.sym_offset(addr)
@@ -202,7 +291,7 @@ def converter(spec: Spec, width: Optional[int], prec: Optional[int]) -> Callable
     conv, flags = spec.conv, spec.flags
     if conv[0] == "p":
         ext = conv[1:]
-        return lambda v, o: _pointer(ext, v, o)
+        return lambda v, o: _pointer(ext, v, o, width)
     head = "%" + flags.replace("#", "") + (str(width) if width is not None else "")
     dot = "" if prec is None else f".{prec}"
     if conv == "s":
@@ -267,6 +356,20 @@ def _piece(spec: Spec, args) -> Callable:
     return dynamic
 
 
+def format_pieces(fmt, args) -> tuple:
+    """``(rec, out) -> text`` per literal and conversion of the format
+    *fmt* with the argument :class:`Node` s *args*."""
+    if not isinstance(fmt, str):
+        raise PrintFmtError("the format is not a string literal")
+    items = parse_format(fmt)
+    wanted = sum(1 + (i.width == "*") + (i.prec == "*") for i in items if isinstance(i, Spec))
+    if wanted != len(args):
+        raise PrintFmtError(f"the format wants {wanted} arguments, {len(args)} given")
+    fns = iter(a.fn for a in args)
+    return tuple((lambda r, o, s=item: s) if isinstance(item, str) else _piece(item, fns)
+                 for item in items)
+
+
 class PrintFmt:
     """A compiled ``print fmt``: :meth:`render` of a decoded record."""
 
@@ -276,20 +379,13 @@ class PrintFmt:
         if not tokens or tokens[0][0] != "str":
             raise PrintFmtError("a print fmt starts with a format string")
         parser = Parser(tokens, field_infos(fields), dict(symbols), dict(pointees),
-                        HELPERS, _BY_FIELD)
+                        HELPERS, _BY_FIELD, VARIABLES, KERNEL_UNIONS)
         try:
             fmt = parser.primary().fn(None, None)
             args = parser.arguments()
         except RecursionError:
             raise PrintFmtError("expressions nested too deeply") from None
-        items = parse_format(fmt)
-        wanted = sum(1 + (i.width == "*") + (i.prec == "*")
-                     for i in items if isinstance(i, Spec))
-        if wanted != len(args):
-            raise PrintFmtError(f"the format wants {wanted} arguments, {len(args)} given")
-        fns = iter(a.fn for a in args)
-        self.pieces = tuple((lambda r, o, s=item: s) if isinstance(item, str)
-                            else _piece(item, fns) for item in items)
+        self.pieces = format_pieces(fmt, args)
 
     def render(self, rec: dict, out) -> str:
         """``trace_raw_output_<call>``'s text for *rec*."""
