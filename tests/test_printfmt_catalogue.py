@@ -378,3 +378,53 @@ def test_the_real_kernels_lines_print_the_same(tmp_path):
     assert any(k.startswith("writeback:") for k in compared), compared
     if shutil.which("mkfs.ext4"):
         assert "jbd2:jbd2_run_stats" in compared, compared
+
+
+# --- the enum table against the running kernel's BTF ---------------------------------------
+
+BTF = Path("/sys/kernel/btf/vmlinux")
+_BTF_SKIP = {1: 4, 3: 12, 4: 12, 5: 12, 13: 8, 14: 4, 15: 12, 17: 4}  # per type / per member
+_BTF_KIND_ENUM, _BTF_KIND_ENUM64 = 6, 19
+
+
+def _btf_enumerators(data: bytes) -> dict:
+    """``name -> value`` of every enumerator in a BTF blob
+    (include/uapi/linux/btf.h: header, types, strings)."""
+    import struct
+
+    hdr_len, type_off, type_len, str_off = struct.unpack_from("<IIII", data, 4)
+    types = data[hdr_len + type_off:hdr_len + type_off + type_len]
+    strings = data[hdr_len + str_off:]
+    name = lambda off: strings[off:strings.index(b"\0", off)].decode()  # noqa: E731
+    out, pos = {}, 0
+    while pos < len(types):
+        info = struct.unpack_from("<I", types, pos + 4)[0]
+        kind, vlen, kflag = (info >> 24) & 0x1F, info & 0xFFFF, info >> 31
+        pos += 12
+        if kind == _BTF_KIND_ENUM:
+            for _ in range(vlen):
+                off, val = struct.unpack_from("<Ii" if kflag else "<II", types, pos)
+                out.setdefault(name(off), val)
+                pos += 8
+        elif kind == _BTF_KIND_ENUM64:
+            for _ in range(vlen):
+                off, lo, hi = struct.unpack_from("<III", types, pos)
+                out.setdefault(name(off), lo | hi << 32)
+                pos += 12
+        elif kind in (4, 5, 13, 15):  # struct, union, func_proto, datasec: vlen entries
+            pos += _BTF_SKIP[kind] * vlen
+        else:
+            pos += _BTF_SKIP.get(kind, 0)
+    return out
+
+
+def test_the_enum_table_holds_the_running_kernels_values():
+    """Each constant of :data:`KERNEL_ENUMS` has the value the 6.18
+    kernel's BTF gives its enumerator."""
+    from fakedebugfs.engine.ftrace.kernel_enums import KERNEL_ENUMS
+
+    if not BTF.exists() or not os.uname().release.startswith("6.18"):
+        pytest.skip("needs the BTF of a running 6.18 kernel")
+    known = _btf_enumerators(BTF.read_bytes())
+    wrong = [(n, v, known.get(n)) for n, v in KERNEL_ENUMS if known.get(n) != v]
+    assert not wrong, wrong
