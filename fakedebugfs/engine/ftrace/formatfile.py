@@ -163,7 +163,8 @@ def parse_format(text: str, system: str | None = None) -> EventFormat:
     common: list[Field] = []
     fields: list[Field] = []
     print_fmt = ""
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
         if line.startswith("name:"):
             name = line[5:].strip()
         elif line.startswith("ID:"):
@@ -171,8 +172,9 @@ def parse_format(text: str, system: str | None = None) -> EventFormat:
                 ident = int(line[3:].strip())
             except ValueError:
                 raise FormatSyntaxError(f"bad ID line {line!r}") from None
-        elif line.startswith("print fmt:"):
-            print_fmt = line[10:].strip()
+        elif line.startswith("print fmt:"):  # the last line; "\n" in its format string
+            print_fmt = "\n".join([line[10:], *lines[i + 1:]]).strip()  # is a new line
+            break
         else:
             fld = parse_field(line)
             if fld is not None:
