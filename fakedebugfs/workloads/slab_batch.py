@@ -33,6 +33,7 @@ one by one (the same events, stamped the same way).
 from __future__ import annotations
 
 import bisect
+import zlib
 
 import numpy as np
 
@@ -85,7 +86,6 @@ class Sites:
         self.free_addr = np.array([site_addr(kallsyms, s.free_fn, s.slot) for s in SITES],
                                   np.uint64)
 
-
     def _per_pick(self) -> None:
         """What an allocation of site i with size choice j is: ``req[i, j]``,
         ``abytes``, ``is_page`` (buddy pages, also kmalloc_large),
@@ -112,8 +112,6 @@ class Sites:
 
 def site_addr(ks, fn: str, slot: int) -> int:
     """A fixed call instruction inside *fn* (as :mod:`.slab` places it)."""
-    import zlib
-
     size = ks.sizes[ks.names.index(fn)]
     off = 5 + zlib.crc32(f"{fn}/{slot}".encode()) % max(1, size - 8)
     return ks.address(fn, off)
