@@ -167,6 +167,28 @@ def test_kmemtrace_2008_07():
     compare(2, 8 * 4096, subbuf_events=64, seed=6, rounds=6, abi="2008-07")
 
 
+def test_ktrace_reader_pinning_pages():
+    """A ktrace reader between GET_PRODUCED and PUT_CONSUMED pins the pages:
+    new events that find no free page are lost (``overflow``), both ways."""
+    from fakedebugfs.engine.ktrace.tracer import KTRACE_BUF_GET_PRODUCED, KTRACE_BUF_PUT_CONSUMED
+
+    one, many = make_kernel(2, 4 * 4096, 64), make_kernel(2, 4 * 4096, 64)
+    rng = random.Random(12)
+    ts = 10 ** 9
+    for r in range(6):
+        events = kmem_events(one, rng, 1500, ts)
+        ts = max(e.ts for e in events)
+        for k in (one, many):
+            if r == 1:
+                k.ktrace.ioctl(0, KTRACE_BUF_GET_PRODUCED, None, reader="r")
+            if r == 4:
+                k.ktrace.ioctl(0, KTRACE_BUF_PUT_CONSUMED, k.ktrace.buffers[0].produced, reader="r")
+        fire_each(one, events)
+        fire_batch(many, [Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events])
+        assert state(one) == state(many), f"round {r}"
+    assert one.ktrace.overflow() > 0
+
+
 def test_no_overwrite():
     """``options/overwrite`` off: a full buffer drops new events."""
     one, many = make_kernel(2, 3 * 4096, 64), make_kernel(2, 3 * 4096, 64)

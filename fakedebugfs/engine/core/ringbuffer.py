@@ -32,6 +32,7 @@ between two pages and the page after it carries the missed count), and
 from __future__ import annotations
 
 import errno
+import math
 import struct
 import time
 
@@ -293,8 +294,8 @@ class CpuBuffer:
             length[idx] = glen
         size = np.maximum(length, 1)
         size = (size + np.where(size > RB_MAX_SMALL_DATA, 4, 0) + 4 + 3) & ~3
-        if self.pinned_until or (size > BUF_PAGE_SIZE).any():
-            start = n  # a reader holds the pages / some are dropped: one by one
+        if (self.pinned_until and self.pinned_until != math.inf) or (size > BUF_PAGE_SIZE).any():
+            start = n  # a reader holds the pages for a while / some are too big: one by one
         elif self.lose_next or self.drop_pending:
             start = min(n, max(self.lose_next, 1))  # the losses, then the fast path
         else:
@@ -348,12 +349,17 @@ class CpuBuffer:
         # claims: the page of segment k is claimed at produced + k pages
         nr, p0, c0 = self.nr_pages, self.produced, self.consumed
         k_full = max(cont, -(-(c0 + nr * PAGE_SIZE - p0) // PAGE_SIZE))  # first claim on a full buffer
-        if not self.overwrite and k_full < nseg:  # that claim fails: the rest is dropped
+        overwrite = self.overwrite and not self.pinned()  # a reader pinning pages stops it
+        if not overwrite and k_full < nseg:  # that claim fails: the rest is lost
             cut, written, finished = int(seg_start[k_full]), k_full, k_full
-            self.dropped += n - cut
+            if self.overwrite:  # pinned: lost as overrun (_claim_tail)
+                self.overrun += n - cut
+                self.missed += n - cut
+            else:
+                self.dropped += n - cut
         else:
             cut, written, finished = n, nseg, nseg - 1
-        drops = max(0, nseg - k_full) if self.overwrite else 0
+        drops = max(0, nseg - k_full) if overwrite else 0
         if drops:  # rb_handle_head_page: the oldest pages are overwritten
             q = (c0 - p0) // PAGE_SIZE + np.arange(drops)  # in pages from produced
             old = np.array([self.page_entries[self.slot(c0 + i * PAGE_SIZE)] for i in
