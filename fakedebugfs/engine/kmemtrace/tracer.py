@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
+from ..core.lazynp import np
 
+from ..core.batch import group_positions
 from ..core.ringbuffer import row_view
 from ..core.layouts import (
     PAGE_SIZE,
@@ -209,16 +210,22 @@ class Kmemtrace:
             parts.append((pos, alloc, type_id, vals))
         if not parts:
             return
-        sel = np.sort(np.concatenate([p[0] for p in parts]))
         n = len(batch)
-        length = np.zeros(n, np.int64)
-        for pos, alloc, _, _ in parts:
-            length[pos] = (abi.alloc if alloc else abi.free).size
+        size_of = np.zeros(len(batch.tps), np.int64)  # record size of each kind
+        for k, probe in kinds:
+            size_of[k] = (abi.alloc if probe.spec[0] else abi.free).size
+        if abi.name == "2008-07":  # NULL pointers filtered: only the events kept
+            mask = np.zeros(n, bool)
+            for pos, _, _, _ in parts:
+                mask[pos] = True
+            sel = np.flatnonzero(mask)
+        else:
+            sel = np.flatnonzero(size_of[batch.kind] > 0)
         where = np.full(n, -1, np.int64)  # byte position in its CPU's buffer
-        for cpu, buf in enumerate(self.chan.bufs):
-            on = sel[batch.cpu[sel] == cpu]
-            if len(on):
-                where[on] = self._reserve_many(cpu, buf, length[on])
+        for cpu, j in enumerate(group_positions(batch.cpu[sel], len(self.chan.bufs))):
+            if len(j):
+                on = sel[j]
+                where[on] = self._reserve_many(cpu, self.chan.bufs[cpu], size_of[batch.kind[on]])
         accepted = where >= 0
         seq = np.cumsum(accepted) + self.seq_num  # atomic_add_return, in emission order
         if abi.name == "2008-08":
@@ -226,11 +233,11 @@ class Kmemtrace:
         self.records += int(accepted.sum())
         for pos, alloc, type_id, vals in parts:
             ok = accepted[pos]
-            cpu_of = batch.cpu[pos]
-            for cpu, buf in enumerate(self.chan.bufs):
-                sel = np.flatnonzero(ok & (cpu_of == cpu))
+            cpu_of = np.where(ok, batch.cpu[pos], len(self.chan.bufs))  # refused: no CPU
+            for cpu, sel in enumerate(group_positions(cpu_of, len(self.chan.bufs))):
                 if not len(sel):
                     continue
+                buf = self.chan.bufs[cpu]
                 at = pos[sel]
                 words = self._words(batch, at, alloc, type_id,
                                     [v[sel] if isinstance(v, np.ndarray) else v for v in vals], seq)
