@@ -497,9 +497,11 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
     try:
         check_can_mount(mnt)
+        # unshare first: it refuses a process with threads, and building the
+        # server may start some (numpy's BLAS pool)
+        enter_private_namespace(rootless)
         server = build_server(options, mnt)
         kallsyms_text = server.kernel.engine.kallsyms.proc_kallsyms()
-        enter_private_namespace(rootless)
         server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
         made = arrange_namespace(mnt, work, kallsyms_text, rootless)
         engine = server.kernel.engine

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from .classic import ClassicWorkload
 from .slab import SlabFaultsWorkload
-from .slab_batch import SlabWorkload
 from .synthetic import SyntheticWorkload
+
+
+def SlabWorkload(kernel, **kwargs):
+    """``kmem``: the slab simulator in numpy blocks (:mod:`.slab_batch`,
+    imported when a kmem workload is made: numpy is not loaded before)."""
+    from .slab_batch import SlabWorkload as workload
+
+    return workload(kernel, **kwargs)
+
 
 WORKLOADS = {"default": SyntheticWorkload, "classic": ClassicWorkload, "kmem": SlabWorkload,
              "kmem-faults": SlabFaultsWorkload, "none": None}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-import numpy as np
+from .lazynp import np
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,9 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
             buf.write_batch(batch.ts[on_cpu[cpu]], per_cpu[cpu])
 
 
-def from_pending(events) -> EventBatch:
-    """A batch of ``Pending`` events (tracepoint, cpu, pid, ts, values)."""
+def from_pending(events):
+    """A batch of ``Pending`` events (tracepoint, cpu, pid, ts, values), or
+    None when some event's values are not one per tracepoint argument."""
     tps, index, rows = [], {}, []
     kind, cpu, pid, ts = [], [], [], []
     for tp, c, p, t, values in events:
@@ -218,6 +219,8 @@ def from_pending(events) -> EventBatch:
         cpu.append(c)
         pid.append(p)
         ts.append(t)
+        if len(values) != len(tp.args):
+            return None
         rows[k].append(values)
     cols = []
     for tp, vals in zip(tps, rows):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple, Sequence
 
-import numpy as np
+from .lazynp import np
 
 from .batch import EventBatch, from_pending
 from .catalogue import TRACEPOINTS
@@ -95,9 +95,10 @@ class Engine:
         Returns how many were fired."""
         if not isinstance(events, EventBatch):
             events = list(events)
-            if len(events) < BATCH_MIN:
+            batch = from_pending(events) if len(events) >= BATCH_MIN else None
+            if batch is None:
                 return self._fire_each(events)
-            events = from_pending(events)
+            events = batch
         n = len(events)
         if not n:
             return 0
@@ -132,6 +133,8 @@ class Engine:
                 if owner is None:
                     return None
                 entry = owners.setdefault(id(owner), (owner, []))
+                if entry[1] and entry[1][-1][0] == k:  # two probes of one tracer on it
+                    return None
                 entry[1].append((k, probe))
         for owner, kinds in owners.values():
             if not owner.batch_ok(batch, kinds):

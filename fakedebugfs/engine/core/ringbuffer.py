@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-import numpy as np
+from .lazynp import np
 
 from .batch import payload_group
 from .layouts import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
+from ..core.lazynp import np
 
 
 class SavedCmdlines:

@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import numpy as np
+from ..core.lazynp import np
 
 from ..core.gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
 from ..core.layouts import packer, trace_entry

@@ -17,7 +17,7 @@ import errno
 import heapq
 from typing import Iterator, Optional
 
-import numpy as np
+from ..core.lazynp import np
 
 from .define import build_event
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType

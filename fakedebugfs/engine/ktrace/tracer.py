@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import numpy as np
+from ..core.lazynp import np
 
 from .format import KtraceFormat
 from ..core.batch import Strings, fill_records, payload_group, split_per_cpu, struct_dtype
