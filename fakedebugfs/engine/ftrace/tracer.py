@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 from ..core.lazynp import np
 
 from .define import build_event
+from .printfmt import HZ, INITIAL_JIFFIES
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
 from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
@@ -113,6 +114,9 @@ class TraceArray:
         self.on_tracer_change: list = []
         self.on_event_added: list = []  # callables(EventType): a new events/ directory
         self.out = OutputContext(engine.kallsyms, self.options, engine.seed)
+        # ``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)
+        self.out.jiffies = lambda: (INITIAL_JIFFIES + engine.clock.now() // (1_000_000_000 // HZ)) \
+            & 0xFFFFFFFFFFFFFFFF
 
     # --- events --------------------------------------------------------------
 
