@@ -325,8 +325,9 @@ class SlabWorkload:
         cols = []
         where = group_positions(kind, len(KINDS))
         for k, pos in enumerate(where):
-            c = self._columns(a + pos)
-            c["name"] = Strings(c["name"], CACHE_NAMES)
+            c = self._columns(a + pos, k)
+            if "name" in c:
+                c["name"] = Strings(c["name"], CACHE_NAMES)
             cols.append(_values(k, c))
         return EventBatch(self.tps, kind, blk["cpu"][a:b], blk["pid"][a:b], ts, cols,
                           dict(enumerate(where)))
@@ -471,21 +472,38 @@ class SlabWorkload:
                 "spawn_at": [sp[0] for sp in spawns], "rows": {}, "obj": obj, "pool": pool,
                 "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n)}
 
-    def _columns(self, pos) -> dict:
-        """The argument values of the block's events at *pos*, by name."""
+    def _columns(self, pos, kind=None) -> dict:
+        """The argument values of the block's events at *pos*, by name (only
+        those of *kind*'s tracepoint when all are of that kind)."""
         blk, st = self.block, self.sites
         o = blk["obj"][pos]
         pool = blk["pool"]
         site = pool["site"][o]
         value = pool["value"][o]
-        return {"site_addr": np.where(blk["kind"][pos] < K_KFREE, st.alloc_addr[site],
-                                      st.free_addr[site]),
-                "ptr": np.where(pool["is_page"][o], np.uint64(PAGE_OFFSET) +
-                                (value << np.uint64(12)), value),
-                "pfn": value.astype(np.int64), "req": pool["req"][o],
-                "abytes": pool["abytes"][o], "gfp": pool["gfp"][o], "node": st.node[site],
-                "name": st.cache[site], "order": pool["order"][o],
-                "migratetype": st.migratetype[site]}
+        if kind is None:
+            addr = np.where(blk["kind"][pos] < K_KFREE, st.alloc_addr[site], st.free_addr[site])
+        else:
+            addr = (st.alloc_addr if kind < K_KFREE else st.free_addr)[site]
+        out = {"site_addr": addr}
+        if kind in (None, K_PAGE_ALLOC, K_PAGE_FREE):
+            out["pfn"] = value.astype(np.int64)
+            out["order"] = pool["order"][o]
+        if kind in (K_PAGE_ALLOC, K_PAGE_FREE):
+            out["ptr"] = np.uint64(PAGE_OFFSET) + (value << np.uint64(12))
+        elif kind in (K_CACHE_ALLOC, K_CACHE_FREE):
+            out["ptr"] = value
+        else:  # kmalloc/kfree: kmalloc_large memory is pages
+            out["ptr"] = np.where(pool["is_page"][o], np.uint64(PAGE_OFFSET) +
+                                  (value << np.uint64(12)), value)
+        if kind in (None, K_KMALLOC, K_CACHE_ALLOC, K_PAGE_ALLOC):
+            out["gfp"] = pool["gfp"][o]
+        if kind in (None, K_KMALLOC, K_CACHE_ALLOC):
+            out.update(req=pool["req"][o], abytes=pool["abytes"][o], node=st.node[site])
+        if kind in (None, K_CACHE_ALLOC, K_CACHE_FREE):
+            out["name"] = st.cache[site]
+        if kind in (None, K_PAGE_ALLOC):
+            out["migratetype"] = st.migratetype[site]
+        return out
 
 
 def _values(kind: int, v: dict) -> tuple:
