@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import time
 from typing import Callable, Optional
 
 import pyfuse3
@@ -102,7 +103,8 @@ class Server:
     async def drive_workload(self) -> None:
         """Fire the workload paced to ``rate`` events/s (0: flat out), in
         turns of the slicer (at most ``slices.SLICE`` seconds each, started
-        and ended by FUSE requests waiting).  Readers are woken (the ktrace
+        and ended by FUSE requests waiting), in batches as large as keep a
+        waiting request's delay near 2 ms (:class:`BatchSize`).  Readers are woken (the ktrace
         pages published) every ``WAKE_EVERY`` seconds and before a pause: a
         wake-up per turn would split the page stores into many small ones,
         each waiting for the GIL."""
@@ -111,6 +113,7 @@ class Server:
             return
         start, fired = trio.current_time(), 0
         woken, last_wake = 0, start
+        size = BatchSize(wl)
         while not wl.done:
             if self.rate:
                 due = int((trio.current_time() - start) * self.rate) - fired
@@ -124,7 +127,7 @@ class Server:
                     fired += due - int(self.rate)
                     due = int(self.rate)
             async with slicer.turn(slicer.WRITER) as turn:
-                fired += fire_until(wl, due if self.rate else None, turn)
+                fired += fire_until(wl, due if self.rate else None, turn, size)
                 if trio.current_time() - last_wake >= WAKE_EVERY:
                     engine.batch_done()
                     woken, last_wake = fired, trio.current_time()
@@ -218,13 +221,41 @@ class Server:
             runstate.clear_state(self.mountpoint, drop_log=clean)
 
 
-def fire_until(wl, budget: Optional[int], turn, chunk: int = 16) -> int:
-    """Run workload *wl* in chunks of *chunk* events until the slicer's
-    *turn* is over, *budget* events (None: no limit) or its ``--count``;
-    returns how many it fired."""
+class BatchSize:
+    """How many events the workload fires at once between looks at the
+    FUSE queue: up to its ``batch_hint`` (the batch path's best size; 16
+    without one), halved after a batch that kept requests waiting longer
+    than ``SLOW`` seconds, doubled after one shorter than ``FAST``.  A
+    request that arrives during a batch waits for its end: this keeps that
+    wait near a couple of milliseconds while big batches keep the engine fast."""
+
+    SLOW, FAST, FIRST = 0.003, 0.0015, 1024
+
+    def __init__(self, wl):
+        self.most = max(16, int(getattr(wl, "batch_hint", 16) or 16))
+        self.n = min(self.most, self.FIRST)
+
+    def update(self, fired: int, seconds: float) -> None:
+        if fired < self.n:  # a budget or the count cut it short: says nothing
+            return
+        if seconds > self.SLOW:
+            self.n = max(16, self.n // 2)
+        elif seconds < self.FAST:
+            self.n = min(self.most, self.n * 2)
+
+
+def fire_until(wl, budget: Optional[int], turn, size: Optional[BatchSize] = None) -> int:
+    """Run workload *wl* in batches (*size*: :class:`BatchSize`) until the
+    slicer's *turn* is over, *budget* events (None: no limit) or its
+    ``--count``; returns how many it fired."""
+    size = size or BatchSize(wl)
     fired = 0
     while not wl.done and (budget is None or fired < budget):
-        fired += wl.run(chunk if budget is None else min(chunk, budget - fired))
+        n = size.n if budget is None else min(size.n, budget - fired)
+        start = time.perf_counter()
+        got = wl.run(n)
+        size.update(got, time.perf_counter() - start)
+        fired += got
         if turn.over():
             break
     return fired
