@@ -227,9 +227,10 @@ class BatchSize:
     without one), halved after a batch that kept requests waiting longer
     than ``SLOW`` seconds, doubled after one shorter than ``FAST``.  A
     request that arrives during a batch waits for its end: this keeps that
-    wait near a couple of milliseconds while big batches keep the engine fast."""
+    wait near a millisecond (a control file's open and read are two requests)
+    while batches stay large enough for the batch path to pay."""
 
-    SLOW, FAST, FIRST = 0.003, 0.0015, 1024
+    SLOW, FAST, FIRST = 0.0015, 0.00075, 512
 
     def __init__(self, wl):
         self.most = max(16, int(getattr(wl, "batch_hint", 16) or 16))

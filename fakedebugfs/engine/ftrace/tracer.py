@@ -280,14 +280,7 @@ class TraceArray:
         if self._ignored(key, pid, values):
             return
         vals, rec = self._record(ev, cpu, pid, values)
-        post = []
-        for t in list(trig.list):
-            if t.pred is not None and not t.pred(rec):
-                continue
-            if t.post:
-                post.append(t)
-            else:
-                run_trigger(self, t, cpu, pid, ts)
+        post = self._call_triggers(trig, rec, cpu, pid, ts)
         match = self.filter_preds.get(key)
         if key not in self.soft_disabled and (match is None or match(rec)):
             self.commit(cpu, ts, ev.pack(pid, vals))
@@ -690,6 +683,12 @@ class TraceArray:
             return []
         comm = self.engine.comms.get(pid, "")
         rec = dict(ip=0, buf=text, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+        return self._call_triggers(trig, rec, cpu, pid, ts)
+
+    def _call_triggers(self, trig, rec: dict, cpu: int, pid: int, ts: int) -> list:
+        """``event_triggers_call`` with the record: each trigger whose
+        filter matches runs now, except post triggers, which are returned
+        to run after the commit (``event_triggers_post_call``)."""
         post = []
         for t in list(trig.list):
             if t.pred is not None and not t.pred(rec):
