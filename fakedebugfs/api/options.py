@@ -72,6 +72,14 @@ def rate_value(value) -> float:
     return float(value)
 
 
+def batch_ms_value(value) -> float:
+    """Milliseconds, a finite number from 0.1 to 100."""
+    value = rate_value(value) if not isinstance(value, bool) else value
+    if isinstance(value, bool) or not 0.1 <= value <= 100:
+        raise ValueError(f"must be between 0.1 and 100 ms, got {value!r}")
+    return float(value)
+
+
 def int_value(value) -> int:
     if isinstance(value, str):
         try:
@@ -165,6 +173,10 @@ class MountOptions:
                        "workload pace in events/s; 0 means as fast as possible (default 30000)",
                        "EVENTS_PER_S")
     count: Optional[int] = _opt(None, count_value, "emit exactly N events in total, then stop", "N")
+    batch_ms: float = _opt(1.2, batch_ms_value,
+                           "how long one batch of the workload may keep FUSE requests waiting "
+                           "(default 1.2 ms; more records faster, control files answer slower)",
+                           "MS")
     seed: int = _opt(0, int_value, "workload seed (default 0)", "S")
     clock: str = _opt("monotonic", choice("monotonic", "virtual"),
                       "trace clock; virtual is deterministic (default monotonic)")
@@ -257,4 +269,4 @@ def build_server(options: MountOptions, mountpoint: str):
                                  count=options.count)
     except (ValueError, OSError) as err:
         raise MountError(str(err)) from None
-    return Server(kernel, mountpoint, workload, rate=options.rate)
+    return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms)
