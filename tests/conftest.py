@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,17 @@ def wait_done(mnt, timeout=120) -> dict:
 
     return json.loads(run_cli("status", mnt, "--wait-done", "--timeout", timeout,
                               timeout=timeout + 10).stdout)
+
+
+@pytest.fixture
+def public_fake():
+    """Like ``fake``, but the mount point is under a 0755 directory in /tmp,
+    so an unprivileged user can reach it."""
+    base = Path(tempfile.mkdtemp(prefix="fakedebugfs-perm-", dir="/tmp"))
+    base.chmod(0o755)
+    mounter = Mounter(base)
+    try:
+        yield mounter
+        mounter.unmount_all()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

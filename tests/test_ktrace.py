@@ -20,14 +20,13 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Mounter, build_c, errno_of, is_mounted, run_cli, status, wait_done
+from conftest import build_c, errno_of, is_mounted, run_cli, status, wait_done
 
 # include/linux/ktrace.h, spelled out here rather than imported from the package
 _IOC_WRITE, _IOC_READ = 1, 2
@@ -426,20 +425,6 @@ def test_ioctls(fake):
 
 
 # --- permissions -------------------------------------------------------------------
-
-@pytest.fixture
-def public_fake():
-    """Like ``fake``, but the mount point is under a 0755 directory in /tmp,
-    so an unprivileged user can reach it."""
-    base = Path(tempfile.mkdtemp(prefix="fakedebugfs-perm-", dir="/tmp"))
-    base.chmod(0o755)
-    mounter = Mounter(base)
-    try:
-        yield mounter
-        mounter.unmount_all()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
 
 PROBE = textwrap.dedent("""
     import errno, json, os, sys

@@ -522,3 +522,36 @@ def test_nonblock_set_after_open_gives_eagain(fake, name):
             os.read(fd, 4096)
     finally:
         os.close(fd)
+
+
+def test_a_group_gets_an_event_by_chgrp_and_chmod(public_fake):
+    """What admins do to let a group trace without root: chgrp and chmod the
+    path to an event's ``enable``.  Ownership stays on each node changed (a
+    directory's new group is not its children's); a non-root user writes
+    the file once the group may, and may not chown it."""
+    mnt = Path(public_fake("--workload", "none"))
+    tr = mnt / "tracing"
+    kmalloc = tr / "events" / "kmem" / "kmalloc"
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+    def as_nobody(script):
+        return subprocess.run([*nobody, "sh", "-c", script], capture_output=True, text=True,
+                              timeout=30)
+
+    write_enable = f"echo 1 > {kmalloc / 'enable'}"
+    assert as_nobody(write_enable).returncode != 0  # root's 0700/0640 tree: no way in
+    for d in (tr, tr / "events", tr / "events" / "kmem", kmalloc):
+        os.chown(d, -1, 65534)
+        os.chmod(d, 0o750)
+    os.chown(kmalloc / "enable", -1, 65534)
+    os.chmod(kmalloc / "enable", 0o660)
+    st = os.stat(kmalloc / "enable")
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, 65534, 0o660)
+    sibling = os.stat(tr / "events" / "kmem" / "kfree")
+    assert sibling.st_gid == 0 and sibling.st_mode & 0o777 == os.stat(tr / "events" / "sched").st_mode & 0o777
+    p = as_nobody(write_enable)
+    assert p.returncode == 0, p.stderr
+    assert read(kmalloc / "enable") == "1\n"
+    assert "kmem:kmalloc" in read(tr / "set_event").split()
+    p = as_nobody(f"chown 65534 {kmalloc / 'enable'}")
+    assert p.returncode != 0 and "Operation not permitted" in p.stderr

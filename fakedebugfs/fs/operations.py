@@ -19,6 +19,7 @@ import gc
 import itertools
 import logging
 import os
+import stat
 import time
 from typing import Callable, Optional
 
@@ -100,7 +101,8 @@ class TreeOperations(pyfuse3.Operations):
         entry.st_mode = node.mode
         entry.st_nlink = 2 + sum(isinstance(c, Dir) for c in node.children.values()) \
             if isinstance(node, Dir) else 1
-        entry.st_uid, entry.st_gid = self.uid, self.gid
+        entry.st_uid = self.uid if node.uid is None else node.uid
+        entry.st_gid = self.gid if node.gid is None else node.gid
         entry.st_rdev = 0
         entry.st_size = node.fops.size() if isinstance(node, File) else 0
         entry.st_blksize = 4096
@@ -133,10 +135,28 @@ class TreeOperations(pyfuse3.Operations):
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         node = self._node(inode)
+        if fields.update_uid or fields.update_gid or fields.update_mode:
+            self._chown_chmod(node, attr, fields, ctx)
         if fields.update_size and isinstance(node, File):
             with _Guard("truncate"):
                 node.fops.truncate(self.open_files.get(fh))
         return self.attrs(node)
+
+    def _chown_chmod(self, node, attr, fields, ctx) -> None:
+        """``tracefs_setattr``/``simple_setattr``: chown, chgrp and chmod of
+        any file or directory stay on that node alone (a directory's new
+        group is not its children's, as eventfs keeps it).  Root may do all;
+        the owner may chmod and chgrp (default_permissions has the kernel
+        check the rest); others get EPERM."""
+        owner = self.uid if node.uid is None else node.uid
+        if ctx.uid != 0 and (fields.update_uid or ctx.uid != owner):
+            raise pyfuse3.FUSEError(errno.EPERM)
+        if fields.update_uid:
+            node.uid = attr.st_uid
+        if fields.update_gid:
+            node.gid = attr.st_gid
+        if fields.update_mode:
+            node.mode = stat.S_IFMT(node.mode) | (attr.st_mode & 0o7777)
 
     async def statfs(self, ctx):
         data = pyfuse3.StatvfsData()

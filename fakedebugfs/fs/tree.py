@@ -27,6 +27,8 @@ class Node:
         self.mode = mode
         self.inode = 0
         self.parent: Optional["Dir"] = None
+        self.uid: Optional[int] = None  # set by chown; None: the mount's owner
+        self.gid: Optional[int] = None
 
     @property
     def is_dir(self) -> bool:
