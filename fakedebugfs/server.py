@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 TICK = 0.002  # seconds between workload batches
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
+BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 
 
 def check_can_mount(mountpoint: str) -> None:
@@ -54,7 +55,7 @@ def check_can_mount(mountpoint: str) -> None:
 
 class Server:
     def __init__(self, kernel: Kernel, mountpoint: str, workload=None, rate: float = 0,
-                 batch_ms: float = 1.2):
+                 batch_ms: float = BATCH_MS):
         self.kernel = kernel
         self.mountpoint = runstate.canonical(mountpoint)
         self.workload = workload
@@ -105,8 +106,8 @@ class Server:
     async def drive_workload(self) -> None:
         """Fire the workload paced to ``rate`` events/s (0: flat out), in
         turns of the slicer (at most ``slices.SLICE`` seconds each, started
-        and ended by FUSE requests waiting), in batches as large as keep a
-        waiting request's delay near 2 ms (:class:`BatchSize`).  Readers are woken (the ktrace
+        and ended by FUSE requests waiting), in batches that last about
+        ``batch_ms`` (:class:`BatchSize`).  Readers are woken (the ktrace
         pages published) every ``WAKE_EVERY`` seconds and before a pause: a
         wake-up per turn would split the page stores into many small ones,
         each waiting for the GIL."""
@@ -235,9 +236,8 @@ class BatchSize:
 
     FIRST, LEAST = 512, 16
 
-    def __init__(self, wl, batch_ms: float = 1.2):
-        self.most = max(16, int(getattr(wl, "batch_hint", 16) or 16))
-        self.least = min(self.most, self.LEAST)
+    def __init__(self, wl, batch_ms: float):
+        self.most = max(self.LEAST, int(getattr(wl, "batch_hint", 0) or 0))
         self.n = min(self.most, self.FIRST)
         self.slow = batch_ms / 1000
 
@@ -245,16 +245,15 @@ class BatchSize:
         if fired < self.n:  # a budget or the count cut it short: says nothing
             return
         if seconds > self.slow:
-            self.n = max(self.least, self.n // 2)
+            self.n = max(self.LEAST, self.n // 2)
         elif seconds < self.slow / 2:
             self.n = min(self.most, self.n * 2)
 
 
-def fire_until(wl, budget: Optional[int], turn, size: Optional[BatchSize] = None) -> int:
-    """Run workload *wl* in batches (*size*: :class:`BatchSize`) until the
-    slicer's *turn* is over, *budget* events (None: no limit) or its
-    ``--count``; returns how many it fired."""
-    size = size or BatchSize(wl)
+def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
+    """Run workload *wl* in batches of *size* until the slicer's *turn* is
+    over, *budget* events (None: no limit) or its ``--count``; returns how
+    many it fired."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
         n = size.n if budget is None else min(size.n, budget - fired)
