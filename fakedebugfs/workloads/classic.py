@@ -162,7 +162,7 @@ class ClassicWorkload:
             self._fire("sched_process_exit", cpu, (comm, pid, 120))
 
     def _user(self, cpu):
-        users = [tp for tp in self.engine.tracepoints.values() if tp.format]
+        users = list(self.engine.user_tracepoints.values())
         if not users:
             return self._syscall(cpu)
         tp = self.rng.choice(users)

@@ -525,7 +525,7 @@ class SyntheticWorkload:
     # --- user-declared events ---------------------------------------------------------
 
     def _user(self, cpu):
-        users = [tp for tp in self.engine.tracepoints.values() if tp.format]
+        users = list(self.engine.user_tracepoints.values())
         if not users:
             return self._syscall(cpu)
         tp = self.rng.choice(users)

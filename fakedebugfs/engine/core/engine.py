@@ -52,6 +52,7 @@ class Engine:
         self.seed = seed
         self.kallsyms = Kallsyms()
         self.tracepoints: dict[str, Tracepoint] = {}
+        self.user_tracepoints: dict[str, Tracepoint] = {}  # those with a printf format
         self.comms: dict[int, str] = {0: "<idle>"}
         self.emitted = 0
         self.last_ts = [0] * nr_cpus  # per CPU: the trace clock never goes back
@@ -59,19 +60,26 @@ class Engine:
         for system, name, args in TRACEPOINTS:
             self.define(system, name, args)
 
-    def define(self, system: str, name: str, args: Sequence[str]) -> Tracepoint:
-        """Create (or return) the tracepoint ``system:name``."""
+    def define(self, system: str, name: str, args: Sequence[str],
+               fmt: str | None = None) -> Tracepoint:
+        """Create (or return) the tracepoint ``system:name``; *fmt*: the
+        printf format of a user-declared event (ktrace's modules), which
+        puts it in ``user_tracepoints``."""
         key = f"{system}:{name}"
         tp = self.tracepoints.get(key)
         if tp is None:
             tp = self.tracepoints[key] = Tracepoint(system, name, args)
         elif tp.args != tuple(args):
             raise ValueError(f"{key} already defined with arguments {tp.args}")
+        if fmt is not None:
+            tp.format = fmt
+            self.user_tracepoints.setdefault(key, tp)
         return tp
 
     def remove(self, key: str) -> None:
         """Forget a tracepoint (a module going away)."""
         self.tracepoints.pop(key, None)
+        self.user_tracepoints.pop(key, None)
 
     def tracepoint(self, key: str) -> Tracepoint:
         return self.tracepoints[key]

@@ -97,6 +97,6 @@ def user_site(engine, module: str, name: str, fmt: str) -> KtraceSite:
     site: each module's ``DO_TRACE`` is a call site of its own, so two modules
     declaring one event share its entry but each fires only its own."""
     nargs = len(parse_format(fmt))
-    tp = engine.define(f"{USER_SYSTEM}.{module}", name, tuple(f"arg{i}" for i in range(nargs)))
-    tp.format = fmt
+    tp = engine.define(f"{USER_SYSTEM}.{module}", name, tuple(f"arg{i}" for i in range(nargs)),
+                       fmt)
     return KtraceSite(name, fmt, tp.key)
