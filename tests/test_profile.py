@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS, run_cli
+from conftest import FAKEDEBUGFS, read_chunks, run_cli
 from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE, Profile, find_tracefs
 
 ROOT = os.geteuid() == 0
@@ -207,20 +207,7 @@ def _real_instance_capture(root: str, name: str) -> tuple[dict, dict]:
                 continue
             with open(f"{d}/trace") as fp:
                 texts[cpu] = [m[2] for m in map(TEXT_LINE.match, fp) if m]
-            fd = os.open(f"{d}/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
-            data = b""
-            try:
-                while True:
-                    try:
-                        chunk = os.read(fd, 4096)
-                    except BlockingIOError:
-                        break
-                    if not chunk:
-                        break
-                    data += chunk
-            finally:
-                os.close(fd)
-            pages[cpu] = data
+            pages[cpu] = b"".join(read_chunks(f"{d}/trace_pipe_raw"))
         return texts, pages
     finally:
         for key in REAL_EVENTS:
