@@ -19,9 +19,9 @@ rootless.
 Each record becomes the tracepoint the kernel fires at that moment,
 injected into the fake by its server (``run`` asks it to watch the command
 through the control socket): same pids, same comms, the CPU the record was
-written on, stamped when the server drains them: whenever a buffer has
-data, and before every FUSE open, so that what happened before a reader
-opens a file is in it, as it would be on the kernel.  Where perf_event_open is refused
+written on, stamped when the server drains them: every few milliseconds,
+and before every FUSE open, so that what happened before a reader opens a
+file is in it, as it would be on the kernel.  Where perf_event_open is refused
 (perf_event_paranoid 3, seccomp), nothing is watched and the run goes on.
 A run on the virtual clock is not watched: it must stay deterministic.
 """
@@ -191,7 +191,7 @@ class ProcessEvents:
     """Watch *pid* and its descendants: :meth:`drain` turns what their perf
     buffers hold into the tracepoints the kernel fires (event dicts as the
     control socket's ``emit`` takes them).  The server drains before every
-    FUSE open and whenever a buffer has data (:meth:`fds`), so a reader
+    FUSE open and every few milliseconds (control/watch.py), so a reader
     that opens ``trace`` after a switch sees it, as on the kernel."""
 
     def __init__(self, pid: int, nr_cpus: int):
@@ -211,10 +211,6 @@ class ProcessEvents:
         except OSError:
             self.close()
             raise
-
-    def fds(self) -> list[int]:
-        """The perf descriptors: readable when their buffer has records."""
-        return [ring.fd for ring in self.rings]
 
     def fork_event(self, parent: int, parent_comm: str) -> dict:
         """``sched_process_fork`` of the watched task from *parent* (it was
