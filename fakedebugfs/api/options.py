@@ -17,8 +17,8 @@ from typing import Any, Callable, Optional
 
 from ..control.errors import MountError
 
-#: what --enable names (kernel.TREES; not imported from there: the CLI must not
-#: load the engine before `run` unshares, which needs a single-threaded process)
+#: what --enable names (kernel.TREES; not imported from there: every CLI
+#: command would load the whole engine for this tuple)
 TREES = ("ktrace", "tracing", "kmemtrace")
 
 MAX_CPUS = 256
