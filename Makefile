@@ -6,7 +6,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PIP         := $(VENV)/bin/pip
 PYFUSE3_VER := 3.5.0
-PATCH       := patches/pyfuse3-$(PYFUSE3_VER)-ioctl.patch
+PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools
@@ -32,15 +32,18 @@ $(STAMPS)/venv: $(STAMPS)/debs
 	$(PIP) install -q --upgrade pip setuptools wheel
 	@touch $@
 
-# pyfuse3 from its source distribution, with our ioctl/interrupt patch, Cython re-run.
+# pyfuse3 from its source distribution, with our patches, Cython re-run:
+# ioctl.patch (ioctl and interrupt handlers, read flags, writer pid) and
+# fastpath.patch (a request queued right after another is taken at once,
+# without a trip through trio's epoll loop: about half the round trip).
 # The wheel stays in build/wheels: other environments (a user's venv, the
 # plugin's fresh-venv test) install it with `pip install --find-links build/wheels`.
-$(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCH)
+$(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCHES)
 	rm -rf $(BUILD)/pyfuse3 $(BUILD)/wheels && mkdir -p $(BUILD)/pyfuse3 $(BUILD)/wheels
 	$(PIP) download -q --no-deps --no-binary pyfuse3 -d $(BUILD)/pyfuse3 pyfuse3==$(PYFUSE3_VER)
 	tar xzf $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER).tar.gz -C $(BUILD)/pyfuse3
-	cd $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER) && patch -p1 -s < $(CURDIR)/$(PATCH) \
-	  && rm -f src/pyfuse3/__init__.c
+	cd $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER) && for p in $(PATCHES); do \
+	  patch -p1 -s < $(CURDIR)/$$p || exit 1; done && rm -f src/pyfuse3/__init__.c
 	$(PIP) wheel -q --no-deps -w $(BUILD)/wheels $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)
 	$(PIP) install -q --force-reinstall --no-deps $(BUILD)/wheels/pyfuse3-$(PYFUSE3_VER)-*.whl
 	@touch $@

@@ -43,7 +43,7 @@ def check_can_mount(mountpoint: str) -> None:
     if not has_ioctl_support():
         raise MountError(
             "the installed pyfuse3 has no ioctl handler; ktrace buffers need it. "
-            "Run `make install` (it builds pyfuse3 3.5.0 with patches/pyfuse3-3.5.0-ioctl.patch)")
+            "Run `make install` (it builds pyfuse3 3.5.0 with patches/pyfuse3-3.5.0-*.patch)")
     if not os.path.isdir(mountpoint):
         raise MountError(f"{mountpoint}: not a directory")
     if runstate.is_mounted(mountpoint):
