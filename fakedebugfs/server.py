@@ -25,7 +25,7 @@ from .control.protocol import MAX_LINE, encode, refused
 from .control.service import ControlService
 from .control.watch import Watches
 from .fs import waitqueue
-from .fs.operations import TreeOperations, has_ioctl_support
+from .fs.operations import TreeOperations, has_ioctl_support, settle_heap
 from .fs.slices import slicer
 from .kernel import Kernel
 from .trees import build_root
@@ -212,6 +212,7 @@ class Server:
                 nursery.start_soon(self.watch_signals)
                 nursery.start_soon(self.drive_workload)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
+                settle_heap()  # the trees and engine, never scanned by the collector again
                 if ready is not None:
                     ready()
                 await pyfuse3.main(min_tasks=4, max_tasks=MAX_TASKS)
