@@ -127,7 +127,16 @@ def cmd_mount(args) -> int:
     _daemonize(server, args.mountpoint)
     if opts.replay:
         _start_mount_replay(server.mountpoint, opts.replay)
-    return 0
+    _exit_now(0)
+
+
+def _exit_now(code: int) -> None:
+    """The server is forked and this process has nothing left to clean up:
+    exit without tearing down its copy of the kernel (~80 ms of freeing
+    that ``fakedebugfs mount`` would otherwise spend before returning)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _check_recording(path: str) -> None:

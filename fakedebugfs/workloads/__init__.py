@@ -12,12 +12,35 @@ from .slab import SlabFaultsWorkload
 from .synthetic import SyntheticWorkload
 
 
+class Deferred:
+    """A workload made the first time one of its attributes is used (its
+    ``name`` and ``imports`` excepted).  ``imports``: the modules making it
+    needs; the server imports them in a thread once the mount answers, so
+    the first requests are served meanwhile (:meth:`Server.drive_workload
+    <fakedebugfs.server.Server.drive_workload>`)."""
+
+    def __init__(self, make, name: str, imports=()):
+        self.make, self.name, self.imports = make, name, tuple(imports)
+        self.made = None
+
+    def __getattr__(self, attr: str):
+        if attr in ("make", "made"):  # not set yet (a copy being made)
+            raise AttributeError(attr)
+        if self.made is None:
+            self.made = self.make()
+        return getattr(self.made, attr)
+
+
 def SlabWorkload(kernel, **kwargs):
     """``kmem``: the slab simulator in numpy blocks (:mod:`.slab_batch`,
-    imported when a kmem workload is made: numpy is not loaded before)."""
-    from .slab_batch import SlabWorkload as workload
+    imported when the workload is first used: numpy is not loaded before,
+    neither by ``fakedebugfs mount`` before it forks the server nor by the
+    server before it answers)."""
+    def make():
+        from .slab_batch import SlabWorkload as workload
 
-    return workload(kernel, **kwargs)
+        return workload(kernel, **kwargs)
+    return Deferred(make, kwargs.get("name", "kmem"), imports=("numpy",))
 
 
 WORKLOADS = {"default": SyntheticWorkload, "classic": ClassicWorkload, "kmem": SlabWorkload,
