@@ -63,11 +63,11 @@ def kmem_events(kernel, rng, n, ts, gaps=False):
     return out
 
 
-def make_kernel(cpus, ring, subbuf_events, abi="2008-08"):
+def make_kernel(cpus, ring, subbuf_events, abi="2008-08", page_size=4096):
     k = Kernel(cpus=cpus, buffer_size=ring, clock="virtual", seed=1, enable_all=True,
                kmemtrace_abi=abi, kmemtrace_subbufs=3, kmemtrace_subbuf_events=subbuf_events)
-    for buf in k.ftrace.buffers:
-        buf.resize(ring)
+    for buf in k.ftrace.buffers:  # tracefs sub-buffers of page_size (buffer_subbuf_size_kb)
+        buf.resize(ring, page_size)
     for pid, comm in ((1, "init"), (2001, "bash"), (2002, "cc1"), (31999, "make")):
         k.engine.set_comm(pid, comm)
     return k
@@ -113,8 +113,9 @@ def fault(k: Kernel, cpu: int, events: int) -> None:
 
 
 def compare(cpus, ring, subbuf_events, seed, rounds, gaps=False, faults=False, abi="2008-08",
-            read=False):
-    one, many = make_kernel(cpus, ring, subbuf_events, abi), make_kernel(cpus, ring, subbuf_events, abi)
+            read=False, page_size=4096):
+    one, many = (make_kernel(cpus, ring, subbuf_events, abi, page_size),
+                 make_kernel(cpus, ring, subbuf_events, abi, page_size))
     rng = random.Random(seed)
     ts = 10 ** 9
     for r in range(rounds):
@@ -273,3 +274,53 @@ def test_pending_events_of_any_event():
     fire_each(one, events)
     many.engine.emit_batch([Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events])
     assert state(one) == state(many)
+
+
+@pytest.mark.parametrize("page_size", [8192, 16384])
+@pytest.mark.parametrize("cpus,pages", [(1, 2), (2, 3), (2, 40)])
+def test_larger_subbuffers(page_size, cpus, pages):
+    """tracefs sub-buffers of 8 and 16 KiB (``buffer_subbuf_size_kb``):
+    the same pages, wraps and counters both ways, small buffers wrapping."""
+    compare(cpus, pages * page_size, subbuf_events=64, seed=pages + page_size, rounds=6,
+            page_size=page_size)
+
+
+@pytest.mark.parametrize("page_size", [8192, 16384])
+def test_larger_subbuffers_gaps_faults_readers(page_size):
+    compare(2, 6 * page_size, subbuf_events=128, seed=page_size, rounds=6, gaps=True,
+            page_size=page_size)
+    compare(2, 6 * page_size, subbuf_events=128, seed=page_size + 1, rounds=8, faults=True,
+            page_size=page_size)
+    compare(2, 4 * page_size, subbuf_events=64, seed=page_size + 2, rounds=8, read=True,
+            page_size=page_size)
+
+
+@pytest.mark.parametrize("page_size", [4096, 8192, 16384])
+def test_payloads_up_to_a_subbuffer(page_size):
+    """Payloads of every size up to what a sub-buffer holds (more than 4 KiB
+    in 8 and 16 KiB ones) and past it (dropped), written one by one and as
+    a batch of byte rows: the same pages and counters."""
+    from fakedebugfs.engine.core.batch import payload_group
+
+    rng = np.random.default_rng(page_size)
+    data = page_size - 16
+    sizes = np.concatenate([rng.integers(1, 200, 300), rng.integers(100, data - 8, 60),
+                            [data - 8, data - 9, data - 7, 4073, 4080, 5000]])
+    sizes = sizes[sizes <= data + 100]
+    rng.shuffle(sizes)
+    ts = np.cumsum(rng.integers(100, 1 << 28, len(sizes)))
+    rows = {}
+    for i, n in enumerate(sizes.tolist()):
+        rows.setdefault(n, []).append(i)
+    payload = {i: bytes(rng.integers(0, 256, n, dtype=np.uint8)) for i, n in enumerate(sizes.tolist())}
+    one, many = CpuBuffer(0, 5 * page_size, page_size=page_size), \
+        CpuBuffer(0, 5 * page_size, page_size=page_size)
+    for i in range(len(sizes)):
+        one.write(int(ts[i]), payload[i])
+    groups = [payload_group(np.array(idx), np.array([list(payload[i]) for i in idx], np.uint8))
+              for n, idx in rows.items()]
+    many.write_batch(ts, groups)
+    assert ring_state(one) == ring_state(many)
+    assert one.dropped == int((sizes > data - 8).sum())
+    big = [e.payload for e in one.iter_unread() if len(e.payload) > 4080]
+    assert (len(big) > 0) == (page_size > 4096)

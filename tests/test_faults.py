@@ -583,7 +583,14 @@ def test_short_reads_lose_nothing(fake, rel):
     assert all(0 < len(c) <= size for c in got[:k])  # trace_pipe: whole lines when they fit
     assert len(got[k]) > size
     assert len(b"".join(want)) > k * size
-    assert b"".join(got) == b"".join(want)
+    if rel.endswith("trace_pipe_raw"):  # a read under a page takes the events that fit in
+        # it (ring_buffer_read_page's len), the rest comes in later pages: the same events
+        def events(chunks):
+            data = b"".join(chunks)
+            return [e for at in range(0, len(data), 4096) for e in page_events(data[at:at + 4096])]
+        assert events(got) == events(want)
+    else:
+        assert b"".join(got) == b"".join(want)
     assert control(b, "faults")["faults"] == []
 
 

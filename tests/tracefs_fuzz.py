@@ -97,11 +97,7 @@ ABSENT = {
 }
 # Files whose answers differ from the kernel's for a reason given here; their
 # mismatches are printed by the test (a warning), not failed.
-KNOWN = {
-    "buffer_subbuf_size_kb": "the fake's ring buffer keeps 4 KiB sub-buffers: the size is "
-                             "stored and shown, but events/header_page (and trace_pipe_raw's "
-                             "pages) stay 4096 bytes, where the kernel's grow to the size set",
-}
+KNOWN: dict[str, str] = {}
 SWEEP = {"enable": 1, "filter": 1, "trigger": 1}  # inputs per event file
 
 

@@ -12,6 +12,7 @@
       trace_options, options/*  0640  global flags + the current tracer's
       trace_clock               0640  "[local] global ..."
       buffer_size_kb            0640  buffer_total_size_kb 0440
+      buffer_subbuf_size_kb     0640  sub-buffer (trace_pipe_raw page) size, 4-512 KiB
       saved_cmdlines, printk_formats, available_events  0440
       set_event, set_event_pid, tracing_cpumask, error_log, dynamic_events ...
       events/{enable,header_page,header_event}, events/<sys>/{enable,filter},
@@ -43,7 +44,7 @@ HEADER_PAGE = (
     "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
     "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
     "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
-    f"\tfield: char data;\toffset:16;\tsize:{PAGE_SIZE - 16};\tsigned:0;\n"
+    "\tfield: char data;\toffset:16;\tsize:{data_size};\tsigned:0;\n"
 )
 HEADER_EVENT = (
     "# compressed entry header\n"
@@ -187,7 +188,10 @@ class TracingTree:
         events = Dir("events")
         events.file("enable", RW, ValueFile(lambda: ft.enable_state(ft.event_keys()) + "\n",
                                             self._enable(None, None)))
-        events.file("header_page", RO, SeqFile(lambda: HEADER_PAGE))
+        # ring_buffer_print_page_header(buffer, s): the data size of this
+        # trace array's sub-buffers
+        events.file("header_page", RO, SeqFile(
+            lambda: HEADER_PAGE.format(data_size=ft.subbuf_data_size)))
         events.file("header_event", RO, SeqFile(lambda: HEADER_EVENT))
         ftrace_dir = events.mkdir("ftrace")
         for key in ft.events:
@@ -351,7 +355,9 @@ class TracingTree:
         self.ft.buffer_percent = percent(data)
 
     def _subbuf_size(self, data: bytes) -> None:
-        self.ft.subbuf_order = subbuf_order(data)
+        """``buffer_subbuf_size_write``: the buffers are made anew of
+        sub-buffers of the size asked (:meth:`TraceArray.set_subbuf_order`)."""
+        self.ft.set_subbuf_order(subbuf_order(data))
 
     def _thresh(self, data: bytes) -> None:
         self.ft.thresh_ns = nsecs_write(data)

@@ -9,14 +9,20 @@
 * ``trace_pipe`` consumes events as text lines, whole lines per read; it
   blocks while the buffers are empty (EAGAIN with O_NONBLOCK) and polls
   readable when an event waits.
-* ``trace_pipe_raw`` hands out ring-buffer pages (``ring_buffer_read_page``).
+* ``trace_pipe_raw`` hands out ring-buffer pages (``ring_buffer_read_page``),
+  each a sub-buffer (``buffer_subbuf_size_kb``: 4 KiB unless set).
   A blocking read waits for a complete page; with O_NONBLOCK the unread part
   of the page being written is handed out too, and an empty buffer answers
   EAGAIN; ``ioctl(fd, 0)`` wakes a blocked reader, which then returns what
   there is (0 bytes if nothing).  Pages after overruns carry the
   missed-events flags.  Polls readable when a complete page waits.
-  Unlike the kernel (one page per read), a read of N pages gets up to N
-  pages, each as one kernel read would give it; ``--raw-one-page`` mounts
+  A read smaller than a sub-buffer gets a page holding only the events
+  that fit in it (``len`` of ``ring_buffer_read_page``), handed out over
+  that read and the next ones (the kernel's spare page): a reader of 4 KiB
+  gets, from 8 KiB sub-buffers, a 4 KiB page then 4 KiB of zeros; if the
+  next event does not fit, the read returns 0.
+  Unlike the kernel (one page per read), a read of N sub-buffers gets up to
+  N, each as one kernel read would give it; ``--raw-one-page`` mounts
   restore one page per read.
 
 Formatting text is long work: ``trace`` makes its text as it is read (an
@@ -31,7 +37,7 @@ import errno
 import heapq
 from typing import Iterator
 
-from ..engine.core.layouts import BUF_PAGE_HDR_SIZE, PAGE_SIZE, RB_COMMIT_MASK
+from ..engine.core.layouts import BUF_PAGE_HDR_SIZE, RB_COMMIT_MASK
 from ..engine.core.ringbuffer import Event, decode_page_events
 from ..fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, fail
 from ..fs.slices import slicer
@@ -53,8 +59,9 @@ def unread_until(buf, end: tuple[int, int]) -> Iterator[Event]:
             pos, read, read_ts = buf.consumed, buf.read, buf.read_ts
             if pos > end_pos:
                 return
-        base = buf.slot(pos) * PAGE_SIZE
-        page = bytes(buf.mem[base:base + PAGE_SIZE])  # a copy: the writer may come back
+        psize = buf.page_size
+        base = buf.slot(pos) * psize
+        page = bytes(buf.mem[base:base + psize])  # a copy: the writer may come back
         if pos == end_pos:
             limit = end_tail
         else:
@@ -64,7 +71,7 @@ def unread_until(buf, end: tuple[int, int]) -> Iterator[Event]:
                 memoryview(page)[BUF_PAGE_HDR_SIZE:], limit, ts0, read):
             if kind == "data":
                 yield Event(ts, payload)
-        pos += PAGE_SIZE
+        pos += psize
         read = 0
 
 
@@ -200,10 +207,11 @@ class TracePipe(FileOperations):
 
 
 class RawState:
-    __slots__ = ("page", "woken")
+    __slots__ = ("page", "size", "woken")
 
     def __init__(self):
-        self.page = b""  # the rest of a page a short read left
+        self.page = b""  # the rest of a page a short read left (the spare page)
+        self.size = 0  # the sub-buffer size of that page
         self.woken = False
 
 
@@ -224,38 +232,51 @@ class TracePipeRaw(FileOperations):
         return bool(options.get("raw_one_page"))
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        """``tracing_buffers_read``, in bulk: as many whole pages as *size*
-        holds (one for a read of 4096 bytes, as the kernel; up to 16 for
-        64 KiB), each page what one kernel read would hand out.  A read
-        smaller than a page gets its start and the next read the rest.
-        ``--raw-one-page`` gives the kernel's one page per read."""
+        """``tracing_buffers_read``, in bulk: as many whole sub-buffers as
+        *size* holds (one for a read of one, as the kernel; up to 16 for
+        a read of 16), each what one kernel read would hand out.  A read
+        smaller than a sub-buffer gets a page of the events that fit in it
+        (``ring_buffer_read_page`` with ``len`` *size*): its start, the next
+        reads the rest (a spare page of another size than the sub-buffers'
+        now is dropped, as the kernel frees it); 0 bytes when the next
+        event does not fit.  ``--raw-one-page`` gives the kernel's one page
+        per read."""
         st: RawState = f.private
         buf = self.tree.ft.buffers[self.cpu]
+        psize = buf.page_size
+        if st.page and st.size != psize:
+            st.page = b""
+        limit = size if size < psize else None
         while not st.page:
             partial = f.nonblock or st.woken
-            page = buf.read_page(full_only=not partial)
+            page = buf.read_page(full_only=not partial, limit=limit)
             if page is not None:
-                st.page = page
+                st.page, st.size = page, psize
                 break
+            if limit is not None and (buf.has_pages() or (partial and buf.read < buf.tail)):
+                return b""  # the next event does not fit in the read
             if f.nonblock:
                 raise fail(errno.EAGAIN)
             if st.woken:
                 st.woken = False
                 return b""
             await self.tree.trace_wait.wait()
-        if len(st.page) < PAGE_SIZE or size < 2 * PAGE_SIZE or self._one_page():
+            buf = self.tree.ft.buffers[self.cpu]
+            psize = buf.page_size
+            limit = size if size < psize else None
+        if len(st.page) < psize or size < 2 * psize or self._one_page():
             data, st.page = st.page[:size], st.page[size:]
             return data
         pages = [st.page]
         st.page = b""
         partial = f.nonblock or st.woken
-        left = size // PAGE_SIZE - 1
+        left = size // psize - 1
         while left > 0:
             got = buf.read_pages(left) or buf.read_page(full_only=not partial)
             if got is None:
                 break
             pages.append(got)
-            left -= len(got) // PAGE_SIZE
+            left -= len(got) // psize
         return b"".join(pages)
 
     def poll(self, f: OpenFile, pt) -> int:

@@ -1,11 +1,16 @@
 """Per-CPU ring buffers in the kernel's page format (kernel/trace/ring_buffer.c).
 
 A :class:`CpuBuffer` is one ``struct ring_buffer_per_cpu``: a circular array
-of 4096-byte data pages (``struct buffer_data_page``) holding events encoded
-exactly as the kernel encodes them (``struct ring_buffer_event``), so the
-bytes can be served as they are through ``trace_pipe_raw`` or an mmap.
+of data pages (``struct buffer_data_page``, the kernel's *sub-buffers*)
+holding events encoded exactly as the kernel encodes them (``struct
+ring_buffer_event``), so the bytes can be served as they are through
+``trace_pipe_raw`` or an mmap.  A page is ``page_size`` bytes: 4096 by
+default, ``PAGE_SIZE << order`` after ``buffer_subbuf_size_kb`` set the
+order (``ring_buffer_subbuf_order_set``), with ``data_size`` bytes of events
+(``buffer->subbuf_size``: the page less its 16-byte header).
 
-Positions are byte offsets in the stream of pages, always multiples of 4096:
+Positions are byte offsets in the stream of pages, always multiples of the
+page size:
 ``produced`` counts pages the writer has finished, ``consumed`` pages the
 reader has taken.  Pages in ``[consumed, produced)`` are complete; the writer
 fills the *tail page* at ``produced``.  A reader may also take events one by
@@ -44,7 +49,6 @@ from .lazynp import np
 from .batch import payload_group
 from .layouts import (
     BUF_PAGE_HDR_SIZE,
-    BUF_PAGE_SIZE,
     PAGE_SIZE,
     RB_COMMIT_MASK,
     RB_EVNT_MIN_SIZE,
@@ -65,7 +69,7 @@ MAX_BUFFER_BYTES = 1 << 30  # per CPU: larger sizes answer ENOMEM
 _U32 = struct.Struct("<I")
 _U32x2 = struct.Struct("<II")
 _U64 = struct.Struct("<Q")
-_ZEROS = memoryview(bytes(PAGE_SIZE))
+MAX_SUBBUF_ORDER = 7  # buffer_subbuf_size_write: 1 to 128 system pages
 
 
 def event_length(payload_len: int) -> int:
@@ -165,40 +169,51 @@ def decode_page_events(data, commit: int, ts: int, start: int = 0) -> Iterator[t
 class CpuBuffer:
     """One CPU's ring buffer (``struct ring_buffer_per_cpu``)."""
 
-    def __init__(self, cpu: int, size: int, overwrite: bool = True):
+    def __init__(self, cpu: int, size: int, overwrite: bool = True,
+                 page_size: int = PAGE_SIZE):
         self.cpu = cpu
+        self.page_size = page_size  # set for real by resize()
         self.overwrite = overwrite
         # called with the slot index of each page the writer finishes
         self.on_page_done: Optional[Callable[[int], None]] = None
         # faults: pending losses outlive a reset (they are not content)
         self.lose_next = 0  # the next events to lose as overrun
         self.drop_pending = 0  # pages to drop once no reader pins them
-        self.resize(size)
+        self.resize(size, page_size)
 
     # --- geometry ---------------------------------------------------------
 
-    def resize(self, size: int) -> None:
-        """Reallocate for *size* bytes (at least two pages) and reset.
+    def resize(self, size: int, page_size: Optional[int] = None) -> None:
+        """Reallocate for *size* bytes (at least two pages) and reset; with
+        *page_size*, in pages of that size (a power of two from 4096 to
+        ``4096 << MAX_SUBBUF_ORDER``: ``rb_allocate_cpu_buffer`` after a
+        new sub-buffer order).
 
         Raises ENOMEM past ``MAX_BUFFER_BYTES`` or when the memory cannot be
         had, leaving the buffer as it was."""
-        nr_pages = max(2, size // PAGE_SIZE)
-        if nr_pages * PAGE_SIZE > MAX_BUFFER_BYTES:
+        page_size = self.page_size if page_size is None else page_size
+        if page_size & (page_size - 1) or not PAGE_SIZE <= page_size <= PAGE_SIZE << MAX_SUBBUF_ORDER:
+            raise ValueError(f"page size {page_size}: a power of two, 4 KiB to 512 KiB")
+        nr_pages = max(2, size // page_size)
+        if nr_pages * page_size > MAX_BUFFER_BYTES:
             raise OSError(errno.ENOMEM, "ring buffer too large")
         try:
-            mem = bytearray(nr_pages * PAGE_SIZE)
+            mem = bytearray(nr_pages * page_size)
         except MemoryError:
             raise OSError(errno.ENOMEM, "ring buffer too large") from None
         self.nr_pages, self.mem = nr_pages, mem
+        self.page_size = page_size
+        self.data_size = page_size - BUF_PAGE_HDR_SIZE  # buffer->subbuf_size
+        self._zeros = memoryview(bytes(self.data_size))
         self.reset()
 
     @property
     def size(self) -> int:
-        return self.nr_pages * PAGE_SIZE
+        return self.nr_pages * self.page_size
 
     def slot(self, pos: int) -> int:
         """The page slot holding stream position *pos*."""
-        return (pos // PAGE_SIZE) % self.nr_pages
+        return (pos // self.page_size) % self.nr_pages
 
     def reset(self) -> None:
         """``ring_buffer_reset_cpu``: drop all content and counters."""
@@ -234,19 +249,21 @@ class CpuBuffer:
                 return False
         length = len(payload)
         size = event_length(length)
-        if size > BUF_PAGE_SIZE:
+        dsize = self.data_size
+        if size > dsize:
             self.dropped += 1
             return False
         delta = ts - self.last_ts if self.tail else 0
         if delta < 0:
             delta = 0
         need = size + (8 if delta > TS_MASK else 0)
-        if self.tail + need > BUF_PAGE_SIZE:
+        if self.tail + need > dsize:
             self._finish_page()
             delta = 0
         if self.tail == 0 and not self._claim_tail():
             return False
-        base = self.slot(self.produced) * PAGE_SIZE
+        psize = self.page_size
+        base = (self.produced // psize) % self.nr_pages * psize
         mem = self.mem
         if self.tail == 0:
             _U64.pack_into(mem, base, ts)
@@ -294,7 +311,7 @@ class CpuBuffer:
             length[idx] = glen
         size = np.maximum(length, 1)
         size = (size + np.where(size > RB_MAX_SMALL_DATA, 4, 0) + 4 + 3) & ~3
-        if (self.pinned_until and self.pinned_until != math.inf) or (size > BUF_PAGE_SIZE).any():
+        if (self.pinned_until and self.pinned_until != math.inf) or (size > self.data_size).any():
             start = n  # a reader holds the pages for a while / some are too big: one by one
         elif self.lose_next or self.drop_pending:
             start = min(n, max(self.lose_next, 1))  # the losses, then the fast path
@@ -347,8 +364,8 @@ class CpuBuffer:
         if cont:
             seg_entries[0] += self.tail_entries
         # claims: the page of segment k is claimed at produced + k pages
-        nr, p0, c0 = self.nr_pages, self.produced, self.consumed
-        k_full = max(cont, -(-(c0 + nr * PAGE_SIZE - p0) // PAGE_SIZE))  # first claim on a full buffer
+        nr, p0, c0, psize = self.nr_pages, self.produced, self.consumed, self.page_size
+        k_full = max(cont, -(-(c0 + nr * psize - p0) // psize))  # first claim on a full buffer
         overwrite = self.overwrite and not self.pinned()  # a reader pinning pages stops it
         if not overwrite and k_full < nseg:  # that claim fails: the rest is lost
             cut, written, finished = int(seg_start[k_full]), k_full, k_full
@@ -361,22 +378,23 @@ class CpuBuffer:
             cut, written, finished = n, nseg, nseg - 1
         drops = max(0, nseg - k_full) if overwrite else 0
         if drops:  # rb_handle_head_page: the oldest pages are overwritten
-            q = (c0 - p0) // PAGE_SIZE + np.arange(drops)  # in pages from produced
-            old = np.array([self.page_entries[self.slot(c0 + i * PAGE_SIZE)] for i in
-                            range(min(drops, max(0, (p0 - c0) // PAGE_SIZE)))], np.int64)
+            q = (c0 - p0) // psize + np.arange(drops)  # in pages from produced
+            old = np.array([self.page_entries[self.slot(c0 + i * psize)] for i in
+                            range(min(drops, max(0, (p0 - c0) // psize)))], np.int64)
             lost = int(old.sum()) + int(seg_entries[q[q >= 0]].sum()) - self.read_entries
             self.overrun += lost
             self.missed += lost
-            self.consumed += drops * PAGE_SIZE
+            self.consumed += drops * psize
             self.read = 0
             self.read_entries = 0
-        first_slot = p0 // PAGE_SIZE
+        first_slot = p0 // psize
+        dsize = self.data_size
         for k in range(max(0, finished - nr), finished):
             slot = (first_slot + k) % nr
             end = int(seg_end[k])
-            self.page_real_end[slot] = end if end < BUF_PAGE_SIZE else 0
+            self.page_real_end[slot] = end if end < dsize else 0
             self.page_entries[slot] = int(seg_entries[k])
-        self.produced = p0 + finished * PAGE_SIZE
+        self.produced = p0 + finished * psize
         if self.on_page_done is not None:
             for k in range(finished):
                 self.on_page_done((first_slot + k) % nr)
@@ -399,12 +417,13 @@ class CpuBuffer:
         n = len(size)
         cum = np.zeros(n + 1, np.int64)
         np.cumsum(size + (ext << 3), out=cum[1:])
-        nxt = np.searchsorted(cum, BUF_PAGE_SIZE - size + cum[1:], "right") - 1
+        dsize = self.data_size
+        nxt = np.searchsorted(cum, dsize - size + cum[1:], "right") - 1
         starts, i, cont = [], 0, 0
         if self.tail:
             starts.append(0)
             cont = 1
-            i = int(np.searchsorted(cum, BUF_PAGE_SIZE - self.tail, "right")) - 1
+            i = int(np.searchsorted(cum, dsize - self.tail, "right")) - 1
         while i < n:  # a new page: its first event has no time extend
             starts.append(i)
             i = int(nxt[i])
@@ -414,25 +433,25 @@ class CpuBuffer:
                      finished, off, has_ext, hdr_delta, delta, cut) -> None:
         """The bytes of the pages still in the buffer after a batch (the
         last ``nr_pages`` written; earlier ones had their slots reused)."""
-        nr = self.nr_pages
+        nr, psize, dsize = self.nr_pages, self.page_size, self.data_size
         lo = max(0, written - nr)
         if lo >= written:
             return
         mem32 = np.frombuffer(self.mem, np.uint32)
         mem64 = np.frombuffer(self.mem, np.uint64)
         pages = np.arange(lo, written)
-        slots = ((self.produced - finished * PAGE_SIZE) // PAGE_SIZE + pages) % nr
+        slots = ((self.produced - finished * psize) // psize + pages) % nr
         new = pages >= cont
-        pages32 = mem32.reshape(nr, PAGE_SIZE // 4)
+        pages32 = mem32.reshape(nr, psize // 4)
         pages32[slots[new]] = 0  # rb_reset_tail / a claimed page starts empty
-        mem64[slots[new] * (PAGE_SIZE // 8)] = ts[seg_start[pages[new]]]
+        mem64[slots[new] * (psize // 8)] = ts[seg_start[pages[new]]]
         end = seg_end[pages]
         done = pages < finished
-        room = BUF_PAGE_SIZE - end
-        commit = np.where(done & (room >= RB_EVNT_MIN_SIZE), BUF_PAGE_SIZE, end)
-        mem64[slots * (PAGE_SIZE // 8) + 1] = commit
+        room = dsize - end
+        commit = np.where(done & (room >= RB_EVNT_MIN_SIZE), dsize, end)
+        mem64[slots * (psize // 8) + 1] = commit
         pad = done & (room >= 4)
-        word = (slots * PAGE_SIZE + BUF_PAGE_HDR_SIZE + end) >> 2
+        word = (slots * psize + BUF_PAGE_HDR_SIZE + end) >> 2
         big = pad & (room >= RB_EVNT_MIN_SIZE)
         mem32[word[pad & ~big]] = RINGBUF_TYPE_PADDING
         mem32[word[big]] = RINGBUF_TYPE_PADDING | (1 << 5)
@@ -445,7 +464,7 @@ class CpuBuffer:
             return
         slot_of = np.zeros(written, np.int64)
         slot_of[lo:] = slots
-        at = slot_of[np.minimum(seg, written - 1)] * PAGE_SIZE + BUF_PAGE_HDR_SIZE + off
+        at = slot_of[np.minimum(seg, written - 1)] * psize + BUF_PAGE_HDR_SIZE + off
         e = keep & has_ext
         if e.any():
             wd = at[e] >> 2
@@ -521,7 +540,7 @@ class CpuBuffer:
 
     def _drop_pages_now(self, count: int) -> int:
         before = self.overrun
-        for _ in range(min(count, (self.produced - self.consumed) // PAGE_SIZE)):
+        for _ in range(min(count, (self.produced - self.consumed) // self.page_size)):
             self._drop_oldest()
         return self.overrun - before
 
@@ -539,10 +558,10 @@ class CpuBuffer:
         """Close the tail page: pad it and make it readable (``rb_move_tail``);
         where its data ends is kept (``real_end``, ``rb_reset_tail``)."""
         done = self.slot(self.produced)
-        self.page_real_end[done] = self.tail if self.tail < BUF_PAGE_SIZE else 0
+        self.page_real_end[done] = self.tail if self.tail < self.data_size else 0
         self._pad_tail()
         self.page_entries[done] = self.tail_entries
-        self.produced += PAGE_SIZE
+        self.produced += self.page_size
         self.tail = 0
         self.tail_entries = 0
         if self.on_page_done is not None:
@@ -551,7 +570,8 @@ class CpuBuffer:
     def _claim_tail(self) -> bool:
         """Take the slot at ``produced`` for writing, dropping the oldest
         unread page if it is there (overwrite mode) or refusing the event."""
-        if self.produced - self.consumed >= self.nr_pages * PAGE_SIZE:
+        psize = self.page_size
+        if self.produced - self.consumed >= self.nr_pages * psize:
             if self.overwrite and not self.pinned():
                 self._drop_oldest()
             else:
@@ -561,18 +581,18 @@ class CpuBuffer:
                 else:
                     self.dropped += 1
                 return False
-        base = self.slot(self.produced) * PAGE_SIZE
-        self.mem[base:base + PAGE_SIZE] = bytes(PAGE_SIZE)
+        base = self.slot(self.produced) * psize
+        self.mem[base:base + psize] = bytes(psize)
         return True
 
     def _pad_tail(self) -> None:
         """Fill the unused end of the tail page (``rb_reset_tail``)."""
-        base = self.slot(self.produced) * PAGE_SIZE
-        room = BUF_PAGE_SIZE - self.tail
+        base = self.slot(self.produced) * self.page_size
+        room = self.data_size - self.tail
         off = base + BUF_PAGE_HDR_SIZE + self.tail
         if room >= RB_EVNT_MIN_SIZE:
             _U32x2.pack_into(self.mem, off, RINGBUF_TYPE_PADDING | (1 << 5), room - 4)
-            commit = BUF_PAGE_SIZE
+            commit = self.data_size
         else:
             if room >= 4:
                 _U32.pack_into(self.mem, off, RINGBUF_TYPE_PADDING)
@@ -584,7 +604,7 @@ class CpuBuffer:
         lost = self.page_entries[self.slot(self.consumed)] - self.read_entries
         self.overrun += lost
         self.missed += lost
-        self.consumed += PAGE_SIZE
+        self.consumed += self.page_size
         self.read = 0
         self.read_entries = 0
 
@@ -611,7 +631,7 @@ class CpuBuffer:
 
     def page_view(self, pos: int) -> tuple[int, int]:
         """``(time_stamp, commit)`` of the page at stream position *pos*."""
-        return _PAGE_HDR.unpack_from(self.mem, self.slot(pos) * PAGE_SIZE)
+        return _PAGE_HDR.unpack_from(self.mem, self.slot(pos) * self.page_size)
 
     def empty(self) -> bool:
         """No unread event anywhere, tail page included
@@ -624,42 +644,76 @@ class CpuBuffer:
 
     # --- page reader (trace_pipe_raw, ktrace) -------------------------------
 
-    def read_page(self, full_only: bool = False) -> Optional[bytes]:
-        """Take the next page for a reader (``ring_buffer_read_page``).
+    def read_page(self, full_only: bool = False, limit: Optional[int] = None) -> Optional[bytes]:
+        """Take the next page for a reader (``ring_buffer_read_page`` with
+        ``len`` *limit*, None: a whole page).
 
-        A complete page is handed over whole; otherwise, unless *full_only*,
-        the unread part of the tail page is copied out.  A complete page ends
-        at its ``real_end`` (its padding is not handed over), which leaves
-        room for a missed-events count.  The commit word carries
-        ``RB_MISSED_EVENTS`` (and the count, ``RB_MISSED_STORED``) when
-        events were lost since the previous page.  Returns None when empty.
-        """
+        An unread complete page is handed over whole when *limit* holds it
+        (the kernel swaps it out); it ends at its ``real_end`` (its padding
+        is not handed over), which leaves room for a missed-events count.
+        Otherwise the events from the read position are copied, whole ones
+        (a time extend with its event) while they fit in *limit* less the
+        page header, up to the page's commit (its end padding included) or,
+        unless *full_only*, the unread part of the tail page.  The commit
+        word carries ``RB_MISSED_EVENTS`` (and the count,
+        ``RB_MISSED_STORED``) when events were lost since the previous page.
+        Returns a page of ``page_size`` bytes, or None when there is nothing
+        to take or the next event does not fit in *limit*."""
         if self.gaps:
             self._settle_gaps()
-        if self.consumed != self.produced:
-            ts, commit = self.page_view(self.consumed)
-            commit = self.page_real_end[self.slot(self.consumed)] or commit & RB_COMMIT_MASK
-            if self.read:
-                ts = self.read_ts
-            start = self.slot(self.consumed) * PAGE_SIZE + BUF_PAGE_HDR_SIZE
-            data = self.mem[start + self.read:start + commit]
-            taken = self.page_entries[self.slot(self.consumed)] - self.read_entries
-            self.consumed += PAGE_SIZE
-            self.read = 0
-            self.read_entries = 0
-        elif self.read < self.tail and not full_only:
-            base = self.slot(self.produced) * PAGE_SIZE
-            ts = self.read_ts if self.read else _U64.unpack_from(self.mem, base)[0]
-            start = base + BUF_PAGE_HDR_SIZE
-            data = self.mem[start + self.read:start + self.tail]
-            taken = self.tail_entries - self.read_entries
-            self.read = self.tail
-            self.read_entries = self.tail_entries
-            self.read_ts = self.last_ts
-        else:
+        psize = self.page_size
+        room = None if limit is None else limit - BUF_PAGE_HDR_SIZE
+        if room is not None and room <= 0:
             return None
+        if self.consumed != self.produced:
+            slot = self.slot(self.consumed)
+            ts, commit = self.page_view(self.consumed)
+            commit &= RB_COMMIT_MASK
+            if not self.read and (room is None or room >= commit):  # the page swapped out
+                start = slot * psize + BUF_PAGE_HDR_SIZE
+                data = self.mem[start:start + (self.page_real_end[slot] or commit)]
+                taken = self.page_entries[slot]
+                self._advance_page()
+                self.consumed_events += taken
+                return self._reader_page(ts, bytes(data))
+            return self._copy_events(slot * psize, commit, room, True)
+        if self.read < self.tail and not full_only:
+            return self._copy_events(self.slot(self.produced) * psize, self.tail, room, False)
+        return None
+
+    def _copy_events(self, base: int, commit: int, room: Optional[int],
+                     complete: bool) -> Optional[bytes]:
+        """``ring_buffer_read_page``'s copy: the events of the page at *base*
+        from ``read`` up to *commit* that fit in *room* bytes (all of them
+        when None), consumed; None when the first does not fit."""
+        ts0 = self.read_ts if self.read else _U64.unpack_from(self.mem, base)[0]
+        start = end = self.read
+        ts, taken = ts0, 0
+        if room is None or room >= commit - start:
+            end = commit
+            if complete:
+                taken = self.page_entries[self.slot(self.consumed)] - self.read_entries
+            else:
+                taken, ts = self.tail_entries - self.read_entries, self.last_ts
+        else:
+            view = memoryview(self.mem)[base + BUF_PAGE_HDR_SIZE:base + self.page_size]
+            for kind, t, _, nxt, _ in decode_page_events(view, commit, ts0, start):
+                if nxt - start > room:
+                    break
+                if kind == "time":  # a time extend goes with the event after it
+                    continue
+                end, ts = nxt, t
+                taken += kind == "data"
+            if end == start:
+                return None
+        data = bytes(self.mem[base + BUF_PAGE_HDR_SIZE + start:base + BUF_PAGE_HDR_SIZE + end])
         self.consumed_events += taken
-        return self._reader_page(ts, bytes(data))
+        if complete and end >= commit:
+            self._advance_page()
+        else:
+            self.read, self.read_ts = end, ts
+            self.read_entries += taken
+        return self._reader_page(ts0, data)
 
     def read_pages(self, max_pages: int) -> bytes:
         """Up to *max_pages* complete pages at once, each byte for byte what
@@ -671,36 +725,38 @@ class CpuBuffer:
             self._settle_gaps()
         if self.read or self.missed or self.missed_unstored:
             return b""
+        psize = self.page_size
         first = self.slot(self.consumed)
-        n = min(max_pages, (self.produced - self.consumed) // PAGE_SIZE, self.nr_pages - first)
+        n = min(max_pages, (self.produced - self.consumed) // psize, self.nr_pages - first)
         if self.gaps:
-            n = min(n, (self.gaps[0][0] - self.consumed) // PAGE_SIZE)
+            n = min(n, (self.gaps[0][0] - self.consumed) // psize)
         if n <= 0:
             return b""
-        out = self.mem[first * PAGE_SIZE:(first + n) * PAGE_SIZE]  # a copy (bytearray)
+        out = self.mem[first * psize:(first + n) * psize]  # a copy (bytearray)
         view, real_end = memoryview(out), self.page_real_end
+        dsize, zeros = self.data_size, self._zeros
         for k in range(n):
             end = real_end[first + k]
             if end:  # the padding is not handed over (as read_page)
-                base = k * PAGE_SIZE
+                base = k * psize
                 _U64.pack_into(out, base + 8, end)
-                view[base + BUF_PAGE_HDR_SIZE + end:base + PAGE_SIZE] = _ZEROS[:BUF_PAGE_SIZE - end]
+                view[base + BUF_PAGE_HDR_SIZE + end:base + psize] = zeros[:dsize - end]
         self.consumed_events += sum(self.page_entries[first:first + n])
-        self.consumed += n * PAGE_SIZE
+        self.consumed += n * psize
         return bytes(out)
 
     def _reader_page(self, ts: int, data: bytes) -> bytes:
         commit = len(data)
         flags = 0
         if self.missed or self.missed_unstored:
-            if BUF_PAGE_SIZE - commit >= 8 and not self.missed_unstored:
+            if self.data_size - commit >= 8 and not self.missed_unstored:
                 data += _U64.pack(self.missed)
                 flags |= RB_MISSED_STORED
             flags |= RB_MISSED_EVENTS
             self.missed = 0
             self.missed_unstored = False
         page = _PAGE_HDR.pack(ts, commit | flags) + data
-        return page + bytes(PAGE_SIZE - len(page))
+        return page + bytes(self.page_size - len(page))
 
     # --- event reader (trace_pipe) ----------------------------------------
 
@@ -708,8 +764,8 @@ class CpuBuffer:
         """``(page base, data limit, complete)`` of the page being read."""
         if self.consumed != self.produced:
             commit = self.page_view(self.consumed)[1] & RB_COMMIT_MASK
-            return self.slot(self.consumed) * PAGE_SIZE, commit, True
-        return self.slot(self.produced) * PAGE_SIZE, self.tail, False
+            return self.slot(self.consumed) * self.page_size, commit, True
+        return self.slot(self.produced) * self.page_size, self.tail, False
 
     def peek(self) -> Optional[Event]:
         """The next unread event without consuming it (``ring_buffer_peek``)."""
@@ -728,7 +784,7 @@ class CpuBuffer:
                 self._advance_page()
                 continue
             ts0 = self.read_ts if self.read else _U64.unpack_from(self.mem, base)[0]
-            data = memoryview(self.mem)[base + BUF_PAGE_HDR_SIZE:base + PAGE_SIZE]
+            data = memoryview(self.mem)[base + BUF_PAGE_HDR_SIZE:base + self.page_size]
             for kind, ts, _, nxt, payload in decode_page_events(data, limit, ts0, self.read):
                 if kind != "data":  # skipping padding/time stamps changes nothing
                     self.read, self.read_ts = nxt, ts
@@ -743,25 +799,26 @@ class CpuBuffer:
             self._advance_page()
 
     def _advance_page(self) -> None:
-        self.consumed += PAGE_SIZE
+        self.consumed += self.page_size
         self.read = 0
         self.read_entries = 0
 
     def iter_unread(self) -> Iterator[Event]:
         """Every unread event, oldest first, without consuming (``trace``)."""
         pos, read, read_ts = self.consumed, self.read, self.read_ts
+        psize = self.page_size
         while True:
             last = pos == self.produced
-            base = self.slot(pos) * PAGE_SIZE
+            base = self.slot(pos) * psize
             limit = self.tail if last else self.page_view(pos)[1] & RB_COMMIT_MASK
             ts0 = read_ts if read else _U64.unpack_from(self.mem, base)[0]
-            data = self.mem[base + BUF_PAGE_HDR_SIZE:base + PAGE_SIZE]
+            data = self.mem[base + BUF_PAGE_HDR_SIZE:base + psize]
             for kind, ts, _, _, payload in decode_page_events(data, limit, ts0, read):
                 if kind == "data":
                     yield Event(ts, payload)
             if last:
                 return
-            pos += PAGE_SIZE
+            pos += psize
             read = 0
 
     # --- ktrace reader protocol (DESIGN section 2) ---------------------------
@@ -769,7 +826,7 @@ class CpuBuffer:
     def advance_reader(self, nbytes: int) -> None:
         """``ring_buffer_advance_reader``: the reader is done with *nbytes* of
         pages; never past ``produced``."""
-        pages = min(nbytes // PAGE_SIZE, (self.produced - self.consumed) // PAGE_SIZE)
+        pages = min(nbytes // self.page_size, (self.produced - self.consumed) // self.page_size)
         for _ in range(max(0, pages)):
             self.consumed_events += self.page_entries[self.slot(self.consumed)] - self.read_entries
             self._advance_page()

@@ -52,22 +52,31 @@ def trace_get_user(data: bytes, size: int) -> tuple[int, Optional[bytes]]:
 
 # --- numbers ---------------------------------------------------------------------------
 
-def buffer_pages(kb_value: int) -> int:
+def buffer_pages(kb_value: int, data_size: int = BUF_PAGE_SIZE) -> int:
     """``tracing_entries_write`` + ``ring_buffer_resize``: the value in KiB
     shifted by 10 (wrapping at 64 bits as the kernel's ``val <<= 10``), in
-    pages of 4080 data bytes, at least two."""
+    sub-buffers of *data_size* data bytes (4080 for 4 KiB ones), at least
+    two."""
     size = (kb_value << 10) & ULLONG_MAX
-    return max(2, -(-size // BUF_PAGE_SIZE))
+    return max(2, -(-size // data_size))
 
 
-def buffer_kb_shown(pages: int) -> int:
-    """``buffer_size_kb`` of a buffer of *pages* (``ring_buffer_size >> 10``)."""
-    return pages * BUF_PAGE_SIZE >> 10
+def buffer_kb_shown(pages: int, data_size: int = BUF_PAGE_SIZE) -> int:
+    """``buffer_size_kb`` of a buffer of *pages* sub-buffers of *data_size*
+    data bytes (``ring_buffer_size >> 10``)."""
+    return pages * data_size >> 10
+
+
+def subbuf_pages(pages: int, old_data: int, new_data: int) -> int:
+    """``ring_buffer_subbuf_order_set``: the sub-buffers of a new size that
+    hold what *pages* of the old size held, at least two."""
+    return max(2, -(-(old_data * pages) // new_data))
 
 
 def subbuf_order(data: bytes) -> int:
     """``buffer_subbuf_size_write``: KiB (times 1024, wrapping) in system
-    pages rounded up to a power of two; orders 0 to 7, EINVAL past."""
+    pages rounded up to a power of two; orders 0 to 7 (sub-buffers of 4 to
+    512 KiB), EINVAL past."""
     val = (kstrtoul_from_user(data) * 1024) & ULLONG_MAX
     pages = -(-val // PAGE_SIZE)
     order = (pages - 1).bit_length() if pages else 32  # fls(pages - 1), int

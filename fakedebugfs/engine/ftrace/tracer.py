@@ -25,7 +25,7 @@ from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, Eve
 from .events_sched import SCHED_EVENTS
 from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
 from .control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown, buffer_pages,
-                      marker_count, raw_marker_ok)
+                      marker_count, raw_marker_ok, subbuf_pages)
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
 from .kmemtrace_plugin import KmemTracer, NopTracer
 from .cmdlines import SavedCmdlines
@@ -33,7 +33,8 @@ from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
 from ..core.batch import split_per_cpu
-from ..core.ringbuffer import CpuBuffer, Event, event_length
+from ..core.layouts import BUF_PAGE_HDR_SIZE
+from ..core.ringbuffer import MAX_BUFFER_BYTES, CpuBuffer, Event, event_length
 
 DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64)
 TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
@@ -81,7 +82,7 @@ class TraceArray:
         self.buffers = [CpuBuffer(cpu, pages * PAGE_SIZE, overwrite=True) for cpu in range(n)]
         self.buffer_kb = [buffer_kb_shown(pages)] * n  # as buffer_size_kb shows them
         self.buffer_percent = 50
-        self.subbuf_order = 0  # buffer_subbuf_size_kb (pages stay 4 KiB here)
+        self.subbuf_order = 0  # buffer_subbuf_size_kb: sub-buffers of PAGE_SIZE << order
         self.tracing_on = True
         if top is None:
             # every event of the kernel profile, built on first use (.registry)
@@ -604,16 +605,41 @@ class TraceArray:
 
     def resize(self, kb: int, cpu: Optional[int] = None) -> None:
         """``tracing_entries_write`` + ``tracing_resize_ring_buffer``: 0 is
-        EINVAL; the size in pages of 4080 data bytes (``val << 10``
-        wrapping at 64 bits, at least two pages), shown back in KiB of
-        those pages.  The content is dropped (the kernel keeps it; a
+        EINVAL; the size in sub-buffers (``val << 10`` wrapping at 64 bits,
+        in their data bytes: 4080 for 4 KiB ones; at least two), shown back
+        in KiB of those.  The content is dropped (the kernel keeps it; a
         deviation)."""
         if kb <= 0:
             raise einval("size")
-        pages = buffer_pages(kb)
+        data = self.subbuf_data_size
+        pages = buffer_pages(kb, data)
         for c in self._cpus(cpu):
-            self.buffers[c].resize(pages * PAGE_SIZE)  # ENOMEM leaves it as it was
-            self.buffer_kb[c] = buffer_kb_shown(pages)
+            self.buffers[c].resize(pages * (data + BUF_PAGE_HDR_SIZE))  # ENOMEM: left as it was
+            self.buffer_kb[c] = buffer_kb_shown(pages, data)
+
+    def set_subbuf_order(self, order: int) -> None:
+        """``buffer_subbuf_size_write`` + ``ring_buffer_subbuf_order_set``:
+        every CPU's buffer is made anew of sub-buffers of ``PAGE_SIZE <<
+        order`` bytes, as many as hold the data the old ones held (at
+        least two); the content is dropped.  ``buffer_size_kb`` keeps
+        showing the size set last (``trace_array_cpu.entries`` is not
+        updated).  ENOMEM, from any CPU, leaves every buffer as it was."""
+        if order == self.subbuf_order:
+            return
+        psize = PAGE_SIZE << order
+        new = [subbuf_pages(b.nr_pages, b.data_size, psize - BUF_PAGE_HDR_SIZE)
+               for b in self.buffers]
+        if any(pages * psize > MAX_BUFFER_BYTES for pages in new):
+            raise OSError(errno.ENOMEM, "ring buffer too large")
+        for buf, pages in zip(self.buffers, new):
+            buf.resize(pages * psize, psize)
+        self.subbuf_order = order
+
+    @property
+    def subbuf_data_size(self) -> int:
+        """``buffer->subbuf_size``: the data bytes of a sub-buffer
+        (``events/header_page``'s ``data`` field)."""
+        return (PAGE_SIZE << self.subbuf_order) - BUF_PAGE_HDR_SIZE
 
     def buffer_size_kb(self) -> str:
         sizes = set(self.buffer_kb)
@@ -705,9 +731,10 @@ class TraceArray:
         every CPU's buffer shrinks to the minimum of two pages."""
         if self.options.get("disable_on_free"):
             self.tracing_on = False
+        data = self.subbuf_data_size
         for c in range(len(self.buffers)):
-            self.buffers[c].resize(2 * PAGE_SIZE)
-            self.buffer_kb[c] = buffer_kb_shown(2)
+            self.buffers[c].resize(2 * (data + BUF_PAGE_HDR_SIZE))
+            self.buffer_kb[c] = buffer_kb_shown(2, data)
 
     # --- text output ----------------------------------------------------------------
 
