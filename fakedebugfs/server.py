@@ -37,6 +37,7 @@ MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 TICK = 0.002  # seconds between workload batches
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
+TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 
 
 def check_can_mount(mountpoint: str) -> None:
@@ -138,8 +139,21 @@ class Server:
                     engine.batch_done()
                     woken, last_wake = fired, trio.current_time()
         engine.batch_done()
+        release_heap()  # the last batches' arrays
         self.done = True
         log.info("workload %s done: %d events", wl.name, wl.emitted)
+
+    async def trim_heap(self) -> None:
+        """Every TRIM_EVERY seconds while events are fired, give the
+        heap's free pages back (:func:`release_heap`): a batch's arrays
+        are freed but glibc keeps the pages (~5 MB after 400,000 kmem
+        events with every tracer on); a trim costs ~0.2 ms."""
+        engine, seen = self.kernel.engine, None
+        while True:
+            await trio.sleep(TRIM_EVERY)
+            if engine.emitted != seen:
+                seen = engine.emitted
+                release_heap()
 
     async def watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
@@ -214,8 +228,10 @@ class Server:
                 await nursery.start(self.serve_control, str(paths["sock"]))
                 nursery.start_soon(self.watch_signals)
                 nursery.start_soon(self.drive_workload)
+                nursery.start_soon(self.trim_heap)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again
+                release_heap()  # what building them freed (the profile's text...)
                 if ready is not None:
                     ready()
                 await pyfuse3.main(min_tasks=4, max_tasks=MAX_TASKS)
@@ -252,6 +268,22 @@ class BatchSize:
             self.n = max(self.LEAST, self.n // 2)
         elif seconds < self.slow / 2:
             self.n = min(self.most, self.n * 2)
+
+
+def release_heap() -> None:
+    """``malloc_trim(0)``: glibc keeps the pages of freed memory for later
+    allocations; this gives those it can back to the system (a no-op
+    without glibc)."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        import ctypes
+
+        _malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", False)
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None  # libc's, once looked up (False: none)
 
 
 def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
