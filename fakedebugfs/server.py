@@ -24,7 +24,6 @@ from . import runstate
 from .control.errors import MountError
 from .control.protocol import MAX_LINE, encode, refused
 from .control.service import ControlService
-from .control.watch import Watches
 from .fs import waitqueue
 from .fs.operations import TreeOperations, has_ioctl_support, settle_heap
 from .fs.slices import slicer
@@ -67,12 +66,14 @@ class Server:
         self.service = ControlService(self)
         self.ops: Optional[TreeOperations] = None  # once mounted
         self.nursery: Optional[trio.Nursery] = None  # once mounted
-        self.watches: Optional[Watches] = None  # `run`'s command, once watched
+        self.watches = None  # control.watch.Watches: `run`'s command, once watched
 
     def watch(self, pid: int, parent: int, parent_comm: str) -> None:
         """Inject the process events and context switches of *pid* and its
         descendants (:mod:`fakedebugfs.control.watch`); OSError if refused."""
         if self.watches is None:
+            from .control.watch import Watches  # `run`'s: not needed by a mount
+
             self.watches = Watches(self.service.injector, self.kernel.engine.nr_cpus)
             if self.nursery is not None:
                 self.nursery.start_soon(self.watches.follow)

@@ -18,7 +18,8 @@ from collections.abc import MutableMapping
 from typing import Optional
 
 from .events import EventType
-from .format_text import event_from_format, tracepoint_args
+# .format_text (format parsing, print fmts: ~10 ms of imports) is imported
+# when a profile event is first built, not at a mount's start
 from .profile import Profile
 from .stacks import STACK_FUNCTIONS, show_stack
 from ..core.tracepoint import Tracepoint
@@ -56,6 +57,8 @@ class EventRegistry(MutableMapping):
         if self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev
         elif text is not None:
+            from .format_text import event_from_format
+
             other = event_from_format(text, ev.system)
             own, theirs = ev.encode_values, other.encode_values
             if own is not None:
@@ -68,6 +71,8 @@ class EventRegistry(MutableMapping):
             text = self._texts.get(key)
             if text is None:
                 raise KeyError(key)
+            from .format_text import event_from_format
+
             ev = self._built[key] = event_from_format(text, key.split(":", 1)[0])
             if key in SHOW:  # entries the kernel prints with their own code
                 ev.show = SHOW[key]
@@ -144,6 +149,8 @@ class LazyTracepoints(dict):
         text = self.events.text(key) if isinstance(key, str) else None
         if text is None or key.startswith("ftrace:"):
             return None
+        from .format_text import tracepoint_args
+
         system, name = key.split(":", 1)
         tp = Tracepoint(system, name, tracepoint_args(text))
         dict.__setitem__(self, key, tp)

@@ -19,11 +19,8 @@ from typing import Iterator, Optional
 
 from ..core.lazynp import np
 
-from .define import build_event
-from .printfmt import HZ, INITIAL_JIFFIES
 from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
 from .events_sched import SCHED_EVENTS
-from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
 from .control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown, buffer_pages,
                       marker_count, raw_marker_ok, subbuf_pages)
 from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
@@ -59,6 +56,13 @@ TRACE_OPTIONS = (
     ("pause-on-trace", False), ("hash-ptr", True), ("function-trace", True),
     ("function-fork", False), ("stacktrace", False),
 )
+
+
+def _jiffies(engine) -> int:
+    """``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)."""
+    from .printfmt import HZ, INITIAL_JIFFIES  # imported when first printed
+
+    return (INITIAL_JIFFIES + engine.clock.now() // (1_000_000_000 // HZ)) & 0xFFFFFFFFFFFFFFFF
 
 
 def einval(why: str = "") -> OSError:
@@ -116,8 +120,7 @@ class TraceArray:
         self.on_event_added: list = []  # callables(EventType): a new events/ directory
         self.out = OutputContext(engine.kallsyms, self.options, engine.seed)
         # ``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)
-        self.out.jiffies = lambda: (INITIAL_JIFFIES + engine.clock.now() // (1_000_000_000 // HZ)) \
-            & 0xFFFFFFFFFFFFFFFF
+        self.out.jiffies = lambda: _jiffies(engine)
 
     # --- events --------------------------------------------------------------
 
@@ -312,6 +315,8 @@ class TraceArray:
 
     def compile_event_filter(self, key: str, text: str):
         """``create_event_filter`` with ``set_str``: errors are logged."""
+        from .filter import FilterError, compile_filter
+
         raw = text.encode(errors="surrogateescape")
         try:
             return compile_filter(self.events[key], raw)
@@ -373,6 +378,8 @@ class TraceArray:
         refused."""
         if system == "ftrace":
             raise ValueError("system 'ftrace' holds the tracer's own entries")
+        from .define import build_event
+
         ev = build_event(system, name, fields, max(self.by_id) + 1, print_fmt)
         old = self.events.get(ev.key)
         if old is not None:
@@ -503,6 +510,8 @@ class TraceArray:
                 self.filters.pop(key, None)
                 self.filter_preds.pop(key, None)
             return
+        from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
+
         shown = text.decode(errors="surrogateescape")
         for key in keys:
             try:
