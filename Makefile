@@ -9,13 +9,13 @@ PYFUSE3_VER := 3.5.0
 PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
-DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools
+DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk
 MNT         ?= /tmp/fakedebugfs
 NATIVE      := $(BUILD)/native
 
-.PHONY: install run stop test bench clean debs venv pyfuse3 native
+.PHONY: install run stop test bench clean debs venv pyfuse3 native mount-helper
 
-install: $(STAMPS)/package native
+install: $(STAMPS)/package native mount-helper
 
 debs: $(STAMPS)/debs
 $(STAMPS)/debs:
@@ -56,6 +56,14 @@ $(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml
 # by the package itself on first use; this target builds them ahead of time.
 native: $(STAMPS)/package
 	$(VENV)/bin/fakedebugfs build-native --quiet
+
+# mount(8) remounts a fake (-o remount,gid=N) through mount.fuse3, which runs
+# `fakedebugfs` with the default PATH: link the command where it looks
+# (root only; an existing file of another origin is left alone).
+mount-helper: $(STAMPS)/package
+	@link=/usr/local/bin/fakedebugfs; \
+	if [ -w /usr/local/bin ] && { [ -L $$link ] || [ ! -e $$link ]; }; then \
+	  ln -sfn $(CURDIR)/$(VENV)/bin/fakedebugfs $$link; fi
 
 run: install
 	@mkdir -p $(MNT)

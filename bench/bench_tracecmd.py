@@ -40,7 +40,8 @@ from pathlib import Path
 from . import FAKEDEBUGFS, write_trunc
 
 HERE = Path(__file__).resolve().parent
-RATES = (25_000, 50_000, 100_000, 0)  # --rate ladder (0: flat out), stops at the first loss
+RATES = (25_000, 50_000, 100_000, 150_000, 200_000, 300_000, 500_000, 1_000_000, 0)  # --rate
+# ladder (0: flat out), stops at the first loss
 SECONDS = 6  # recording window
 BUFFER_KB = 8192  # per-CPU buffer drained by the trace_pipe_raw row
 KMEM_EVENTS = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free")

@@ -670,6 +670,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from . import mounthelper
+
+    if mounthelper.is_helper_call(argv):  # mount(8) -> mount.fuse3 -> us
+        return mounthelper.main(argv)
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -52,7 +52,7 @@ class ControlService:
             "clear_faults": self.clear_faults, "scenario": self.scenario, "wait": self.wait,
             "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
             "replay": self.replay, "replay_status": self.replay_status,
-            "watch": self.watch,
+            "watch": self.watch, "remount": self.remount,
         }
         self._replays = None  # control.replay.Replays, made on first use
 
@@ -343,6 +343,24 @@ class ControlService:
         except OSError as err:
             raise Refused("watch", f"cannot watch pid {pid}: {err.strerror or err}") from None
         return {"pid": pid}
+
+    # --- mount options ----------------------------------------------------------------
+
+    def remount(self, req) -> dict:
+        """``mount -o remount,uid=U,gid=G``: tracefs' ownership options
+        (the mount helper, ``fakedebugfs SOURCE DIR -o OPTIONS``, sends them)."""
+        ids = {}
+        for name in ("uid", "gid"):
+            value = req.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32 - 1:
+                raise Refused("request", f"{name} must be a user or group id, got {value!r}")
+            ids[name] = value
+        ops = self.server.ops
+        if ops is None:
+            raise Refused("remount", "not mounted yet")
+        return {"nodes": ops.remount(**ids), **ids}
 
     # --- ktrace modules ---------------------------------------------------------------
 

@@ -114,14 +114,50 @@ class TreeOperations(pyfuse3.Operations):
         entry.st_mode = node.mode
         entry.st_nlink = 2 + sum(isinstance(c, Dir) for c in node.children.values()) \
             if isinstance(node, Dir) else 1
-        entry.st_uid = self.uid if node.uid is None else node.uid
-        entry.st_gid = self.gid if node.gid is None else node.gid
+        entry.st_uid, entry.st_gid = self.owner(node)
         entry.st_rdev = 0
         entry.st_size = node.fops.size() if isinstance(node, File) else 0
         entry.st_blksize = 4096
         entry.st_blocks = 0
         entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = self.mtime_ns
         return entry
+
+    def owner(self, node) -> tuple[int, int]:
+        """``set_tracefs_inode_owner``: a node's uid and gid are its own when
+        set (chown, chgrp), else those of its anchor, found as
+        ``instance_inode`` finds it: the ``instances`` directory for what is
+        under it, the root for the rest; the root's are the mount's
+        (``uid=``, ``gid=``) unless set."""
+        uid, gid = node.uid, node.gid
+        while (uid is None or gid is None) and node.parent is not None:
+            node = node.parent
+            while node.parent is not None and node.dir_ops is None:
+                node = node.parent  # up to instances/ or the root
+            uid = node.uid if uid is None else uid
+            gid = node.gid if gid is None else gid
+        return (self.uid if uid is None else uid), (self.gid if gid is None else gid)
+
+    def remount(self, uid: Optional[int] = None, gid: Optional[int] = None) -> int:
+        """``tracefs_apply_options`` on remount: a new ``uid=``/``gid=``
+        becomes every node's again, forgetting what chown/chgrp set (the
+        ``TRACEFS_*_PERM_SET`` flags cleared); the kernel's cached attributes
+        are dropped.  Returns how many nodes were reset."""
+        if uid is not None:
+            self.uid = uid
+        if gid is not None:
+            self.gid = gid
+        nodes = list(self.table.nodes.values())
+        for node in nodes:
+            if uid is not None:
+                node.uid = None
+            if gid is not None:
+                node.gid = None
+        for node in nodes:
+            try:
+                pyfuse3.invalidate_inode(node.inode, attr_only=True)
+            except OSError:  # not in the kernel's cache
+                pass
+        return len(nodes)
 
     def _node(self, inode):
         node = self.table.get(inode)
@@ -161,7 +197,7 @@ class TreeOperations(pyfuse3.Operations):
         group is not its children's, as eventfs keeps it).  Root may do all;
         the owner may chmod and chgrp (default_permissions has the kernel
         check the rest); others get EPERM."""
-        owner = self.uid if node.uid is None else node.uid
+        owner = self.owner(node)[0]
         if ctx.uid != 0 and (fields.update_uid or ctx.uid != owner):
             raise pyfuse3.FUSEError(errno.EPERM)
         if fields.update_uid:
