@@ -235,6 +235,69 @@ def test_small_and_bulk_reads_of_larger_subbuffers(fake):
     assert any(commit > 4080 for commit, _ in pages)
 
 
+def _raw_reads(tracing: str) -> list:
+    """What a reader of an 8 KiB-sub-buffer instance's ``trace_pipe_raw``
+    gets from reads of several sizes (length, and commit word of the page
+    each read starts), after 300 markers written from one CPU."""
+    inst = os.path.join(tracing, "instances", f"rr{os.getpid()}")
+    os.mkdir(inst)
+    cpus = os.sched_getaffinity(0)
+    try:
+        fuzz._write(os.path.join(inst, "buffer_subbuf_size_kb"), b"8")
+        os.sched_setaffinity(0, {min(cpus)})  # the kernel's markers go to the writer's CPU
+        fd = os.open(os.path.join(inst, "trace_marker"), os.O_WRONLY)
+        try:
+            for i in range(300):
+                os.write(fd, b"marker %05d " % i + b"y" * 60)
+        finally:
+            os.close(fd)
+        os.sched_setaffinity(0, cpus)
+        seen = []
+        for cpu in range(len(os.listdir(os.path.join(inst, "per_cpu")))):
+            fd = os.open(os.path.join(inst, f"per_cpu/cpu{cpu}/trace_pipe_raw"),
+                         os.O_RDONLY | os.O_NONBLOCK)
+            got = []
+            try:
+                for size in (10, 16, 60, 200, *[4096] * 8, 8192):
+                    try:
+                        data = os.read(fd, size)
+                    except BlockingIOError:
+                        got.append((size, "EAGAIN"))
+                        continue
+                    got.append((size, len(data), hex(struct.unpack_from("<Q", data, 8)[0])
+                                if len(data) >= 16 else None))
+            finally:
+                os.close(fd)
+            if any(len(g) == 3 and g[1] for g in got):
+                seen.append(got)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        os.rmdir(inst)
+    return seen
+
+
+def test_reads_of_any_size_as_the_kernel(fake):
+    """Reads under the page header's size and under an event's size return
+    0; a read of 200 bytes takes the one event that fits in 184 and hands
+    out the start of its 8 KiB page, the next reads the rest; then reads of
+    4 KiB alternate pages of the events that fit in 4 KiB and zeros; a read
+    of 8 KiB gets a whole sub-buffer."""
+    seen = _raw_reads(str(fake("--workload", "none", "--cpus", str(os.cpu_count())) / "tracing"))
+    assert len(seen) == 1
+    got = seen[0]
+    assert [g[1] for g in got] == [0, 0, 0, 200, 4096, 3896] + [4096] * 6 + [8192]
+    halves = got[6:12]
+    assert all(0 < int(h[2], 16) <= 4080 for h in halves[::2]) and \
+        all(h[2] == "0x0" for h in halves[1::2])
+    assert 4080 < int(got[12][2], 16) <= 8176
+    where = fuzz.real_tracefs()
+    if where is not None:  # the kernel, where there is one, answers the same
+        try:
+            assert _raw_reads(where) == seen
+        finally:
+            fuzz.unmount(where)
+
+
 # --- trace-cmd ---------------------------------------------------------------------------
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="fakedebugfs run needs root")
