@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from typing import Callable, Optional
 
@@ -37,6 +38,8 @@ MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 TICK = 0.002  # seconds between workload batches
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
+IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
+IMPORT_SWITCH = 0.0005  # GIL switch interval while a workload's modules load
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 
 
@@ -114,12 +117,18 @@ class Server:
         ``batch_ms`` (:class:`BatchSize`).  Readers are woken (the ktrace
         pages published) every ``WAKE_EVERY`` seconds and before a pause: a
         wake-up per turn would split the page stores into many small ones,
-        each waiting for the GIL."""
+        each waiting for the GIL.  A workload naming ``imports`` (kmem:
+        numpy) starts IMPORT_AFTER seconds after the mount, its modules
+        loaded in a worker thread: a new mount answers its first requests
+        first."""
         wl, engine = self.workload, self.kernel.engine
         if wl is None:
             return
-        for module in getattr(wl, "imports", ()):  # numpy: ~60 ms, requests served meanwhile
-            await trio.to_thread.run_sync(importlib.import_module, module)
+        imports = getattr(wl, "imports", ())
+        if imports:  # numpy: ~60 ms, a new mount's first requests answered first
+            await trio.sleep(IMPORT_AFTER)
+        for module in imports:
+            await trio.to_thread.run_sync(import_beside, module)
         start, fired = trio.current_time(), 0
         woken, last_wake = 0, start
         size = BatchSize(wl, self.batch_ms)
@@ -271,6 +280,18 @@ class BatchSize:
             self.n = max(self.LEAST, self.n // 2)
         elif seconds < self.slow / 2:
             self.n = min(self.most, self.n * 2)
+
+
+def import_beside(module: str) -> None:
+    """Import *module* (in a worker thread) letting the trio loop take the
+    GIL every IMPORT_SWITCH seconds rather than every 5 ms: the first
+    requests of a new mount are answered while numpy loads."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(IMPORT_SWITCH)
+    try:
+        importlib.import_module(module)
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def release_heap() -> None:

@@ -40,7 +40,8 @@ def SlabWorkload(kernel, **kwargs):
         from .slab_batch import SlabWorkload as workload
 
         return workload(kernel, **kwargs)
-    return Deferred(make, kwargs.get("name", "kmem"), imports=("numpy",))
+    return Deferred(make, kwargs.get("name", "kmem"),
+                    imports=("numpy.random", f"{__name__}.slab_batch"))
 
 
 WORKLOADS = {"default": SyntheticWorkload, "classic": ClassicWorkload, "kmem": SlabWorkload,
