@@ -167,6 +167,8 @@ def test_trace_pipe_raw_hands_out_subbuffers(fake, kb):
     top = [line for line in (mnt / "tracing/trace").read_text().splitlines()
            if "sched_process_exec:" in line]
     assert len(top) == 600 and big_name not in "".join(top)
+    stats = (mnt / "tracing/per_cpu/cpu0/stats").read_text()
+    assert "entries: 600\n" in stats and "dropped events: 0\n" in stats  # not counted
     # a reader of whole sub-buffers gets pages of the new size
     chunks = read_raw(str(inst / "per_cpu/cpu0/trace_pipe_raw"), psize)
     assert chunks and {len(c) for c in chunks} == {psize}

@@ -21,7 +21,9 @@ page at ``consumed``.
 Overwrite mode (``RB_FL_OVERWRITE``) drops the oldest page when the writer
 needs it and counts its unread events as *overrun*; otherwise new events are
 dropped and counted as *dropped*.  Every written event ends up read, still
-in the buffer, overrun or dropped: nothing disappears uncounted.
+in the buffer, overrun or dropped: nothing disappears uncounted, except an
+event too big for a sub-buffer in a buffer made with ``count_oversized``
+False (tracefs: ``ring_buffer_lock_reserve`` refuses it and counts nothing).
 
 :meth:`CpuBuffer.write_batch` writes many events at once (the engine's batch
 path): the same pages, time deltas and counters as :meth:`CpuBuffer.write`
@@ -170,8 +172,9 @@ class CpuBuffer:
     """One CPU's ring buffer (``struct ring_buffer_per_cpu``)."""
 
     def __init__(self, cpu: int, size: int, overwrite: bool = True,
-                 page_size: int = PAGE_SIZE):
+                 page_size: int = PAGE_SIZE, count_oversized: bool = True):
         self.cpu = cpu
+        self.count_oversized = count_oversized  # an event too big counts as dropped
         self.page_size = page_size  # set for real by resize()
         self.overwrite = overwrite
         # called with the slot index of each page the writer finishes
@@ -251,7 +254,7 @@ class CpuBuffer:
         size = event_length(length)
         dsize = self.data_size
         if size > dsize:
-            self.dropped += 1
+            self.dropped += self.count_oversized
             return False
         delta = ts - self.last_ts if self.tail else 0
         if delta < 0:
@@ -715,7 +718,7 @@ class CpuBuffer:
             self.read_entries += taken
         return self._reader_page(ts0, data)
 
-    def read_pages(self, max_pages: int) -> bytes:
+    def read_pages(self, max_pages: int) -> bytearray:
         """Up to *max_pages* complete pages at once, each byte for byte what
         :meth:`read_page` would hand out, copied in one go (bulk
         ``trace_pipe_raw`` reads).  Stops before a page that must report
@@ -743,7 +746,7 @@ class CpuBuffer:
                 view[base + BUF_PAGE_HDR_SIZE + end:base + psize] = zeros[:dsize - end]
         self.consumed_events += sum(self.page_entries[first:first + n])
         self.consumed += n * psize
-        return bytes(out)
+        return out
 
     def _reader_page(self, ts: int, data: bytes) -> bytes:
         commit = len(data)

@@ -83,7 +83,9 @@ class TraceArray:
         self.top = self if top is None else top
         n = engine.nr_cpus
         pages = buffer_pages(buffer_kb)
-        self.buffers = [CpuBuffer(cpu, pages * PAGE_SIZE, overwrite=True) for cpu in range(n)]
+        # an event too big for a sub-buffer is not recorded, nor counted (ring_buffer_lock_reserve)
+        self.buffers = [CpuBuffer(cpu, pages * PAGE_SIZE, overwrite=True, count_oversized=False)
+                        for cpu in range(n)]
         self.buffer_kb = [buffer_kb_shown(pages)] * n  # as buffer_size_kb shows them
         self.buffer_percent = 50
         self.subbuf_order = 0  # buffer_subbuf_size_kb: sub-buffers of PAGE_SIZE << order
