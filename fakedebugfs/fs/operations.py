@@ -331,7 +331,8 @@ class TreeOperations(pyfuse3.Operations):
         if self.faults is not None and self.faults.active:
             size = await self._inject(f.node, "read", size)
         with _Guard("read", f.node):
-            return bytes(await f.node.fops.read(f, off, size))
+            data = await f.node.fops.read(f, off, size)
+        return data if isinstance(data, (bytes, bytearray)) else bytes(data)
 
     async def write(self, fh, off, buf):
         f = self._file(fh)

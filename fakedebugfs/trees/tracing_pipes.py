@@ -246,6 +246,10 @@ class TracePipeRaw(FileOperations):
         psize = buf.page_size
         if st.page and st.size != psize:
             st.page = b""
+        if not st.page and size >= 2 * psize and not self._one_page():
+            got = buf.read_pages(size // psize)  # the common bulk read: one copy
+            if got:
+                return self._more(f, buf, [got], size // psize - len(got) // psize)
         limit = size if size < psize else None
         while not st.page:
             partial = f.nonblock or st.woken
@@ -267,17 +271,21 @@ class TracePipeRaw(FileOperations):
         if len(st.page) < psize or size < 2 * psize or self._one_page():
             data, st.page = st.page[:size], st.page[size:]
             return data
-        pages = [st.page]
-        st.page = b""
-        partial = f.nonblock or st.woken
-        left = size // psize - 1
+        pages, st.page = [st.page], b""
+        return self._more(f, buf, pages, size // psize - 1)
+
+    @staticmethod
+    def _more(f: OpenFile, buf, pages: list, left: int):
+        """*pages* and up to *left* more whole pages, as one buffer."""
+        partial = f.nonblock or f.private.woken
+        psize = buf.page_size
         while left > 0:
             got = buf.read_pages(left) or buf.read_page(full_only=not partial)
             if got is None:
                 break
             pages.append(got)
             left -= len(got) // psize
-        return b"".join(pages)
+        return pages[0] if len(pages) == 1 else b"".join(pages)
 
     def poll(self, f: OpenFile, pt) -> int:
         """``tracing_buffers_poll``: readable with a complete page waiting."""
