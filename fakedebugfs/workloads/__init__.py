@@ -15,8 +15,8 @@ from .synthetic import SyntheticWorkload
 class Deferred:
     """A workload made the first time one of its attributes is used (its
     ``name`` and ``imports`` excepted).  ``imports``: the modules making it
-    needs; the server imports them in a thread once the mount answers, so
-    the first requests are served meanwhile (:meth:`Server.drive_workload
+    needs; the server imports them in a thread shortly after mounting, so
+    that a new mount answers first (:meth:`Server.drive_workload
     <fakedebugfs.server.Server.drive_workload>`)."""
 
     def __init__(self, make, name: str, imports=()):
@@ -36,6 +36,9 @@ def SlabWorkload(kernel, **kwargs):
     imported when the workload is first used: numpy is not loaded before,
     neither by ``fakedebugfs mount`` before it forks the server nor by the
     server before it answers)."""
+    if kwargs.get("seed", 0) < 0:  # numpy's SeedSequence refuses it: say so at mount
+        raise ValueError(f"the kmem workload's seed must not be negative, got {kwargs['seed']}")
+
     def make():
         from .slab_batch import SlabWorkload as workload
 
