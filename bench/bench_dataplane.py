@@ -104,8 +104,9 @@ def bench_engine() -> list[dict]:
 
 # --- control ops under load -------------------------------------------------------------
 
-def fake_control(workdir: str, rate: int) -> dict:
-    with Mount(workdir, "--workload", "kmem", "--rate", rate, "--enable-all") as mnt:
+def fake_control(workdir: str, rate: int, batch_ms: float | None = None) -> dict:
+    extra = ("--batch-ms", batch_ms) if batch_ms else ()
+    with Mount(workdir, "--workload", "kmem", "--rate", rate, "--enable-all", *extra) as mnt:
         tracing = os.path.join(mnt, "tracing")
         with ReadLoad(tracing, CLIENTS):
             time.sleep(1.0)

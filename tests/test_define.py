@@ -186,12 +186,13 @@ def test_names_the_kernel_accepts():
     assert ft.define_event("my-grp", "a" * 63, ["int a"]).key == f"my-grp:{'a' * 63}"
 
 
-def test_an_entry_must_fit_a_page():
-    with pytest.raises(ValueError, match="more than a ring-buffer page holds"):
-        new_ftrace().define_event("mine", "big", ["char buf[4096]"])
-    ev = new_ftrace().define_event("mine", "fits", ["char buf[4000]", "__string s"])
-    with pytest.raises(ValueError, match="'s'|more than a ring-buffer page"):
-        ev.values({"s": "x" * 100})
+def test_an_entry_must_fit_the_largest_sub_buffer():
+    with pytest.raises(ValueError, match="more than the largest ring-buffer sub-buffer holds"):
+        new_ftrace().define_event("mine", "big", ["char buf[524288]"])
+    assert new_ftrace().define_event("mine", "over_a_page", ["char buf[6000]"]).size > 4096
+    ev = new_ftrace().define_event("mine", "fits", ["char buf[524000]", "__string s"])
+    with pytest.raises(ValueError, match="'s'|more than the largest ring-buffer sub-buffer"):
+        ev.values({"s": "x" * 1000})
 
 
 def test_duplicate_fields_and_common_names_are_refused():

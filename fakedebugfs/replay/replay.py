@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from ..engine.core.layouts import PAGE_SIZE
 from .install import Installed, install, selected
 from .recording import Recording
 
@@ -401,7 +400,7 @@ class Replay:
         """*cpu*'s buffer has no room without overwriting unread pages, and a
         reader has taken events within :data:`STALL_S` seconds (the writer's
         own overwrites do not count: ``consumed_events`` is readers' only)."""
-        if buf.nr_pages * PAGE_SIZE - (buf.produced - buf.consumed) >= ROOM_PAGES * PAGE_SIZE:
+        if buf.size - (buf.produced - buf.consumed) >= ROOM_PAGES * buf.page_size:
             return False
         now = time.monotonic()
         taken, since = held.get(cpu, (None, now))

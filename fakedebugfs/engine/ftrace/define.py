@@ -34,7 +34,10 @@ from .events import COMMON_FIELDS, EventType
 from .printfmt import PrintFmtError, compile_print_fmt
 
 MAX_EVENT_NAME_LEN = 64  # kernel/trace/trace.h: names are at most 63 bytes
-MAX_PAYLOAD = 4072  # BUF_PAGE_SIZE less the 8-byte header of a long event
+# the largest sub-buffer's data (512 KiB less its 16-byte header) less the
+# 8-byte header of a long event; one bigger than the instance's sub-buffer
+# is not recorded there, as ring_buffer_lock_reserve refuses it
+MAX_PAYLOAD = (512 << 10) - 16 - 8
 MAX_DECL_LEN = 256
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SYSTEM = re.compile(r"[A-Za-z_-][A-Za-z0-9_-]*\Z")
@@ -279,7 +282,7 @@ class DefinedEvent(EventType):
                 extra += len(value.encode()) + 1 if d.is_string else len(value) * d.elem.size
         if self.size + extra > MAX_PAYLOAD:
             raise ValueError(f"{self.key}: the entry would take {self.size + extra} bytes, "
-                             f"more than a ring-buffer page holds ({MAX_PAYLOAD})")
+                             f"more than the largest ring-buffer sub-buffer holds ({MAX_PAYLOAD})")
         return tuple(out)
 
 
@@ -327,8 +330,8 @@ def build_event(system: str, name: str, fields, event_id: int,
         seen.add(d.name)
     fmt_fields, size, data_offset = layout(decls)
     if size > MAX_PAYLOAD:
-        raise ValueError(f"{system}:{name}: its fields take {size} bytes, more than a "
-                         f"ring-buffer page holds ({MAX_PAYLOAD})")
+        raise ValueError(f"{system}:{name}: its fields take {size} bytes, more than the largest "
+                         f"ring-buffer sub-buffer holds ({MAX_PAYLOAD})")
     text = print_fmt if print_fmt is not None else default_print_fmt(decls)
     if not isinstance(text, str) or "\n" in text:
         raise ValueError(f"print_fmt {text!r}: one line of C, '\"fmt\", args'")
