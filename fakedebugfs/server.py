@@ -9,6 +9,7 @@ the way out, whatever happened.
 from __future__ import annotations
 
 import errno
+import gc
 import importlib
 import json
 import logging
@@ -243,6 +244,7 @@ class Server:
                 nursery.start_soon(self.trim_heap)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again
+                gc.enable()  # `fakedebugfs mount` starts with it off (cli.main)
                 release_heap()  # what building them freed (the profile's text...)
                 if ready is not None:
                     ready()
