@@ -121,11 +121,13 @@ def _modes(root: Path) -> str:
 def _split(text: str) -> list:
     """``[before, system, event, body, system, event, body, ...]`` of a
     ``formats`` file: each ``### <system>/<event>`` line starts a section."""
-    text = "\n" + text
-    heads = list(_HEAD.finditer(text))
-    parts = [text[1:heads[0].start() + 1] if heads else text[1:]]
-    for head, nxt in zip(heads, heads[1:] + [None]):
-        parts += [head[1], head[2], text[head.end() + 1:nxt.start() + 1 if nxt else len(text)]]
+    parts = _HEAD.split("\n" + text)
+    # a piece starts with the newline ending its head line (the first: the
+    # one added) and ends with the newline the next head took, unless empty
+    last = len(parts) - 1
+    for i in range(0, len(parts), 3):
+        if parts[i]:
+            parts[i] = parts[i][1:] + ("\n" if i < last else "")
     return parts
 
 
