@@ -674,12 +674,18 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def commands(p: argparse.ArgumentParser) -> set[str]:
+    """The names of *p*'s subcommands."""
+    return {name for action in p._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from . import mounthelper
 
-    if mounthelper.is_helper_call(argv):  # mount(8) -> mount.fuse3 -> us
-        return mounthelper.main(argv)
+    if mounthelper.is_helper_call(argv) and argv[0] not in commands(parser(argv[0])):
+        return mounthelper.main(argv)  # mount(8) -> mount.fuse3 -> us
     if argv[:1] == ["mount"]:
         # no collections while the server's objects are made (~15 ms of a
         # start): the server freezes them and turns the collector back on

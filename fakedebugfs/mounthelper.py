@@ -23,8 +23,9 @@ OWNERSHIP = ("uid", "gid")
 
 
 def is_helper_call(argv: list[str]) -> bool:
-    """``SOURCE DIR -o OPTIONS`` (how mount.fuse3 runs a FUSE file system's
-    command), not one of our subcommands."""
+    """``SOURCE DIR -o OPTIONS``: how mount.fuse3 runs a FUSE file system's
+    command (the caller checks that SOURCE is not one of our subcommands,
+    as in ``fakedebugfs kmemtraced DIR -o FILE``)."""
     return len(argv) == 4 and argv[2] == "-o" and not argv[0].startswith("-")
 
 
