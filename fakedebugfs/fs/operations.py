@@ -332,7 +332,7 @@ class TreeOperations(pyfuse3.Operations):
             size = await self._inject(f.node, "read", size)
         with _Guard("read", f.node):
             data = await f.node.fops.read(f, off, size)
-        return data if isinstance(data, (bytes, bytearray)) else bytes(data)
+        return data if isinstance(data, (bytes, bytearray, memoryview)) else bytes(data)
 
     async def write(self, fh, off, buf):
         f = self._file(fh)

@@ -247,7 +247,7 @@ class TracePipeRaw(FileOperations):
         if st.page and st.size != psize:
             st.page = b""
         if not st.page and size >= 2 * psize and not self._one_page():
-            got = buf.read_pages(size // psize)  # the common bulk read: one copy
+            got = buf.read_pages(size // psize)  # the common bulk read: the pages as they are
             if got:
                 return self._more(f, buf, [got], size // psize - len(got) // psize)
         limit = size if size < psize else None

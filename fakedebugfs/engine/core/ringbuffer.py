@@ -172,9 +172,13 @@ class CpuBuffer:
     """One CPU's ring buffer (``struct ring_buffer_per_cpu``)."""
 
     def __init__(self, cpu: int, size: int, overwrite: bool = True,
-                 page_size: int = PAGE_SIZE, count_oversized: bool = True):
+                 page_size: int = PAGE_SIZE, count_oversized: bool = True,
+                 reader_pages: bool = False):
         self.cpu = cpu
         self.count_oversized = count_oversized  # an event too big counts as dropped
+        # a finished page is left as a reader gets it (commit = real_end,
+        # zeros after; no padding event), so bulk reads copy it as it is
+        self.reader_pages = reader_pages
         self.page_size = page_size  # set for real by resize()
         self.overwrite = overwrite
         # called with the slot index of each page the writer finishes
@@ -451,9 +455,12 @@ class CpuBuffer:
         end = seg_end[pages]
         done = pages < finished
         room = dsize - end
-        commit = np.where(done & (room >= RB_EVNT_MIN_SIZE), dsize, end)
-        mem64[slots * (psize // 8) + 1] = commit
-        pad = done & (room >= 4)
+        if self.reader_pages:  # as _pad_tail: no padding, the commit at the end
+            mem64[slots * (psize // 8) + 1] = end
+            pad = np.zeros_like(done)
+        else:
+            mem64[slots * (psize // 8) + 1] = np.where(done & (room >= RB_EVNT_MIN_SIZE), dsize, end)
+            pad = done & (room >= 4)
         word = (slots * psize + BUF_PAGE_HDR_SIZE + end) >> 2
         big = pad & (room >= RB_EVNT_MIN_SIZE)
         mem32[word[pad & ~big]] = RINGBUF_TYPE_PADDING
@@ -589,8 +596,14 @@ class CpuBuffer:
         return True
 
     def _pad_tail(self) -> None:
-        """Fill the unused end of the tail page (``rb_reset_tail``)."""
+        """Fill the unused end of the tail page (``rb_reset_tail``); with
+        ``reader_pages``, leave it zero and the commit at the data's end,
+        as ``rb_get_reader_page`` makes it (``commit = real_end``) and
+        ``ring_buffer_read_page`` hands it out (zeroed past the commit)."""
         base = self.slot(self.produced) * self.page_size
+        if self.reader_pages:
+            _U64.pack_into(self.mem, base + 8, self.tail)
+            return
         room = self.data_size - self.tail
         off = base + BUF_PAGE_HDR_SIZE + self.tail
         if room >= RB_EVNT_MIN_SIZE:
@@ -672,6 +685,10 @@ class CpuBuffer:
             slot = self.slot(self.consumed)
             ts, commit = self.page_view(self.consumed)
             commit &= RB_COMMIT_MASK
+            mem, base = self.mem, slot * psize
+            if self.reader_pages:  # the page as the kernel's writer left it
+                mem, commit = self._padded(base, commit), self._kernel_commit(commit)
+                base = 0
             if not self.read and (room is None or room >= commit):  # the page swapped out
                 start = slot * psize + BUF_PAGE_HDR_SIZE
                 data = self.mem[start:start + (self.page_real_end[slot] or commit)]
@@ -679,17 +696,35 @@ class CpuBuffer:
                 self._advance_page()
                 self.consumed_events += taken
                 return self._reader_page(ts, bytes(data))
-            return self._copy_events(slot * psize, commit, room, True)
+            return self._copy_events(base, commit, room, True, mem)
         if self.read < self.tail and not full_only:
             return self._copy_events(self.slot(self.produced) * psize, self.tail, room, False)
         return None
 
+    def _kernel_commit(self, end: int) -> int:
+        """The commit of a finished page in the kernel's buffer: past its
+        padding event when there was room for one (``rb_reset_tail``)."""
+        return self.data_size if self.data_size - end >= RB_EVNT_MIN_SIZE else end
+
+    def _padded(self, base: int, end: int) -> bytearray:
+        """A copy of the ``reader_pages`` page at *base* (data ending at
+        *end*) with the padding event the kernel's writer put after it."""
+        page = self.mem[base:base + self.page_size]
+        room, off = self.data_size - end, BUF_PAGE_HDR_SIZE + end
+        if room >= RB_EVNT_MIN_SIZE:
+            _U32x2.pack_into(page, off, RINGBUF_TYPE_PADDING | (1 << 5), room - 4)
+        elif room >= 4:
+            _U32.pack_into(page, off, RINGBUF_TYPE_PADDING)
+        return page
+
     def _copy_events(self, base: int, commit: int, room: Optional[int],
-                     complete: bool) -> Optional[bytes]:
+                     complete: bool, mem=None) -> Optional[bytes]:
         """``ring_buffer_read_page``'s copy: the events of the page at *base*
-        from ``read`` up to *commit* that fit in *room* bytes (all of them
-        when None), consumed; None when the first does not fit."""
-        ts0 = self.read_ts if self.read else _U64.unpack_from(self.mem, base)[0]
+        (of *mem*, default the buffer) from ``read`` up to *commit* that fit
+        in *room* bytes (all of them when None), consumed; None when the
+        first does not fit."""
+        mem = self.mem if mem is None else mem
+        ts0 = self.read_ts if self.read else _U64.unpack_from(mem, base)[0]
         start = end = self.read
         ts, taken = ts0, 0
         if room is None or room >= commit - start:
@@ -699,7 +734,7 @@ class CpuBuffer:
             else:
                 taken, ts = self.tail_entries - self.read_entries, self.last_ts
         else:
-            view = memoryview(self.mem)[base + BUF_PAGE_HDR_SIZE:base + self.page_size]
+            view = memoryview(mem)[base + BUF_PAGE_HDR_SIZE:base + self.page_size]
             for kind, t, _, nxt, _ in decode_page_events(view, commit, ts0, start):
                 if nxt - start > room:
                     break
@@ -709,7 +744,7 @@ class CpuBuffer:
                 taken += kind == "data"
             if end == start:
                 return None
-        data = bytes(self.mem[base + BUF_PAGE_HDR_SIZE + start:base + BUF_PAGE_HDR_SIZE + end])
+        data = bytes(mem[base + BUF_PAGE_HDR_SIZE + start:base + BUF_PAGE_HDR_SIZE + end])
         self.consumed_events += taken
         if complete and end >= commit:
             self._advance_page()
@@ -718,10 +753,12 @@ class CpuBuffer:
             self.read_entries += taken
         return self._reader_page(ts0, data)
 
-    def read_pages(self, max_pages: int) -> bytearray:
+    def read_pages(self, max_pages: int):
         """Up to *max_pages* complete pages at once, each byte for byte what
         :meth:`read_page` would hand out, copied in one go (bulk
-        ``trace_pipe_raw`` reads).  Stops before a page that must report
+        ``trace_pipe_raw`` reads); with ``reader_pages`` a view of the
+        buffer itself, valid until the writer comes back to those pages
+        (the FUSE reply is made before anything else runs).  Stops before a page that must report
         missed events and at a partly read page (b"" there: the caller takes
         that page with :meth:`read_page`)."""
         if self.gaps:
@@ -735,6 +772,10 @@ class CpuBuffer:
             n = min(n, (self.gaps[0][0] - self.consumed) // psize)
         if n <= 0:
             return b""
+        self.consumed_events += sum(self.page_entries[first:first + n])
+        self.consumed += n * psize
+        if self.reader_pages:  # the pages are as a reader gets them already: no copy
+            return memoryview(self.mem)[first * psize:(first + n) * psize]
         out = self.mem[first * psize:(first + n) * psize]  # a copy (bytearray)
         view, real_end = memoryview(out), self.page_real_end
         dsize, zeros = self.data_size, self._zeros
@@ -744,8 +785,6 @@ class CpuBuffer:
                 base = k * psize
                 _U64.pack_into(out, base + 8, end)
                 view[base + BUF_PAGE_HDR_SIZE + end:base + psize] = zeros[:dsize - end]
-        self.consumed_events += sum(self.page_entries[first:first + n])
-        self.consumed += n * psize
         return out
 
     def _reader_page(self, ts: int, data: bytes) -> bytes:

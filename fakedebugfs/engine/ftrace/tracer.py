@@ -84,7 +84,8 @@ class TraceArray:
         n = engine.nr_cpus
         pages = buffer_pages(buffer_kb)
         # an event too big for a sub-buffer is not recorded, nor counted (ring_buffer_lock_reserve)
-        self.buffers = [CpuBuffer(cpu, pages * PAGE_SIZE, overwrite=True, count_oversized=False)
+        self.buffers = [CpuBuffer(cpu, pages * PAGE_SIZE, overwrite=True, count_oversized=False,
+                                  reader_pages=True)
                         for cpu in range(n)]
         self.buffer_kb = [buffer_kb_shown(pages)] * n  # as buffer_size_kb shows them
         self.buffer_percent = 50
