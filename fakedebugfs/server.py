@@ -41,6 +41,7 @@ WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload run
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 IMPORT_SWITCH = 0.0005  # GIL switch interval while a workload's modules load
+BLOCK_SWITCH = 0.0005  # GIL switch interval once blocks of events are made in a thread
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 
 
@@ -133,7 +134,9 @@ class Server:
         start, fired = trio.current_time(), 0
         woken, last_wake = 0, start
         size = BatchSize(wl, self.batch_ms)
+        blocks = BlockMaker(wl, self.nursery)
         while not wl.done:
+            await blocks.ready()
             if self.rate:
                 due = int((trio.current_time() - start) * self.rate) - fired
                 if due <= 0:
@@ -258,6 +261,45 @@ class Server:
             runstate.clear_state(self.mountpoint, drop_log=clean)
 
 
+class BlockMaker:
+    """Makes a workload's blocks of events ahead, in a worker thread, for a
+    workload that can (``start_prefetch``, ``wants_block``,
+    ``prepare_block``: the kmem workload, whose blocks take milliseconds
+    to make, which FUSE requests would otherwise wait for).  The GIL
+    changes hands every BLOCK_SWITCH seconds meanwhile, so the loop
+    answers while numpy's Python glue runs in the thread."""
+
+    def __init__(self, wl, nursery):
+        self.wl, self.nursery = wl, nursery
+        self.making: Optional[trio.Event] = None
+        self.on = hasattr(wl, "start_prefetch")
+        if self.on:
+            wl.start_prefetch()
+            sys.setswitchinterval(BLOCK_SWITCH)
+
+    async def ready(self) -> None:
+        """Start making the next block if none is made or being made; wait
+        only when the workload has nothing left to fire without it."""
+        if not self.on:
+            return
+        if self.making is None and self.wl.wants_block():
+            self.making = trio.Event()
+            self.nursery.start_soon(self._make, self.making)
+        if self.making is not None and self._starved():
+            await self.making.wait()
+
+    def _starved(self) -> bool:
+        wl = self.wl
+        return wl.block is None or wl.at >= wl.block["n"]
+
+    async def _make(self, done: trio.Event) -> None:
+        try:
+            await trio.to_thread.run_sync(self.wl.prepare_block)
+        finally:
+            self.making = None
+            done.set()
+
+
 class BatchSize:
     """How many events the workload fires at once between looks at the
     FUSE queue: up to its ``batch_hint`` (the batch path's best size; 16
@@ -323,6 +365,8 @@ def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
         got = wl.run(n)
         size.update(got, time.perf_counter() - start)
         fired += got
+        if not got:  # waiting for its next block (BlockMaker)
+            break
         if turn.over():
             break
     return fired

@@ -213,6 +213,8 @@ class SlabWorkload:
             self.current.append(pid)
         self.block = None
         self.at = 0
+        self.next_block = None  # made ahead (prepare_block)
+        self.prefetch = False  # blocks made by prepare_block only (the server's thread)
 
     @property
     def done(self) -> bool:
@@ -224,14 +226,38 @@ class SlabWorkload:
 
     # --- firing -------------------------------------------------------------------
 
+    def start_prefetch(self) -> None:
+        """From now on blocks are made by :meth:`prepare_block` alone (the
+        server calls it in a worker thread while the current block fires:
+        making a block takes milliseconds, which FUSE requests would wait
+        for); :meth:`run` stops at the end of a block until the next is made."""
+        self.prefetch = True
+
+    def wants_block(self) -> bool:
+        """No block is made ahead yet."""
+        return self.next_block is None and not self.done
+
+    def prepare_block(self) -> None:
+        """Make the next block.  It touches only the simulator's state
+        (generator, freelists, tasks), never the block being fired nor the
+        engine, so it may run in a thread beside :meth:`run`."""
+        self.next_block = self._generate()
+
     def run(self, budget: int) -> int:
-        """Fire up to *budget* kmem events; returns how many were fired."""
+        """Fire up to *budget* kmem events; returns how many were fired
+        (fewer when prefetching and the next block is not made yet)."""
         if self.remaining is not None:
             budget = min(budget, self.remaining)
         fired = 0
         while fired < budget:
             if self.block is None or self.at >= self.block["n"]:
-                self.block, self.at = self._generate(), 0
+                if self.next_block is not None:
+                    self.block, self.next_block = self.next_block, None
+                elif self.prefetch:
+                    break
+                else:
+                    self.block = self._generate()
+                self.at = 0
             take = min(budget - fired, self.block["n"] - self.at)
             self._fire(self.at, self.at + take)
             self.at += take
