@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import logging
 import os
 import shutil
@@ -424,6 +425,15 @@ def sweep_stale_workdirs(rundir) -> None:
         if runstate.alive(pid) or os.path.ismount(work / "mnt"):
             continue
         shutil.rmtree(work, ignore_errors=True)
+    for state in Path(rundir).glob("*.json"):  # their servers' state files, too
+        try:
+            mnt = Path(json.loads(state.read_text())["mountpoint"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if mnt.parent.parent == Path(rundir) and mnt.parent.name.startswith("run-") \
+                and not mnt.parent.exists():
+            state.unlink(missing_ok=True)
+            state.with_suffix(".sock").unlink(missing_ok=True)
 
 
 def command_env(preload: str, mnt: str) -> dict:

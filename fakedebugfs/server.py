@@ -41,7 +41,6 @@ WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload run
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 IMPORT_SWITCH = 0.0005  # GIL switch interval while a workload's modules load
-BLOCK_SWITCH = 0.0005  # GIL switch interval once blocks of events are made in a thread
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 
 
@@ -134,7 +133,7 @@ class Server:
         start, fired = trio.current_time(), 0
         woken, last_wake = 0, start
         size = BatchSize(wl, self.batch_ms)
-        blocks = BlockMaker(wl, self.nursery)
+        blocks = BlockMaker(wl)
         while not wl.done:
             await blocks.ready()
             if self.rate:
@@ -262,42 +261,40 @@ class Server:
 
 
 class BlockMaker:
-    """Makes a workload's blocks of events ahead, in a worker thread, for a
-    workload that can (``start_prefetch``, ``wants_block``,
-    ``prepare_block``: the kmem workload, whose blocks take milliseconds
-    to make, which FUSE requests would otherwise wait for).  The GIL
-    changes hands every BLOCK_SWITCH seconds meanwhile, so the loop
-    answers while numpy's Python glue runs in the thread."""
+    """Makes a workload's blocks of events ahead, in slicer turns between
+    requests, for a workload that can (``start_prefetch``, ``wants_block``,
+    ``block_steps``: the kmem workload, whose blocks take 7-40 ms to make
+    at once, which FUSE requests would wait for; its steps take a few)."""
 
-    def __init__(self, wl, nursery):
-        self.wl, self.nursery = wl, nursery
-        self.making: Optional[trio.Event] = None
+    def __init__(self, wl):
+        self.wl = wl
+        self.steps = None  # the block being made
         self.on = hasattr(wl, "start_prefetch")
         if self.on:
             wl.start_prefetch()
-            sys.setswitchinterval(BLOCK_SWITCH)
 
     async def ready(self) -> None:
-        """Start making the next block if none is made or being made; wait
-        only when the workload has nothing left to fire without it."""
+        """Take the making of the next block a turn further; until it is
+        made, turn after turn if the workload has nothing left to fire."""
         if not self.on:
             return
-        if self.making is None and self.wl.wants_block():
-            self.making = trio.Event()
-            self.nursery.start_soon(self._make, self.making)
-        if self.making is not None and self._starved():
-            await self.making.wait()
+        while True:
+            if self.steps is None:
+                if not self.wl.wants_block():
+                    return
+                self.steps = self.wl.block_steps()
+            async with slicer.turn(slicer.WRITER) as turn:
+                for _ in self.steps:
+                    if turn.over():
+                        break
+                else:
+                    self.steps = None
+            if not self._starved():
+                return
 
     def _starved(self) -> bool:
         wl = self.wl
         return wl.block is None or wl.at >= wl.block["n"]
-
-    async def _make(self, done: trio.Event) -> None:
-        try:
-            await trio.to_thread.run_sync(self.wl.prepare_block)
-        finally:
-            self.making = None
-            done.set()
 
 
 class BatchSize:

@@ -209,6 +209,30 @@ def test_signals_are_forwarded(sig):
             proc.wait()
 
 
+def test_a_run_killed_outright_is_swept_by_the_next(tmp_path):
+    """``run`` killed with SIGKILL takes its command and server with it; what
+    it leaves in the run directory (its work folder, its server's state
+    file and socket) goes at the next ``run``."""
+    rundir = tmp_path / "rundir"
+    env = dict(os.environ, FAKEDEBUGFS_RUNDIR=str(rundir))
+    proc = subprocess.Popen([FAKEDEBUGFS, "run", "--workload", "none", "--", "sleep", "60"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(rundir.glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(rundir.glob("run-*")) and list(rundir.glob("*.json"))
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 20  # the server sees its parent go and unmounts
+    while any(m.startswith("fakedebugfs ") for m in host_mounts()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", "true"], env=env,
+                          timeout=60).returncode == 0
+    assert sorted(p.name for p in rundir.iterdir() if not p.name.endswith(".log")) == []
+
+
 def test_splice_preload(cc):
     """splice() from a fake file into a pipe moves the bytes read() gives;
     without the preload it sees end of file (DESIGN section 3)."""

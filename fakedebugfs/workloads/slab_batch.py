@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import zlib
+from typing import Iterator
 
 import numpy as np
 
@@ -227,21 +228,20 @@ class SlabWorkload:
     # --- firing -------------------------------------------------------------------
 
     def start_prefetch(self) -> None:
-        """From now on blocks are made by :meth:`prepare_block` alone (the
-        server calls it in a worker thread while the current block fires:
-        making a block takes milliseconds, which FUSE requests would wait
-        for); :meth:`run` stops at the end of a block until the next is made."""
+        """From now on blocks are made ahead by :meth:`block_steps` alone
+        (the server runs its steps in slicer turns between requests: making
+        a block at once takes 7-40 ms, which FUSE requests would wait for);
+        :meth:`run` stops at the end of a block until the next is made."""
         self.prefetch = True
 
     def wants_block(self) -> bool:
         """No block is made ahead yet."""
         return self.next_block is None and not self.done
 
-    def prepare_block(self) -> None:
-        """Make the next block.  It touches only the simulator's state
-        (generator, freelists, tasks), never the block being fired nor the
-        engine, so it may run in a thread beside :meth:`run`."""
-        self.next_block = self._generate()
+    def block_steps(self) -> Iterator[None]:
+        """Make the next block (``next_block``) in steps of a few
+        milliseconds each, the same block :meth:`_generate` makes."""
+        yield from self._generate_steps()
 
     def run(self, budget: int) -> int:
         """Fire up to *budget* kmem events; returns how many were fired
@@ -380,8 +380,16 @@ class SlabWorkload:
 
     def _generate(self) -> dict:
         """The events of the next :data:`BLOCK_ALLOCS` ticks (see module doc)."""
+        for _ in self._generate_steps():
+            pass
+        block, self.next_block = self.next_block, None
+        return block
+
+    def _generate_steps(self) -> Iterator[None]:
+        """:meth:`_generate` in steps; the block goes to ``next_block``."""
         end = self.tick + BLOCK_ALLOCS
         new = self._new_objects(BLOCK_ALLOCS)
+        yield
         nold = 0 if self.pending is None else len(self.pending["tick"])
         pool = new if self.pending is None else _concat([self.pending, new])
         due = pool["tfree"] < end
@@ -395,9 +403,11 @@ class SlabWorkload:
         order = np.argsort(((time - (end - BLOCK_ALLOCS)) * 2 + is_alloc).astype(np.int16),
                            kind="stable")
         obj, is_alloc = obj[order], is_alloc[order]
+        yield
         self._addresses(pool, obj, is_alloc)
+        yield
         self.pending = _take(pool, ~due)  # alive: they keep their addresses
-        return self._events(pool, obj, is_alloc)
+        self.next_block = self._events(pool, obj, is_alloc)
 
     def _stream(self, pool: dict, obj, cpu) -> np.ndarray:
         """The freelist an object comes from or goes back to: its cache on
