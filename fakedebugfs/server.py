@@ -303,9 +303,9 @@ class BatchSize:
     without one).  A request that arrives during a batch waits for its
     end, so batches are kept near *batch_ms* milliseconds (``--batch-ms``):
     halved after a longer one (down to ``LEAST``), doubled after one under
-    half of it.  Measured: at 1.2 ms control files answer in 5-6 ms (p99)
-    under 32 readers and trace-cmd records about 50-100k kmem events/s; at
-    4 ms, 290k/s and 8-10 ms."""
+    half of it.  Measured: at 1.2 ms control files answer in 4.4-5.2 ms
+    (p99) under 32 readers and trace-cmd records about 100k kmem events/s;
+    at 4 ms, 250-370k/s and about 10 ms."""
 
     FIRST, LEAST = 512, 16
 
