@@ -23,7 +23,7 @@ import subprocess
 import pytest
 
 import tracefs_fuzz as fuzz
-from conftest import FAKEDEBUGFS, run_cli
+from conftest import FAKEDEBUGFS, read_chunks, run_cli
 
 DATA_SIZE = re.compile(rb"field: char data;\toffset:16;\tsize:(\d+);")
 
@@ -85,12 +85,9 @@ def test_subbuf_size_as_the_kernel(fake):
     assert seen["dropped"] == b""
     assert (seen["100 KiB"], seen["after 16"], seen["freed"]) == ("103\n", "103\n", "31\n")
     assert seen["marker"] == 4054 and seen["raw"] == (4064, -22)
-    where = fuzz.real_tracefs()
-    if where is not None:  # the kernel, where there is one, answers the same
-        try:
-            assert _subbuf_story(where) == seen
-        finally:
-            fuzz.unmount(where)
+    real = fuzz.on_real_tracefs(_subbuf_story)
+    if real is not None:  # the kernel, where there is one, answers the same
+        assert real == seen
 
 
 # --- trace_pipe_raw ------------------------------------------------------------------
@@ -118,23 +115,6 @@ def decode_page(page: bytes) -> tuple[int, list[bytes]]:
             out.append(data[off + 4:off + 4 + type_len * 4])
             off += 4 + type_len * 4
     return commit, out
-
-
-def read_raw(path: str, size: int) -> list[bytes]:
-    """Every read(2) of *size* bytes of a ``trace_pipe_raw`` until EAGAIN."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    chunks = []
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, size)
-            except BlockingIOError:
-                return chunks
-            if not chunk:
-                return chunks
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
 
 
 def _record(mnt, small: int, big_name: str) -> None:
@@ -170,7 +150,7 @@ def test_trace_pipe_raw_hands_out_subbuffers(fake, kb):
     stats = (mnt / "tracing/per_cpu/cpu0/stats").read_text()
     assert "entries: 600\n" in stats and "dropped events: 0\n" in stats  # not counted
     # a reader of whole sub-buffers gets pages of the new size
-    chunks = read_raw(str(inst / "per_cpu/cpu0/trace_pipe_raw"), psize)
+    chunks = read_chunks(str(inst / "per_cpu/cpu0/trace_pipe_raw"), psize)
     assert chunks and {len(c) for c in chunks} == {psize}
     pages = [decode_page(c) for c in chunks]
     assert all(commit <= psize - 16 for commit, _ in pages)
@@ -178,7 +158,7 @@ def test_trace_pipe_raw_hands_out_subbuffers(fake, kb):
     payloads = [p for _, evs in pages for p in evs]
     assert len(payloads) == 601
     assert sum(big_name.encode() in p for p in payloads) == 1
-    assert read_raw(str(inst / "per_cpu/cpu1/trace_pipe_raw"), psize) == []
+    assert read_chunks(str(inst / "per_cpu/cpu1/trace_pipe_raw"), psize) == []
 
 
 def test_trace_pipe_reads_larger_subbuffers(fake):
@@ -221,7 +201,7 @@ def test_small_and_bulk_reads_of_larger_subbuffers(fake):
     run_cli("emit", mnt, "sched:sched_process_exec", "filename=/bin/" + "y" * 60, "pid=7",
             "old_pid=7", "--cpu", "0", "--pid", "7", "--repeat", 400)
     raw = str(inst / "per_cpu/cpu0/trace_pipe_raw")
-    halves = read_raw(raw, 4096)
+    halves = read_chunks(raw, 4096)
     assert {len(c) for c in halves} == {4096}
     firsts, seconds = halves[::2], halves[1::2]
     assert all(c == bytes(4096) for c in seconds)
@@ -230,7 +210,7 @@ def test_small_and_bulk_reads_of_larger_subbuffers(fake):
     assert sum(len(evs) for _, evs in got) == 400
     run_cli("emit", mnt, "sched:sched_process_exec", "filename=/bin/z", "pid=7",
             "old_pid=7", "--cpu", "0", "--pid", "7", "--repeat", 400)
-    bulk = read_raw(raw, 4 * 8192)
+    bulk = read_chunks(raw, 4 * 8192)
     assert bulk and all(len(c) % 8192 == 0 for c in bulk)
     pages = [decode_page(c[k:k + 8192]) for c in bulk for k in range(0, len(c), 8192)]
     assert sum(len(evs) for _, evs in pages) == 400
@@ -292,12 +272,9 @@ def test_reads_of_any_size_as_the_kernel(fake):
     assert all(0 < int(h[2], 16) <= 4080 for h in halves[::2]) and \
         all(h[2] == "0x0" for h in halves[1::2])
     assert 4080 < int(got[12][2], 16) <= 8176
-    where = fuzz.real_tracefs()
-    if where is not None:  # the kernel, where there is one, answers the same
-        try:
-            assert _raw_reads(where) == seen
-        finally:
-            fuzz.unmount(where)
+    real = fuzz.on_real_tracefs(_raw_reads)
+    if real is not None:  # the kernel, where there is one, answers the same
+        assert real == seen
 
 
 # --- trace-cmd ---------------------------------------------------------------------------

@@ -105,12 +105,8 @@ def test_control_files_answer_as_the_kernel(fake):
     fixture = fuzz.load_fixture()
     source = "recorded 6.18 answers"
     if LIVE:
-        where = fuzz.real_tracefs()
-        assert where is not None, "FAKEDEBUGFS_FUZZ_LIVE=1 needs a real tracefs"
-        try:
-            fixture, source = fuzz.record(where), "live kernel"
-        finally:
-            fuzz.unmount(where)
+        fixture, source = fuzz.on_real_tracefs(fuzz.record), "live kernel"
+        assert fixture is not None, "FAKEDEBUGFS_FUZZ_LIVE=1 needs a real tracefs"
     mnt = fake("--workload", "none")  # nothing fires: read-backs are the writes' own
     bad, ran = fuzz.compare(fixture, str(mnt / "tracing"))
     assert ran >= 10_000
@@ -153,9 +149,6 @@ def test_marker_triggers_and_free_buffer(fake):
     assert seen[b"after"] == (-9, b"0\n")  # EBADF: tracing is off
     assert seen["trace"] == b"tracing_mark_write: hello\ntracing_mark_write: please stop"
     assert seen["freed"] == (b"7\n", b"0\n")
-    where = fuzz.real_tracefs()
-    if where is not None:  # the kernel, where there is one, answers the same
-        try:
-            assert _marker_trigger_and_free(where) == seen
-        finally:
-            fuzz.unmount(where)
+    real = fuzz.on_real_tracefs(_marker_trigger_and_free)
+    if real is not None:  # the kernel, where there is one, answers the same
+        assert real == seen

@@ -513,6 +513,19 @@ def unmount(where: str) -> None:
     os.rmdir(where)
 
 
+def on_real_tracefs(story):
+    """What *story* (a function of a tracing directory) gives on a fresh
+    mount of the real tracefs, unmounted afterwards; None where there is
+    none."""
+    where = real_tracefs()
+    if where is None:
+        return None
+    try:
+        return story(where)
+    finally:
+        unmount(where)
+
+
 def _main(args: list[str]) -> None:
     """``record``: refresh the fixture from this machine's tracefs;
     ``compare TRACING``: replay it on a tracing directory (a fake's
