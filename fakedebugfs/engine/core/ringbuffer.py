@@ -601,19 +601,19 @@ class CpuBuffer:
         as ``rb_get_reader_page`` makes it (``commit = real_end``) and
         ``ring_buffer_read_page`` hands it out (zeroed past the commit)."""
         base = self.slot(self.produced) * self.page_size
-        if self.reader_pages:
-            _U64.pack_into(self.mem, base + 8, self.tail)
-            return
-        room = self.data_size - self.tail
-        off = base + BUF_PAGE_HDR_SIZE + self.tail
-        if room >= RB_EVNT_MIN_SIZE:
-            _U32x2.pack_into(self.mem, off, RINGBUF_TYPE_PADDING | (1 << 5), room - 4)
-            commit = self.data_size
-        else:
-            if room >= 4:
-                _U32.pack_into(self.mem, off, RINGBUF_TYPE_PADDING)
-            commit = self.tail
+        commit = self.tail if self.reader_pages else self._pad(self.mem, base, self.tail)
         _U64.pack_into(self.mem, base + 8, commit)
+
+    def _pad(self, mem, base: int, end: int) -> int:
+        """Write the padding event after *end* into the page at *base* of
+        *mem* (``rb_reset_tail``); returns the page's commit."""
+        commit = self._kernel_commit(end)
+        off = base + BUF_PAGE_HDR_SIZE + end
+        if commit != end:
+            _U32x2.pack_into(mem, off, RINGBUF_TYPE_PADDING | (1 << 5), self.data_size - end - 4)
+        elif self.data_size - end >= 4:
+            _U32.pack_into(mem, off, RINGBUF_TYPE_PADDING)
+        return commit
 
     def _drop_oldest(self) -> None:
         """Overwrite mode: the oldest unread page is lost to the writer."""
@@ -684,11 +684,9 @@ class CpuBuffer:
         if self.consumed != self.produced:
             slot = self.slot(self.consumed)
             ts, commit = self.page_view(self.consumed)
-            commit &= RB_COMMIT_MASK
-            mem, base = self.mem, slot * psize
-            if self.reader_pages:  # the page as the kernel's writer left it
-                mem, commit = self._padded(base, commit), self._kernel_commit(commit)
-                base = 0
+            end = commit = commit & RB_COMMIT_MASK
+            if self.reader_pages:  # the kernel's page ends past its padding
+                commit = self._kernel_commit(end)
             if not self.read and (room is None or room >= commit):  # the page swapped out
                 start = slot * psize + BUF_PAGE_HDR_SIZE
                 data = self.mem[start:start + (self.page_real_end[slot] or commit)]
@@ -696,6 +694,10 @@ class CpuBuffer:
                 self._advance_page()
                 self.consumed_events += taken
                 return self._reader_page(ts, bytes(data))
+            mem, base = self.mem, slot * psize
+            if self.reader_pages:  # copied from the page as the kernel's writer left it
+                mem, base = mem[base:base + psize], 0
+                self._pad(mem, 0, end)
             return self._copy_events(base, commit, room, True, mem)
         if self.read < self.tail and not full_only:
             return self._copy_events(self.slot(self.produced) * psize, self.tail, room, False)
@@ -705,17 +707,6 @@ class CpuBuffer:
         """The commit of a finished page in the kernel's buffer: past its
         padding event when there was room for one (``rb_reset_tail``)."""
         return self.data_size if self.data_size - end >= RB_EVNT_MIN_SIZE else end
-
-    def _padded(self, base: int, end: int) -> bytearray:
-        """A copy of the ``reader_pages`` page at *base* (data ending at
-        *end*) with the padding event the kernel's writer put after it."""
-        page = self.mem[base:base + self.page_size]
-        room, off = self.data_size - end, BUF_PAGE_HDR_SIZE + end
-        if room >= RB_EVNT_MIN_SIZE:
-            _U32x2.pack_into(page, off, RINGBUF_TYPE_PADDING | (1 << 5), room - 4)
-        elif room >= 4:
-            _U32.pack_into(page, off, RINGBUF_TYPE_PADDING)
-        return page
 
     def _copy_events(self, base: int, commit: int, room: Optional[int],
                      complete: bool, mem=None) -> Optional[bytes]:
