@@ -289,12 +289,8 @@ class BlockMaker:
                         break
                 else:
                     self.steps = None
-            if not self._starved():
+            if not self.wl.exhausted():
                 return
-
-    def _starved(self) -> bool:
-        wl = self.wl
-        return wl.block is None or wl.at >= wl.block["n"]
 
 
 class BatchSize:

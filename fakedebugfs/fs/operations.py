@@ -152,7 +152,6 @@ class TreeOperations(pyfuse3.Operations):
                 node.uid = None
             if gid is not None:
                 node.gid = None
-        for node in nodes:
             try:
                 pyfuse3.invalidate_inode(node.inode, attr_only=True)
             except OSError:  # not in the kernel's cache
@@ -257,7 +256,7 @@ class TreeOperations(pyfuse3.Operations):
         finally:
             if collecting:
                 gc.enable()
-        gc.freeze()  # the new instance lives until rmdir: out of the collector's scans
+        settle_heap()  # the new instance lives until rmdir: out of the collector's scans
         return self.attrs(node)
 
     async def rmdir(self, parent_inode, name, ctx):

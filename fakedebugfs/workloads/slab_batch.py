@@ -214,8 +214,8 @@ class SlabWorkload:
             self.current.append(pid)
         self.block = None
         self.at = 0
-        self.next_block = None  # made ahead (prepare_block)
-        self.prefetch = False  # blocks made by prepare_block only (the server's thread)
+        self.next_block = None  # made ahead (block_steps)
+        self.prefetch = False  # blocks made by block_steps only (the server's slicer turns)
 
     @property
     def done(self) -> bool:
@@ -238,10 +238,9 @@ class SlabWorkload:
         """No block is made ahead yet."""
         return self.next_block is None and not self.done
 
-    def block_steps(self) -> Iterator[None]:
-        """Make the next block (``next_block``) in steps of a few
-        milliseconds each, the same block :meth:`_generate` makes."""
-        yield from self._generate_steps()
+    def exhausted(self) -> bool:
+        """Every event of the block being fired is fired (or none is made)."""
+        return self.block is None or self.at >= self.block["n"]
 
     def run(self, budget: int) -> int:
         """Fire up to *budget* kmem events; returns how many were fired
@@ -250,7 +249,7 @@ class SlabWorkload:
             budget = min(budget, self.remaining)
         fired = 0
         while fired < budget:
-            if self.block is None or self.at >= self.block["n"]:
+            if self.exhausted():
                 if self.next_block is not None:
                     self.block, self.next_block = self.next_block, None
                 elif self.prefetch:
@@ -380,13 +379,14 @@ class SlabWorkload:
 
     def _generate(self) -> dict:
         """The events of the next :data:`BLOCK_ALLOCS` ticks (see module doc)."""
-        for _ in self._generate_steps():
+        for _ in self.block_steps():
             pass
         block, self.next_block = self.next_block, None
         return block
 
-    def _generate_steps(self) -> Iterator[None]:
-        """:meth:`_generate` in steps; the block goes to ``next_block``."""
+    def block_steps(self) -> Iterator[None]:
+        """:meth:`_generate` in steps of a few milliseconds each; the block
+        goes to ``next_block``."""
         end = self.tick + BLOCK_ALLOCS
         new = self._new_objects(BLOCK_ALLOCS)
         yield
