@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from . import fast
 from .lazynp import np
 
 
@@ -163,7 +164,31 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
     positions; *sel* the sorted positions of every event to write
     (default: all of *groups*).  Events on CPUs not in *sel* are not
     written.  What is found about the batch's CPUs is kept on it for the
-    next tracer."""
+    next tracer.  With the compiled writer (``rb_fast``) the events are
+    written in one pass in batch order; the Python path below is the
+    reference (the same bytes and counters)."""
+    if not groups:
+        return
+    rb_fast = _rb_fast()
+    if rb_fast is not None and rb_fast.write_groups(buffers, batch.ts, batch.cpu, groups, sel):
+        return
+    split_per_cpu_py(buffers, batch, groups, sel)
+
+
+_FAST: list = []
+
+
+def _rb_fast():
+    """The compiled batch writer, loaded on first use (it imports numpy's
+    arrays' users only then), or None."""
+    if not _FAST:
+        _FAST.append(fast.load("fakedebugfs.engine.core.rb_fast"))
+    return _FAST[0]
+
+
+def split_per_cpu_py(buffers, batch: EventBatch, groups, sel=None) -> None:
+    """:func:`split_per_cpu` in Python: each CPU's events split out with
+    numpy and written with ``CpuBuffer.write_batch``."""
     if not groups:
         return
     if sel is None:
@@ -251,4 +276,4 @@ def _column(values: list):
 
 
 __all__ = ["EventBatch", "Strings", "as_words", "group_positions", "payload_group", "column_take", "column_value", "fill_records", "from_pending",
-           "split_per_cpu", "struct_dtype"]
+           "split_per_cpu", "split_per_cpu_py", "struct_dtype"]
