@@ -64,6 +64,7 @@ class KtraceFormat:
         self.format = fmt
         self.fields = parse_format(fmt)
         self.has_strings = any(f.is_string for f in self.fields)
+        self.sizes = tuple(f.size for f in self.fields)  # of the struct's members
         self._fixed = None
         if not self.has_strings:
             self._fixed = struct.Struct("<H" + "".join(self._code(f) for f in self.fields))

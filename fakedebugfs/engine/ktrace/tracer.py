@@ -15,8 +15,12 @@ from typing import Callable, Optional
 from ..core.lazynp import np
 
 from .format import KtraceFormat
+from ..core import fast
 from ..core.batch import Strings, fill_records, payload_group, split_per_cpu, struct_dtype
 from ..core.ringbuffer import CpuBuffer
+
+# the batch path in compiled code (ktrace_fast.pyx), None: the Python path
+_fast = fast.load("fakedebugfs.engine.ktrace.ktrace_fast")
 
 KTRACE_VERSION = "1.0.0"
 KTRACE_HASH_BITS = 6
@@ -215,10 +219,13 @@ class Ktrace:
         for k, probe in kinds:
             pos = batch.where(k)
             codec = probe.entry.codec
-            dtype = struct_dtype(codec._fixed.format, align=4)  # rows of whole words
             cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
-            groups.append(payload_group(pos, fill_records(dtype, cols, len(pos)),
-                                        codec._fixed.size))
+            words = None if _fast is None else _fast.records(cols[0], codec.sizes, cols[1:],
+                                                             len(pos))
+            if words is None:  # the Python path: the rows made column by column
+                dtype = struct_dtype(codec._fixed.format, align=4)  # rows of whole words
+                words = fill_records(dtype, cols, len(pos))
+            groups.append(payload_group(pos, words, codec._fixed.size))
         split_per_cpu(self.buffers, batch, groups)
 
     def set_event_enabled(self, name: str, on: bool) -> None:
