@@ -38,9 +38,13 @@ from typing import Iterator
 
 import numpy as np
 
+from ..engine.core import fast
 from ..engine.core.batch import EventBatch, Strings, group_positions
 from .slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES, SLAB_BASE, TASKS,
                    FIRST_PFN, get_order, kmalloc_bytes_alloc)
+
+# the compiled generation (slab_fast.pyx), None for the Python path (the reference)
+slab_fast = fast.load("fakedebugfs.workloads.slab_fast")
 
 BLOCK_ALLOCS = 8192  # allocations (ticks) per generated block
 BATCH_MIN = 256  # run() slices below this many events fire one by one
@@ -52,6 +56,15 @@ ADV_LO, ADV_HI = 200, 4000  # ns the clock moves after each event
 KINDS = ("kmalloc", "kmem_cache_alloc", "mm_page_alloc", "kfree", "kmem_cache_free",
          "mm_page_free")
 K_KMALLOC, K_CACHE_ALLOC, K_PAGE_ALLOC, K_KFREE, K_CACHE_FREE, K_PAGE_FREE = range(6)
+# each kmem tracepoint's arguments (engine.core.catalogue order)
+ARGS = (("site_addr", "ptr", "req", "abytes", "gfp", "node"),
+        ("site_addr", "ptr", "req", "abytes", "gfp", "node", "name"),
+        ("pfn", "order", "gfp", "migratetype", "site_addr", "ptr"),
+        ("site_addr", "ptr"),
+        ("site_addr", "ptr", "name"),
+        ("pfn", "order", "site_addr", "ptr"))
+UNSIGNED = ("site_addr", "ptr")  # uint64 columns, the others int64
+NAME_COL = {K_CACHE_ALLOC: 6, K_CACHE_FREE: 2}  # where the cache's name is (const char *)
 SITE_KIND = {"kmalloc": 0, "cache": 1, "pages": 2}
 CACHE_NAMES = tuple(CACHES)
 KMALLOC_POOLS = (8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
@@ -207,6 +220,9 @@ class SlabWorkload:
         self.stacks: dict[int, np.ndarray] = {}  # stream -> values, bottom first
         self.next_addr: dict[int, int] = {}  # pool -> next fresh address
         self.next_pfn = FIRST_PFN
+        # the compiled path keeps the objects and freelists (the ones above: the Python path)
+        self.gen = slab_fast and slab_fast.SlabGen(self.sites, self.nr_cpus, POOL_SIZE,
+                                                   SLAB_BASE, PAGE_OFFSET, FIRST_PFN)
         self.current = []
         for cpu in range(self.nr_cpus):
             pid, comm = self._draw_task()
@@ -309,32 +325,24 @@ class SlabWorkload:
 
     def _rows(self, a: int, size: int) -> list:
         blk = self.block
-        sl = slice(a, min(a + size, blk["n"]))
-        c = {k: v.tolist() for k, v in self._columns(np.arange(sl.start, sl.stop)).items()}
-        c.update((k, blk[k][sl].tolist()) for k in ("kind", "cpu", "pid", "adv"))
-        out = []
-        for kind, cpu, pid, adv, site, ptr, req, given, gfp, node, name, pfn, order, mt in zip(
-                c["kind"], c["cpu"], c["pid"], c["adv"], c["site_addr"], c["ptr"], c["req"],
-                c["abytes"], c["gfp"], c["node"], c["name"], c["pfn"], c["order"],
-                c["migratetype"]):
-            if kind == K_KMALLOC:
-                values = (site, ptr, req, given, gfp, node)
-            elif kind == K_CACHE_ALLOC:
-                values = (site, ptr, req, given, gfp, node, CACHE_NAMES[name])
-            elif kind == K_PAGE_ALLOC:
-                values = (pfn, order, gfp, mt, site, ptr)
-            elif kind == K_KFREE:
-                values = (site, ptr)
-            elif kind == K_CACHE_FREE:
-                values = (site, ptr, CACHE_NAMES[name])
-            else:
-                values = (pfn, order, site, ptr)
-            out.append((kind, cpu, pid, adv, values))
-        return out
+        b = min(a + size, blk["n"])
+        per_kind = []
+        for k, (lo, hi) in enumerate(self._spans(a, b)):
+            cols = [c[lo:hi].tolist() for c in blk["cols"][k]]
+            if k in NAME_COL:
+                cols[NAME_COL[k]] = [CACHE_NAMES[c] for c in cols[NAME_COL[k]]]
+            per_kind.append(zip(*cols))
+        return [(kind, cpu, pid, adv, next(per_kind[kind])) for kind, cpu, pid, adv in
+                zip(*(blk[key][a:b].tolist() for key in ("kind", "cpu", "pid", "adv")))]
+
+    def _spans(self, a: int, b: int) -> list:
+        """Per kind, which of its events (``lo:hi``) are the block's events
+        ``a:b``."""
+        first = self.block["first"]
+        return list(zip(first[a].tolist(), first[b].tolist()))
 
     def _batch(self, a: int, b: int) -> EventBatch:
         blk = self.block
-        kind = blk["kind"][a:b]
         adv = blk["adv"][a:b]
         clock = self.engine.clock
         now = clock.now()
@@ -347,15 +355,15 @@ class SlabWorkload:
         else:  # a real clock: spread from the last stamp to now
             last = min(max(self.engine.last_ts), now)
             ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
-        cols = []
-        where = group_positions(kind, len(KINDS))
-        for k, pos in enumerate(where):
-            c = self._columns(a + pos, k)
-            if "name" in c:
-                c["name"] = Strings(c["name"], CACHE_NAMES)
-            cols.append(_values(k, c))
-        return EventBatch(self.tps, kind, blk["cpu"][a:b], blk["pid"][a:b], ts, cols,
-                          dict(enumerate(where)))
+        cols, where = [], {}
+        for k, (lo, hi) in enumerate(self._spans(a, b)):
+            where[k] = blk["where"][k][lo:hi] - a
+            c = [col[lo:hi] for col in blk["cols"][k]]
+            if k in NAME_COL:
+                c[NAME_COL[k]] = Strings(c[NAME_COL[k]], CACHE_NAMES)
+            cols.append(tuple(c))
+        return EventBatch(self.tps, blk["kind"][a:b], blk["cpu"][a:b], blk["pid"][a:b], ts,
+                          cols, where)
 
     # --- generating a block -----------------------------------------------------------
 
@@ -387,6 +395,9 @@ class SlabWorkload:
     def block_steps(self) -> Iterator[None]:
         """:meth:`_generate` in steps of a few milliseconds each; the block
         goes to ``next_block``."""
+        if self.gen:
+            yield from self._block_steps_fast()
+            return
         end = self.tick + BLOCK_ALLOCS
         new = self._new_objects(BLOCK_ALLOCS)
         yield
@@ -408,6 +419,48 @@ class SlabWorkload:
         yield
         self.pending = _take(pool, ~due)  # alive: they keep their addresses
         self.next_block = self._events(pool, obj, is_alloc)
+
+    def _block_steps_fast(self) -> Iterator[None]:
+        """:meth:`block_steps` with the sequential parts compiled
+        (:mod:`.slab_fast`): the same draws, the same events."""
+        m, gen = BLOCK_ALLOCS, self.gen
+        end = self.tick + m
+        gen.objects(self.tick, *self._draws(m))
+        self.tick = end
+        yield
+        kind, cpu, where, table, first = gen.events(end, m)
+        spawn_at, spawn_cpu, spawn_pid = self._spawn_draws(len(kind))
+        current = np.array(self.current, np.int64)
+        pid = slab_fast.tasks(cpu, spawn_at, spawn_cpu, spawn_pid, current)
+        self.current = current.tolist()
+        # each column a row of its kind's uint64 table (int64 ones seen as such)
+        cols = [tuple(row if arg in UNSIGNED else row.view(np.int64)
+                      for arg, row in zip(args, t)) for args, t in zip(ARGS, table)]
+        spawns = [(i, p, TASKS[c]) for i, p, c in
+                  zip(spawn_at.tolist(), spawn_pid.tolist(), task_of(spawn_pid).tolist())]
+        self.next_block = {"n": len(kind), "kind": kind, "cpu": cpu, "pid": pid,
+                           "spawns": spawns, "spawn_at": spawn_at.tolist(), "rows": {},
+                           "where": where, "cols": cols, "first": first,
+                           "adv": self.rng.integers(ADV_LO, ADV_HI + 1, size=len(kind))}
+
+    def _draws(self, m: int) -> tuple:
+        """What :meth:`_new_objects` draws, in its order: site, CPU, then
+        uniform draws for the flags and size, the lifetime, whether another
+        CPU frees it and which."""
+        rng, st, nr = self.rng, self.sites, self.nr_cpus
+        site = st.by_weight[rng.integers(len(st.by_weight), size=m)]
+        cpu = rng.integers(nr, size=m)
+        r_gfp, r_pick = rng.random(m), rng.random(m)
+        life = rng.exponential(st.lifetime[site])
+        return site, cpu, r_gfp, r_pick, life, rng.random(m), rng.integers(max(1, nr - 1), size=m)
+
+    def _spawn_draws(self, n: int) -> tuple:
+        """What :meth:`_events` draws for tasks: before which events a CPU
+        switches to a new task, which CPU, the task's pid."""
+        rng = self.rng
+        at = np.flatnonzero(rng.random(n) < SPAWN_P)
+        cpu = rng.integers(self.nr_cpus, size=len(at))
+        return at, cpu, 2000 + rng.integers(30000, size=len(at))
 
     def _stream(self, pool: dict, obj, cpu) -> np.ndarray:
         """The freelist an object comes from or goes back to: its cache on
@@ -504,62 +557,30 @@ class SlabWorkload:
             pid[mine] = np.where(last[mine] >= 0, spid[np.maximum(last[mine], 0)], self.current[c])
             if last[-1] >= 0:
                 self.current[c] = int(spid[last[-1]])
+        # each kind's events and their arguments, in columns
+        where = group_positions(kind, len(KINDS))
+        values = self._columns(pool, obj, kind)
+        cols = [tuple(values[arg][pos] for arg in args) for args, pos in zip(ARGS, where)]
+        first = np.zeros((n + 1, len(KINDS)), np.int32)
+        np.cumsum(kind[:, None] == np.arange(len(KINDS)), axis=0, out=first[1:])
         return {"n": n, "kind": kind, "cpu": cpu, "pid": pid, "spawns": spawns,
-                "spawn_at": [sp[0] for sp in spawns], "rows": {}, "obj": obj, "pool": pool,
-                "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n)}
+                "spawn_at": [sp[0] for sp in spawns], "rows": {}, "where": where, "cols": cols,
+                "first": first, "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n)}
 
-    def _columns(self, pos, kind=None) -> dict:
-        """The argument values of the block's events at *pos*, by name (only
-        those of *kind*'s tracepoint when all are of that kind)."""
-        blk, st = self.block, self.sites
-        o = blk["obj"][pos]
-        pool = blk["pool"]
+    def _columns(self, pool: dict, o, kind) -> dict:
+        """The argument values of the events about objects *o* of *kind*, by
+        name (each event has every name)."""
+        st = self.sites
         site = pool["site"][o]
         value = pool["value"][o]
-        if kind is None:
-            addr = np.where(blk["kind"][pos] < K_KFREE, st.alloc_addr[site], st.free_addr[site])
-        else:
-            addr = (st.alloc_addr if kind < K_KFREE else st.free_addr)[site]
-        out = {"site_addr": addr}
-        if kind in (None, K_PAGE_ALLOC, K_PAGE_FREE):
-            out["pfn"] = value.astype(np.int64)
-            out["order"] = pool["order"][o]
-        if kind in (K_PAGE_ALLOC, K_PAGE_FREE):
-            out["ptr"] = np.uint64(PAGE_OFFSET) + (value << np.uint64(12))
-        elif kind in (K_CACHE_ALLOC, K_CACHE_FREE):
-            out["ptr"] = value
-        else:  # kmalloc/kfree: kmalloc_large memory is pages
-            out["ptr"] = np.where(pool["is_page"][o], np.uint64(PAGE_OFFSET) +
-                                  (value << np.uint64(12)), value)
-        if kind in (None, K_KMALLOC, K_CACHE_ALLOC, K_PAGE_ALLOC):
-            out["gfp"] = pool["gfp"][o]
-        if kind in (None, K_KMALLOC, K_CACHE_ALLOC):
-            out.update(req=pool["req"][o], abytes=pool["abytes"][o], node=st.node[site])
-        if kind in (None, K_CACHE_ALLOC, K_CACHE_FREE):
-            out["name"] = st.cache[site]
-        if kind in (None, K_PAGE_ALLOC):
-            out["migratetype"] = st.migratetype[site]
-        return out
-
-
-def _values(kind: int, v: dict) -> tuple:
-    """A kmem tracepoint's arguments (engine.core.catalogue order)."""
-    if kind == K_KMALLOC:
-        return (v["site_addr"], v["ptr"], v["req"], v["abytes"], v["gfp"], v["node"])
-    if kind == K_CACHE_ALLOC:
-        return (v["site_addr"], v["ptr"], v["req"], v["abytes"], v["gfp"], v["node"],
-                _name(v["name"]))
-    if kind == K_PAGE_ALLOC:
-        return (v["pfn"], v["order"], v["gfp"], v["migratetype"], v["site_addr"], v["ptr"])
-    if kind == K_KFREE:
-        return (v["site_addr"], v["ptr"])
-    if kind == K_CACHE_FREE:
-        return (v["site_addr"], v["ptr"], _name(v["name"]))
-    return (v["pfn"], v["order"], v["site_addr"], v["ptr"])
-
-
-def _name(code):
-    return code if isinstance(code, Strings) else CACHE_NAMES[code]
+        # kmalloc_large memory and buddy pages: the page's address
+        ptr = np.where(pool["is_page"][o], np.uint64(PAGE_OFFSET) + (value << np.uint64(12)),
+                       value)
+        return {"site_addr": np.where(kind < K_KFREE, st.alloc_addr[site], st.free_addr[site]),
+                "pfn": value.astype(np.int64), "order": pool["order"][o], "ptr": ptr,
+                "gfp": pool["gfp"][o], "req": pool["req"][o], "abytes": pool["abytes"][o],
+                "node": st.node[site], "name": st.cache[site],
+                "migratetype": st.migratetype[site]}
 
 
 __all__ = ["SlabWorkload", "lifo_match"]
