@@ -38,6 +38,7 @@ import struct
 
 from ..core.lazynp import np
 
+from ..core import fast
 from ..core.batch import group_positions
 from ..core.ringbuffer import row_view
 from ..core.layouts import (
@@ -48,6 +49,9 @@ from ..core.layouts import (
     packer,
 )
 from .relay import RelayChannel
+
+# the batch path in compiled code (kmemtrace_fast.pyx), None: the Python path
+_fast = fast.load("fakedebugfs.engine.kmemtrace.kmemtrace_fast")
 
 KMEMTRACE_ABI_VERSION = 1
 DEFAULT_N_SUBBUFS = 20
@@ -185,7 +189,10 @@ class Kmemtrace:
         CPU the records the relay takes (after a fault's losses, until a
         refused sub-buffer switch) are found first, then the 2008-08
         sequence numbers are given in emission order across CPUs, and the
-        records are packed column-wise into the sub-buffers."""
+        records are packed column-wise into the sub-buffers (the Python
+        path; ``kmemtrace_fast`` does it event by event in compiled code)."""
+        if _fast is not None and self._write_batch_fast(batch, kinds):
+            return
         abi = self.abi
         parts = []  # (positions, alloc?, columns of the record after the header)
         for k, probe in kinds:
@@ -245,6 +252,22 @@ class Kmemtrace:
                 mem = np.frombuffer(buf.start, np.uint64)
                 row_view(mem, words.shape[1])[where[at] >> 3] = words
                 del mem
+
+    def _write_batch_fast(self, batch, kinds) -> bool:
+        """:meth:`write_batch` by ``kmemtrace_fast``: each kind's record
+        header and the tracepoint columns it takes; False when it leaves
+        the batch to the Python path."""
+        abi = self.abi
+        specs = []
+        for k, probe in kinds:
+            alloc, type_id, ix = probe.spec
+            layout = abi.alloc if alloc else abi.free
+            head = (abi.alloc_id if alloc else abi.free_id) | (type_id << 8) | (layout.size << 16)
+            mode = 2 if alloc and type_id == TYPE_PAGES else int(alloc)  # FREE, ALLOC, PAGES
+            cols = batch.cols[k]
+            specs.append((k, head, layout.size, mode, tuple(cols[i] for i in ix)))
+        return _fast.write_batch(self, batch.kind, batch.cpu, batch.ts, len(batch.tps), specs,
+                                 abi.name == "2008-07")
 
     def _words(self, batch, at, alloc, type_id, vals, seq) -> np.ndarray:
         """The records of the events at *at* as rows of ``u64`` words (the
