@@ -191,6 +191,7 @@ def split_per_cpu_py(buffers, batch: EventBatch, groups, sel=None) -> None:
     numpy and written with ``CpuBuffer.write_batch``."""
     if not groups:
         return
+    groups = one_length(groups)
     if sel is None:
         mask = np.zeros(len(batch), bool)
         for group in groups:
@@ -227,6 +228,22 @@ def split_per_cpu_py(buffers, batch: EventBatch, groups, sel=None) -> None:
     for cpu, buf in enumerate(buffers):
         if len(on_cpu[cpu]):
             buf.write_batch(batch.ts[on_cpu[cpu]], per_cpu[cpu])
+
+
+def one_length(groups) -> list:
+    """*groups* with a length per row (the compiled packer's) split into
+    groups of one length each (what ``CpuBuffer.write_batch`` takes)."""
+    out = []
+    for idx, words, length, rowsel in groups:
+        if np.ndim(length) == 0:
+            out.append((idx, words, length, rowsel))
+            continue
+        rows = np.arange(len(idx)) if rowsel is None else np.asarray(rowsel)
+        per = np.asarray(length)[rows]
+        for each in np.unique(per).tolist():
+            j = np.flatnonzero(per == each)
+            out.append((idx[j], words, each, rows[j]))
+    return out
 
 
 def from_pending(events):

@@ -208,7 +208,8 @@ cdef int store(Rb *r, buf) except -1:
 
 def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
     """Write the events of *groups* (``payload_group`` tuples ``(idx,
-    words, length, rowsel)``, positions in the batch) into ``buffers[cpu]``
+    words, length, rowsel)``, positions in the batch; *length* may be an
+    array: a length per row of *words*) into ``buffers[cpu]``
     in batch order, each as ``CpuBuffer.write`` would; with *sel* (sorted
     positions) only those.  Returns False, having written nothing, when a
     buffer has a fault pending or a pinned reader, or an array is not of
@@ -227,6 +228,8 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
     cdef const unsigned char **src = NULL
     cdef int64_t *width = NULL
     cdef int64_t *glen = NULL
+    cdef const int64_t **rowlen = NULL
+    cdef const int64_t[::1] lenv
     cdef int64_t *gbytes = NULL
     cdef Rb *rbs = NULL
     cdef Rb *r
@@ -250,8 +253,9 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
         width = <int64_t *>malloc(max(ng, 1) * sizeof(int64_t))
         glen = <int64_t *>malloc(max(ng, 1) * sizeof(int64_t))
         gbytes = <int64_t *>malloc(max(ng, 1) * sizeof(int64_t))
+        rowlen = <const int64_t **>malloc(max(ng, 1) * sizeof(void *))
         rbs = <Rb *>malloc(max(nr, 1) * sizeof(Rb))
-        if not (gid and row and src and width and glen and gbytes and rbs):
+        if not (gid and row and src and width and glen and gbytes and rowlen and rbs):
             raise MemoryError()
         for i in range(n):
             gid[i] = -1
@@ -268,10 +272,21 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
             m = idx.shape[0]
             if rowsel is not None and rowsel.shape[0] != m:
                 raise ValueError("rowsel and idx differ in length")
-            glen[g] = group[2]
             width[g] = words.shape[1]
-            # the payload words up to the 4-byte end (the rows' zeros there)
-            gbytes[g] = min((glen[g] + 3) >> 2, width[g]) * 4
+            rowlen[g] = NULL
+            if getattr(group[2], "ndim", 0) == 0:  # one length for the group
+                glen[g] = int(group[2])
+                # the payload words up to the 4-byte end (the rows' zeros there)
+                gbytes[g] = min((glen[g] + 3) >> 2, width[g]) * 4
+            else:  # a length per row
+                try:
+                    lenv = group[2]
+                except (ValueError, TypeError):
+                    return False
+                if lenv.shape[0] != rows:
+                    raise ValueError("a length per row: lengths and rows differ")
+                keep.append(lenv)
+                rowlen[g] = &lenv[0] if rows else NULL
             src[g] = <const unsigned char *>&words[0, 0] if rows else NULL
             for j in range(m):
                 k = idx[j]
@@ -302,7 +317,13 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
             c = cpu[i]
             r = &rbs[c]
             r.used = 1
-            write_one(r, ts[i], src[g] + row[i] * width[g] * 4, gbytes[g], glen[g], pages, <int>c)
+            if rowlen[g] == NULL:
+                write_one(r, ts[i], src[g] + row[i] * width[g] * 4, gbytes[g], glen[g], pages,
+                          <int>c)
+            else:
+                k = rowlen[g][row[i]]
+                write_one(r, ts[i], src[g] + row[i] * width[g] * 4,
+                          min((k + 3) >> 2, width[g]) * 4, k, pages, <int>c)
         for c in range(nr):
             if rbs[c].used:
                 store(&rbs[c], buffers[c])
@@ -320,4 +341,5 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
         free(width)
         free(glen)
         free(gbytes)
+        free(rowlen)
         free(rbs)

@@ -32,6 +32,16 @@ VMEMMAP_BASE = 0xFFFFEA0000000000  # struct page array (x86_64, no KASLR)
 STRUCT_PAGE_SIZE = 64
 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_FAST: list = []
+
+
+def _pack_fast():
+    """The compiled packer (``pack_fast.pyx``), loaded on first use, or None."""
+    if not _FAST:
+        from ..core import fast
+
+        _FAST.append(fast.load("fakedebugfs.engine.ftrace.pack_fast"))
+    return _FAST[0]
 
 
 @dataclass
@@ -132,16 +142,23 @@ class EventType:
                 {"names": names, "formats": formats, "offsets": offsets, "itemsize": self.size})
         return dt
 
-    def pack_columns(self, pid, cols, flags: int = 0, preempt: int = 0) -> list:
-        """:meth:`encode` of many events at once: *pid* (m,) and the
-        tracepoint's argument columns (:mod:`..core.batch`).  Returns
-        :func:`~..core.batch.payload_group` tuples, one per payload size in
-        words (``__data_loc`` strings make sizes differ; the bytes past a
-        payload up to its 4-byte end are zeros in a page either way)."""
+    def pack_columns(self, pid, cols, flags: int = 0, preempt: int = 0, pos=None) -> list:
+        """:meth:`encode` of many events at once: *pid* (m,) (or the batch's,
+        taken at positions *pos*) and the tracepoint's argument columns
+        (:mod:`..core.batch`).  Returns :func:`~..core.batch.payload_group`
+        tuples, one per payload size in words (``__data_loc`` strings make
+        sizes differ; the bytes past a payload up to its 4-byte end are
+        zeros in a page either way); packed by the compiled packer
+        (``pack_fast``), one group with a length per row."""
+        vals = self.encode_columns(cols)
+        m = len(pid) if pos is None else len(pos)
+        packed = self._pack_fast(pid, pos, vals, m, flags, preempt) if _pack_fast() else None
+        if packed is not None:
+            return packed
         from ..core.batch import group_positions, payload_group
 
-        vals = self.encode_columns(cols)
-        m = len(pid)
+        if pos is not None:
+            pid = pid[pos]
         tails = self._dyn_tails(vals, m) if self.dyn else None
         width = self.size if tails is None else (self.size + 4 * tails[0].shape[1] + 3) & ~3
         rec = np.zeros(m, self._dtype_of(width))
@@ -176,6 +193,64 @@ class EventType:
                 out.append(payload_group(idx, words, nw * 4, idx))
         return out
 
+    def _pack_fast(self, pid, pos, vals, m: int, flags: int, preempt: int):
+        """:meth:`pack_columns` by the compiled packer: the same record
+        bytes, one group (a length per row with ``__data_loc`` strings);
+        None when a column is not one it packs (the numpy path then does)."""
+        fields = self._fast_fields()
+        if fields is None:
+            return None
+        dyn = lens = None
+        width = self.size
+        if self.dyn:
+            table, locs, nw_class, sizes, which = self._dyn_tails(vals, m)
+            if which.dtype != np.int64:
+                return None
+            width = (self.size + 4 * table.shape[1] + 3) & ~3
+            _, at, nwords = self._fast_dyn(table, locs, nw_class, sizes)
+            dyn = (self.data_offset, self.size, table, which, at, nwords)
+            lens = np.empty(m, np.int64)
+        words = np.zeros((m, width >> 2), np.uint32)
+        if not _pack_fast().pack(words, self.id, flags, preempt, pid, pos,
+                                 [(off, size, vals[name]) for name, off, size in fields],
+                                 dyn, lens):
+            return None
+        return [(np.arange(m), words, self.size if lens is None else lens, None)]
+
+    def _fast_fields(self):
+        """``(name, offset, size)`` of the integer fields the compiled
+        packer fills (``__data_loc`` ones apart), or None when the record
+        has a field it does not pack (byte arrays, odd sizes)."""
+        if "_fast" not in self.__dict__:
+            out = []
+            for ctype, name, off, size, signed in self.fields:
+                key = field_key(name)
+                if not size or key in self.dyn:
+                    continue
+                if size not in _CODES or "[" in name:
+                    out = None
+                    break
+                out.append((key, off, size))
+            self.__dict__["_fast"] = out
+        return self.__dict__["_fast"]
+
+    def _fast_dyn(self, table, locs, nw_class, sizes) -> tuple:
+        """``(table, [(offset, locations)], words per combination)`` for
+        the compiled packer, made once per string table."""
+        cache = self.__dict__.setdefault("_fast_dyns", {})
+        made = cache.get(id(table))
+        if made is None or made[0] is not table:
+            if len(cache) >= 64:
+                cache.clear()
+            made = cache[id(table)] = (table, list(zip(self._dyn_offsets(), locs)),
+                                       np.asarray(sizes, np.int64)[nw_class])
+        return made
+
+    def _dyn_offsets(self) -> list:
+        """The offset of each ``__data_loc`` field, in :attr:`dyn` order."""
+        at = {field_key(f[1]): f[2] for f in self.fields}
+        return [at[name] for name in self.dyn]
+
     def _dtype_of(self, width: int) -> np.dtype:
         """:meth:`record_dtype` with items of *width* bytes (room for strings)."""
         cache = self.__dict__.setdefault("_dtypes", {})
@@ -196,13 +271,14 @@ class EventType:
         set of string tables)."""
         from ..core.batch import Strings
 
-        combo = np.zeros(m, np.int64)
+        combo = None
         cols = []
         for name in self.dyn:
             col = vals[name]
             if not isinstance(col, Strings):
                 col = Strings(np.zeros(m, np.int64), (col,))
-            combo = combo * len(col.table) + col.codes
+            combo = col.codes.astype(np.int64) if combo is None else \
+                combo * len(col.table) + col.codes
             cols.append(col)
         key = tuple(col.table for col in cols)
         cache = self.__dict__.setdefault("_tails", {})

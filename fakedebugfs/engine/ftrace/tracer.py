@@ -193,8 +193,8 @@ class TraceArray:
         for k, probe in kinds:
             pos = batch.where(k)
             mine[k] = True
-            for idx, words, length, rowsel in probe.event.pack_columns(batch.pid[pos],
-                                                                       batch.cols[k]):
+            for idx, words, length, rowsel in probe.event.pack_columns(batch.pid, batch.cols[k],
+                                                                       pos=pos):
                 groups.append((pos if len(idx) == len(pos) else pos[idx], words, length,
                                rowsel))
             self.firing = probe.event.key
