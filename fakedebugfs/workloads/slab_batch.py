@@ -429,9 +429,10 @@ class SlabWorkload:
         self.tick = end
         yield
         kind, cpu, where, table, first = gen.events(end, m)
+        yield
         spawn_at, spawn_cpu, spawn_pid = self._spawn_draws(len(kind))
         current = np.array(self.current, np.int64)
-        pid = slab_fast.tasks(cpu, spawn_at, spawn_cpu, spawn_pid, current)
+        pid = gen.tasks(cpu, spawn_at, spawn_cpu, spawn_pid, current)
         self.current = current.tolist()
         # each column a row of its kind's uint64 table (int64 ones seen as such)
         cols = [tuple(row if arg in UNSIGNED else row.view(np.int64)

@@ -373,20 +373,19 @@ cdef class SlabGen:
                     at += 1
         self.npend = at
 
-
-def tasks(const int64_t[::1] cpu, const int64_t[::1] spawn_at, const int64_t[::1] spawn_cpu,
-          const int64_t[::1] spawn_pid, int64_t[::1] current):
-    """The pid of each event: before event ``spawn_at[i]`` CPU ``spawn_cpu[i]``
-    switches to task ``spawn_pid[i]``; *current* (each CPU's task) is
-    updated."""
-    n = cpu.shape[0]
-    pid_np = np.empty(n, np.int64)
-    cdef int64_t[::1] pid = pid_np
-    cdef Py_ssize_t e, i = 0, k = spawn_at.shape[0]
-    with nogil:
-        for e in range(n):
-            while i < k and spawn_at[i] == e:
-                current[spawn_cpu[i]] = spawn_pid[i]
-                i += 1
-            pid[e] = current[cpu[e]]
-    return pid_np
+    def tasks(self, const int64_t[::1] cpu, const int64_t[::1] spawn_at,
+              const int64_t[::1] spawn_cpu, const int64_t[::1] spawn_pid, int64_t[::1] current):
+        """The pid of each event: before event ``spawn_at[i]`` CPU ``spawn_cpu[i]``
+        switches to task ``spawn_pid[i]``; *current* (each CPU's task) is
+        updated."""
+        n = cpu.shape[0]
+        pid_np = np.empty(n, np.int64)
+        cdef int64_t[::1] pid = pid_np
+        cdef Py_ssize_t e, i = 0, k = spawn_at.shape[0]
+        with nogil:
+            for e in range(n):
+                while i < k and spawn_at[i] == e:
+                    current[spawn_cpu[i]] = spawn_pid[i]
+                    i += 1
+                pid[e] = current[cpu[e]]
+        return pid_np
