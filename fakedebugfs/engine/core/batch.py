@@ -175,15 +175,21 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
     split_per_cpu_py(buffers, batch, groups, sel)
 
 
-_FAST: list = []
+_FAST: dict = {}
 
 
 def _rb_fast():
-    """The compiled batch writer, loaded on first use (it imports numpy's
-    arrays' users only then), or None."""
-    if not _FAST:
-        _FAST.append(fast.load("fakedebugfs.engine.core.rb_fast"))
-    return _FAST[0]
+    """The compiled batch writer (``rb_fast.pyx``), loaded on first use, or None."""
+    return compiled("rb_fast")
+
+
+def compiled(name: str):
+    """The compiled module ``fakedebugfs.engine.core.<name>`` (``rb_fast``,
+    ``batch_fast``), loaded on first use (after numpy), or None."""
+    mod = _FAST.get(name, False)
+    if mod is False:
+        mod = _FAST[name] = fast.load(f"fakedebugfs.engine.core.{name}")
+    return mod
 
 
 def split_per_cpu_py(buffers, batch: EventBatch, groups, sel=None) -> None:

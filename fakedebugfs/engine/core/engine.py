@@ -21,7 +21,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 from .lazynp import np
 
-from .batch import EventBatch, from_pending
+from .batch import EventBatch, compiled, from_pending
 from .catalogue import TRACEPOINTS
 from .clock import MonotonicClock
 from .kallsyms import Kallsyms
@@ -152,6 +152,10 @@ class Engine:
     def _note_last_ts(self, batch: EventBatch) -> None:
         """Each CPU's last timestamp (``check_ts``)."""
         cpu = batch.cpu
+        bf = compiled("batch_fast")
+        if bf is not None and cpu.dtype == batch.ts.dtype == np.int64:
+            bf.note_last_ts(cpu, batch.ts, self.last_ts)
+            return
         for c in np.unique(cpu).tolist():
             self.last_ts[c] = int(batch.ts[np.flatnonzero(cpu == c)[-1]])
 

@@ -29,7 +29,7 @@ from .cmdlines import SavedCmdlines
 from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
-from ..core.batch import split_per_cpu
+from ..core.batch import compiled, split_per_cpu
 from ..core.layouts import BUF_PAGE_HDR_SIZE
 from ..core.ringbuffer import MAX_BUFFER_BYTES, CpuBuffer, Event, event_length
 
@@ -189,24 +189,30 @@ class TraceArray:
         if not self.tracing_on:
             return
         groups = []
-        mine = np.zeros(len(batch.tps), bool)
+        mine = bytearray(len(batch.tps))
         for k, probe in kinds:
             pos = batch.where(k)
-            mine[k] = True
+            mine[k] = 1
             for idx, words, length, rowsel in probe.event.pack_columns(batch.pid, batch.cols[k],
                                                                        pos=pos):
                 groups.append((pos if len(idx) == len(pos) else pos[idx], words, length,
                                rowsel))
             self.firing = probe.event.key
-        cpus = np.array([(self.cpumask >> c) & 1 for c in range(len(self.buffers))], bool)
-        cpu_of = batch.cpu
-        done = np.flatnonzero(mine[batch.kind] & cpus[cpu_of])
+        cpus = bytes((self.cpumask >> c) & 1 for c in range(len(self.buffers)))
+        bf = compiled("batch_fast")
+        if bf is not None and batch.kind.dtype == batch.cpu.dtype == batch.pid.dtype == np.int64:
+            done = bf.select(batch.kind, batch.cpu, mine, cpus)
+        else:
+            bf = None
+            done = np.flatnonzero(np.frombuffer(bytes(mine), bool)[batch.kind]
+                                  & np.frombuffer(cpus, bool)[batch.cpu])
         if not len(done):
             return
         split_per_cpu(self.buffers, batch, groups, done)
         self.written += len(done)
-        if self.top.options["record-cmd"]:
-            self.top.cmdlines.record_many(batch.pid[done].astype(np.int32))
+        if self.top.options["record-cmd"]:  # tracing_record_cmdline of each entry
+            self.top.cmdlines.record_many(bf.pid_runs(batch.pid, done) if bf is not None
+                                          else batch.pid[done].astype(np.int32))
 
     def _record(self, ev, cpu, pid, values):
         vals = ev.encode_values(values) if ev.encode_values else dict(values)
