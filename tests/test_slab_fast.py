@@ -146,6 +146,43 @@ def test_same_bytes_in_every_tracer(monkeypatch, cpus, budgets):
     assert state(kernels[0]) == state(kernels[1])
 
 
+@pytest.mark.parametrize("last, now, m", [(0, 0, 1), (5, 5, 300), (10**9, 10**9 + 7, 256),
+                                           (1, 1 + 3 * 10**9, 16384), (2**40, 2**40 + 12345, 999)])
+def test_real_clock_spreads_like_the_python_path(monkeypatch, last, now, m):
+    """With a real clock a batch's stamps are spread from the CPUs' last
+    stamp to now: the compiled spread is the Python path's formula."""
+    (fast, _), _ = twins(monkeypatch, 2, 0)
+    want = last + (now - last) * np.arange(1, m + 1, dtype=np.int64) // m
+    same_array(fast.gen.spread(last, now, m), want, "spread")
+
+
+def test_real_clock_batches(monkeypatch):
+    """The kmem workload on a real clock: both paths stamp each batch's
+    events from the CPUs' last stamp to now, never going back per CPU."""
+    out = []
+    for compiled in (True, False):
+        k = Kernel(cpus=2, clock="monotonic")
+        with monkeypatch.context() as mp:
+            if not compiled:
+                mp.setattr(slab_batch, "slab_fast", None)
+            wl = slab_batch.SlabWorkload(k, seed=4)
+        batches = []
+        emit_batch = k.engine.emit_batch
+
+        def keep(batch, emit_batch=emit_batch, batches=batches):
+            batches.append(batch)
+            return emit_batch(batch)
+        monkeypatch.setattr(k.engine, "emit_batch", keep)
+        for budget in (3000, 20000, 500):
+            wl.run(budget)
+        out.append(batches)
+    for fb, pb in zip(*out):
+        for key in ("kind", "cpu", "pid"):
+            same_array(getattr(fb, key), getattr(pb, key), key)
+        for batch in (fb, pb):
+            assert batch.ts.dtype == np.int64 and (np.diff(batch.ts) >= 0).all()
+
+
 def test_pure_environment_takes_the_python_path():
     """``FAKEDEBUGFS_PURE=1``: the compiled module is not loaded and the
     workload runs the Python path."""

@@ -289,14 +289,17 @@ class SlabWorkload:
         if b - a < BATCH_MIN:
             self._fire_each(a, b, spawns)
             return
-        comms, seen = self.engine.comms, {}
+        comms, named = self.engine.comms, {}
         for i, pid, comm in spawns:
-            if i > a and seen.get(pid, comms.get(pid, comm)) != comm:
+            cur = named.get(pid, comms.get(pid))
+            if cur == comm:  # the task is known by that name already
+                continue
+            if cur is not None and i > a:
                 self._fire(a, i)  # a task's comm changes: what came before sees the old one
                 self._fire(i, b)
                 return
-            seen[pid] = comm
-        for i, pid, comm in spawns:
+            named[pid] = comm
+        for pid, comm in named.items():
             self.engine.set_comm(pid, comm)
         self.engine.emit_batch(self._batch(a, b))
 
@@ -342,28 +345,35 @@ class SlabWorkload:
         return list(zip(first[a].tolist(), first[b].tolist()))
 
     def _batch(self, a: int, b: int) -> EventBatch:
+        """Events ``a:b`` of the block as one batch: each kind's columns are
+        slices of the block's (made once per block)."""
         blk = self.block
-        adv = blk["adv"][a:b]
         clock = self.engine.clock
         now = clock.now()
-        if clock.deterministic:
-            ts = np.empty(b - a, np.int64)
-            ts[0] = now
-            np.cumsum(adv[:-1], out=ts[1:])
-            ts[1:] += now
-            clock.advance(int(adv.sum()))
+        if clock.deterministic:  # the clock moves each event's step after it
+            cum = blk["cum"]
+            start = int(cum[a])
+            ts = cum[a:b] + (now - start)
+            clock.advance(int(cum[b]) - start)
         else:  # a real clock: spread from the last stamp to now
             last = min(max(self.engine.last_ts), now)
-            ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
-        cols, where = [], {}
-        for k, (lo, hi) in enumerate(self._spans(a, b)):
-            where[k] = blk["where"][k][lo:hi] - a
+            if self.gen:
+                ts = self.gen.spread(last, now, b - a)
+            else:
+                ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
+        spans = self._spans(a, b)
+        if self.gen:
+            where = self.gen.positions(blk["where"], spans, a)
+        else:
+            where = [blk["where"][k][lo:hi] - a for k, (lo, hi) in enumerate(spans)]
+        cols = []
+        for k, (lo, hi) in enumerate(spans):
             c = [col[lo:hi] for col in blk["cols"][k]]
             if k in NAME_COL:
                 c[NAME_COL[k]] = Strings(c[NAME_COL[k]], CACHE_NAMES)
             cols.append(tuple(c))
         return EventBatch(self.tps, blk["kind"][a:b], blk["cpu"][a:b], blk["pid"][a:b], ts,
-                          cols, where)
+                          cols, dict(enumerate(where)))
 
     # --- generating a block -----------------------------------------------------------
 
@@ -439,10 +449,11 @@ class SlabWorkload:
                       for arg, row in zip(args, t)) for args, t in zip(ARGS, table)]
         spawns = [(i, p, TASKS[c]) for i, p, c in
                   zip(spawn_at.tolist(), spawn_pid.tolist(), task_of(spawn_pid).tolist())]
+        adv = self.rng.integers(ADV_LO, ADV_HI + 1, size=len(kind))
         self.next_block = {"n": len(kind), "kind": kind, "cpu": cpu, "pid": pid,
                            "spawns": spawns, "spawn_at": spawn_at.tolist(), "rows": {},
-                           "where": where, "cols": cols, "first": first,
-                           "adv": self.rng.integers(ADV_LO, ADV_HI + 1, size=len(kind))}
+                           "where": where, "cols": cols, "first": first, "adv": adv,
+                           "cum": _cumulative(adv)}
 
     def _draws(self, m: int) -> tuple:
         """What :meth:`_new_objects` draws, in its order: site, CPU, then
@@ -564,9 +575,10 @@ class SlabWorkload:
         cols = [tuple(values[arg][pos] for arg in args) for args, pos in zip(ARGS, where)]
         first = np.zeros((n + 1, len(KINDS)), np.int32)
         np.cumsum(kind[:, None] == np.arange(len(KINDS)), axis=0, out=first[1:])
+        adv = rng.integers(ADV_LO, ADV_HI + 1, size=n)
         return {"n": n, "kind": kind, "cpu": cpu, "pid": pid, "spawns": spawns,
                 "spawn_at": [sp[0] for sp in spawns], "rows": {}, "where": where, "cols": cols,
-                "first": first, "adv": rng.integers(ADV_LO, ADV_HI + 1, size=n)}
+                "first": first, "adv": adv, "cum": _cumulative(adv)}
 
     def _columns(self, pool: dict, o, kind) -> dict:
         """The argument values of the events about objects *o* of *kind*, by
@@ -582,6 +594,13 @@ class SlabWorkload:
                 "gfp": pool["gfp"][o], "req": pool["req"][o], "abytes": pool["abytes"][o],
                 "node": st.node[site], "name": st.cache[site],
                 "migratetype": st.migratetype[site]}
+
+
+def _cumulative(adv) -> np.ndarray:
+    """``out[i]``: how far the clock moved before event i (``sum(adv[:i])``)."""
+    out = np.zeros(len(adv) + 1, np.int64)
+    np.cumsum(adv, out=out[1:])
+    return out
 
 
 __all__ = ["SlabWorkload", "lifo_match"]

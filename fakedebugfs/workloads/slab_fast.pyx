@@ -389,3 +389,38 @@ cdef class SlabGen:
                     i += 1
                 pid[e] = current[cpu[e]]
         return pid_np
+
+    def positions(self, list where, list spans, int64_t a):
+        """``where[k][lo:hi] - a`` for each kind's span ``(lo, hi)``: the
+        positions of a batch's events of each kind, counted from its first
+        (one array, a view of it per kind)."""
+        cdef Py_ssize_t total = 0, at = 0, i, lo, hi
+        cdef int64_t[::1] src
+        for lo, hi in spans:
+            total += hi - lo
+        out_np = np.empty(total, np.int64)
+        cdef int64_t[::1] out = out_np
+        views = []
+        for k in range(len(spans)):
+            lo, hi = spans[k]
+            src = where[k]
+            views.append(out_np[at:at + hi - lo])
+            for i in range(lo, hi):
+                out[at] = src[i] - a
+                at += 1
+        return views
+
+    def spread(self, int64_t last, int64_t now, Py_ssize_t m):
+        """*m* timestamps spread evenly after *last* up to *now* (a real
+        clock: a batch's events happened since the last one): ``last +
+        (now - last) * i // m`` for i in 1..m."""
+        out_np = np.empty(m, np.int64)
+        cdef int64_t[::1] out = out_np
+        cdef int64_t span = now - last
+        cdef Py_ssize_t i
+        if span < 0 or m <= 0:
+            raise ValueError("spread: now before last, or no events")
+        with nogil:
+            for i in range(m):
+                out[i] = last + span * (i + 1) // m
+        return out_np
