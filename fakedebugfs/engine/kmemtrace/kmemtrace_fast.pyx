@@ -76,14 +76,21 @@ cdef inline void put64(uint8_t *p, uint64_t v) noexcept nogil:
     memcpy(p, &v, 8)
 
 
+cdef object I8 = np.dtype(np.int64)
+cdef object U8 = np.dtype(np.uint64)
+
+
 cdef object as_int64(object col):
-    """An integer column as int64 (the same bits for uint64, narrower
-    integers widened as C widens them), or None for other columns."""
-    kind = col.dtype.kind
-    if kind not in "iub" or col.ndim != 1:
+    """An integer column whose buffer holds 8-byte integers (int64 and
+    uint64 as they are: the same bits), narrower integers widened as C
+    widens them; None for other columns."""
+    dt = col.dtype
+    if dt is I8 or dt is U8:
+        return col
+    if dt.kind not in "iub" or col.ndim != 1:
         return None
-    if col.dtype.itemsize == 8 and kind != "b":
-        return col if kind == "i" else col.view(np.int64)
+    if dt.itemsize == 8 and dt.kind != "b" and dt.isnative:
+        return col
     return col.astype(np.int64)
 
 

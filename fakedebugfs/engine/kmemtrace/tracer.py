@@ -34,6 +34,7 @@ of a CPU the same way, each counted once in ``total_overruns``.
 
 from __future__ import annotations
 
+import operator
 import struct
 
 from ..core.lazynp import np
@@ -170,6 +171,11 @@ class Kmemtrace:
                 self.log_free(cpu, ts, type_id, values[site], values[ptr])
         probe.batch_owner = self  # the batch path (write_batch)
         probe.spec = (alloc, type_id, ix)
+        layout = self.abi.alloc if alloc else self.abi.free
+        head = (self.abi.alloc_id if alloc else self.abi.free_id) | (type_id << 8) | \
+            (layout.size << 16)  # the record's first word: ids and event_size
+        mode = 2 if alloc and type_id == TYPE_PAGES else int(alloc)  # FREE, ALLOC, PAGES
+        probe.fast_spec = (head, layout.size, mode, operator.itemgetter(*ix))
         return probe
 
     # --- the batch path (engine.core.batch) -----------------------------------
@@ -257,17 +263,12 @@ class Kmemtrace:
         """:meth:`write_batch` by ``kmemtrace_fast``: each kind's record
         header and the tracepoint columns it takes; False when it leaves
         the batch to the Python path."""
-        abi = self.abi
         specs = []
         for k, probe in kinds:
-            alloc, type_id, ix = probe.spec
-            layout = abi.alloc if alloc else abi.free
-            head = (abi.alloc_id if alloc else abi.free_id) | (type_id << 8) | (layout.size << 16)
-            mode = 2 if alloc and type_id == TYPE_PAGES else int(alloc)  # FREE, ALLOC, PAGES
-            cols = batch.cols[k]
-            specs.append((k, head, layout.size, mode, tuple(cols[i] for i in ix)))
+            head, size, mode, pick = probe.fast_spec
+            specs.append((k, head, size, mode, pick(batch.cols[k])))
         return _fast.write_batch(self, batch.kind, batch.cpu, batch.ts, len(batch.tps), specs,
-                                 abi.name == "2008-07")
+                                 self.abi.name == "2008-07")
 
     def _words(self, batch, at, alloc, type_id, vals, seq) -> np.ndarray:
         """The records of the events at *at* as rows of ``u64`` words (the

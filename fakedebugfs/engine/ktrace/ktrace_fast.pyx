@@ -11,8 +11,8 @@ and the Python batch path (``fill_records``) make them.  The rows are
 
 import sys
 
-from cpython.buffer cimport PyBUF_STRIDED_RO, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from cpython.buffer cimport PyBUF_STRIDED_RO, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from fakedebugfs.engine.core.lazynp import np
@@ -32,14 +32,21 @@ cdef struct Col:
     int64_t value
 
 
+cdef object I8 = np.dtype(np.int64)
+cdef object U8 = np.dtype(np.uint64)
+
+
 cdef object as_int64(object col):
-    """An integer column as int64 (the same bits for uint64, narrower
-    integers widened as C widens them), or None for other columns."""
-    kind = col.dtype.kind
-    if kind not in "iub" or col.ndim != 1:
+    """An integer column whose buffer holds 8-byte integers (int64 and
+    uint64 as they are: the same bits), narrower integers widened as C
+    widens them; None for other columns."""
+    dt = col.dtype
+    if dt is I8 or dt is U8:
+        return col
+    if dt.kind not in "iub" or col.ndim != 1:
         return None
-    if col.dtype.itemsize == 8 and kind != "b":
-        return col if kind == "i" else col.view(np.int64)
+    if dt.itemsize == 8 and dt.kind != "b" and dt.isnative:
+        return col
     return col.astype(np.int64)
 
 
@@ -55,6 +62,28 @@ cdef int scalar(object value, Col *c) except -1:
     return 1
 
 
+cdef void fill(uint8_t *out, Py_ssize_t pitch, Py_ssize_t m, Col *c, int nbytes) noexcept nogil:
+    """One member of *m* records: the low *nbytes* of each value."""
+    cdef Py_ssize_t j
+    cdef int64_t v = c.value
+    cdef uint32_t v4
+    cdef uint16_t v2
+    for j in range(m):
+        if c.stride:
+            v = (<const int64_t *>(c.p + j * c.stride))[0]
+        if nbytes == 8:
+            memcpy(out, &v, 8)
+        elif nbytes == 4:
+            v4 = <uint32_t>v
+            memcpy(out, &v4, 4)
+        elif nbytes == 2:
+            v2 = <uint16_t>v
+            memcpy(out, &v2, 2)
+        else:
+            out[0] = <uint8_t>v
+        out += pitch
+
+
 def records(unsigned int event_id, sizes, cols, Py_ssize_t m):
     """*m* records of an event: ``(m, words)`` ``uint32`` rows; *sizes*
     are the members' sizes (1, 2, 4 or 8 bytes), *cols* their columns
@@ -63,12 +92,10 @@ def records(unsigned int event_id, sizes, cols, Py_ssize_t m):
     cdef int nf = len(sizes), f, off
     cdef Col col[MAXF]
     cdef int fsize[MAXF]
-    cdef Py_buffer views[MAXF]
+    cdef Py_buffer views[MAXF + 1]
     cdef int nviews = 0
-    cdef Py_ssize_t j
-    cdef int64_t v
-    cdef uint8_t *row
-    cdef uint8_t head[2]
+    cdef uint8_t *rows
+    cdef Col head
     if nf > MAXF or len(cols) < nf:
         return None
     width = 2
@@ -81,7 +108,6 @@ def records(unsigned int event_id, sizes, cols, Py_ssize_t m):
     out = np.zeros((m, words), np.uint32)
     if m == 0:
         return out
-    cdef uint32_t[:, ::1] dst = out
     cdef Py_ssize_t pitch = words * 4
     try:
         for f in range(nf):
@@ -91,27 +117,23 @@ def records(unsigned int event_id, sizes, cols, Py_ssize_t m):
                 if arr is None or arr.shape[0] < m:
                     return None
                 PyObject_GetBuffer(arr, &views[nviews], PyBUF_STRIDED_RO)
-                col[f].p = <const char *>views[nviews].buf
-                col[f].stride = views[nviews].strides[0]
-                col[f].value = (<const int64_t *>col[f].p)[0]  # all of a broadcast column
                 nviews += 1
+                col[f].p = <const char *>views[nviews - 1].buf
+                col[f].stride = views[nviews - 1].strides[0]
+                col[f].value = (<const int64_t *>col[f].p)[0]  # all of a broadcast column
             elif not scalar(c.item() if isinstance(c, np.ndarray) else c, &col[f]):
                 return None
-        head[0] = event_id & 0xFF
-        head[1] = (event_id >> 8) & 0xFF
-        row = <uint8_t *>&dst[0, 0]
+        PyObject_GetBuffer(out, &views[nviews], PyBUF_WRITABLE)
+        nviews += 1
+        rows = <uint8_t *>views[nviews - 1].buf
+        head.stride = 0
+        head.value = event_id & 0xFFFF
         with nogil:
-            for j in range(m):
-                memcpy(row, head, 2)
-                off = 2
-                for f in range(nf):
-                    if col[f].stride:
-                        v = (<const int64_t *>(col[f].p + j * col[f].stride))[0]
-                    else:
-                        v = col[f].value
-                    memcpy(row + off, &v, fsize[f])
-                    off += fsize[f]
-                row += pitch
+            fill(rows, pitch, m, &head, 2)  # the u16 event id
+            off = 2
+            for f in range(nf):
+                fill(rows + off, pitch, m, &col[f], fsize[f])
+                off += fsize[f]
         return out
     finally:
         for f in range(nviews):
