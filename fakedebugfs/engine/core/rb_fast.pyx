@@ -39,6 +39,7 @@ cdef struct Rb:
     int64_t produced, consumed, tail, tail_entries, last_ts
     int64_t read, read_entries, entries, overrun, dropped, missed
     int overwrite, reader_pages, count_oversized, used
+    int pinned  # a ktrace reader holds the pages until it puts them back
 
 
 cdef inline void put32(unsigned char *p, uint32_t v) noexcept nogil:
@@ -101,6 +102,10 @@ cdef int claim_tail(Rb *r, list pages, int c) except -1:
     event dropped.  Returns 0 when the event is lost."""
     cdef int64_t lost
     if r.produced - r.consumed >= r.nr_pages * r.psize:
+        if r.pinned and r.overwrite:  # the pages are held: the event is lost (_claim_tail)
+            r.overrun += 1
+            r.missed += 1
+            return 0
         if not r.overwrite:
             r.dropped += 1
             return 0
@@ -159,8 +164,11 @@ cdef int write_one(Rb *r, int64_t ts, const unsigned char *src, int64_t nbytes,
 
 
 cdef int plain(buf) except -1:
-    """No fault pending and no reader pinning the pages."""
-    return not (buf.lose_next or buf.drop_pending or buf.pinned_until)
+    """No fault pending and no reader pinning the pages for a while (one
+    holding them until it puts them back, ktrace's PIN_FOREVER, holds them
+    for the whole batch: claim_tail loses the events as _claim_tail does)."""
+    return not (buf.lose_next or buf.drop_pending or
+                (buf.pinned_until and buf.pinned_until != float("inf")))
 
 
 cdef int load(Rb *r, buf) except -1:
@@ -185,6 +193,7 @@ cdef int load(Rb *r, buf) except -1:
     r.dropped = buf.dropped
     r.missed = buf.missed
     r.overwrite = bool(buf.overwrite)
+    r.pinned = buf.pinned_until != 0.0
     r.reader_pages = bool(buf.reader_pages)
     r.count_oversized = bool(buf.count_oversized)
     r.used = 0
