@@ -28,6 +28,15 @@ the workload's seed, block by block, so the events do not depend on how
 process and in a mount.  ``run`` fires slices of :data:`BATCH_MIN` events or
 more as one :class:`~fakedebugfs.engine.core.batch.EventBatch`, smaller ones
 one by one (the same events, stamped the same way).
+
+A block keeps its events' arguments per tracepoint in columns (``where``:
+the positions of each kind's events, ``cols``: its arguments, ``first``:
+how many of each kind come before each event), so that events ``a:b``
+are slices of them.  The sequential parts of making a block (the
+freelists, fresh slab pages and pfns, which task each CPU runs) run in
+compiled code when :mod:`.slab_fast` is built, on the same draws, giving
+the same events; ``FAKEDEBUGFS_PURE=1`` keeps the numpy path above (the
+reference).
 """
 
 from __future__ import annotations
@@ -379,14 +388,13 @@ class SlabWorkload:
 
     def _new_objects(self, m: int) -> dict:
         """*m* allocations at the next ticks: site, CPU, sizes, flags, lifetime."""
-        rng, st, nr = self.rng, self.sites, self.nr_cpus
-        site = st.by_weight[rng.integers(len(st.by_weight), size=m)]
-        cpu = rng.integers(nr, size=m)
-        gfp = st.gfp[site, (rng.random(m) * st.ngfp[site]).astype(np.int64)]
-        pick = (rng.random(m) * st.nsizes[site]).astype(np.int64)
-        life = np.maximum(1, rng.exponential(st.lifetime[site]).astype(np.int64))
-        cross = rng.random(m) < st.cross[site]
-        other = (cpu + 1 + rng.integers(max(1, nr - 1), size=m)) % nr
+        st, nr = self.sites, self.nr_cpus
+        site, cpu, r_gfp, r_pick, life, r_cross, r_other = self._draws(m)
+        gfp = st.gfp[site, (r_gfp * st.ngfp[site]).astype(np.int64)]
+        pick = (r_pick * st.nsizes[site]).astype(np.int64)
+        life = np.maximum(1, life.astype(np.int64))
+        cross = r_cross < st.cross[site]
+        other = (cpu + 1 + r_other) % nr
         fcpu = np.where(cross & (nr > 1), other, cpu)
         tick = self.tick + np.arange(m, dtype=np.int64)
         self.tick += m
@@ -447,8 +455,7 @@ class SlabWorkload:
         # each column a row of its kind's uint64 table (int64 ones seen as such)
         cols = [tuple(row if arg in UNSIGNED else row.view(np.int64)
                       for arg, row in zip(args, t)) for args, t in zip(ARGS, table)]
-        spawns = [(i, p, TASKS[c]) for i, p, c in
-                  zip(spawn_at.tolist(), spawn_pid.tolist(), task_of(spawn_pid).tolist())]
+        spawns = _spawns(spawn_at, spawn_pid)
         adv = self.rng.integers(ADV_LO, ADV_HI + 1, size=len(kind))
         self.next_block = {"n": len(kind), "kind": kind, "cpu": cpu, "pid": pid,
                            "spawns": spawns, "spawn_at": spawn_at.tolist(), "rows": {},
@@ -456,9 +463,9 @@ class SlabWorkload:
                            "cum": _cumulative(adv)}
 
     def _draws(self, m: int) -> tuple:
-        """What :meth:`_new_objects` draws, in its order: site, CPU, then
-        uniform draws for the flags and size, the lifetime, whether another
-        CPU frees it and which."""
+        """The draws for *m* new objects, in order: site, CPU, then uniform
+        draws for the flags and size, the lifetime, whether another CPU
+        frees it and which (both paths make them: the same events)."""
         rng, st, nr = self.rng, self.sites, self.nr_cpus
         site = st.by_weight[rng.integers(len(st.by_weight), size=m)]
         cpu = rng.integers(nr, size=m)
@@ -467,7 +474,7 @@ class SlabWorkload:
         return site, cpu, r_gfp, r_pick, life, rng.random(m), rng.integers(max(1, nr - 1), size=m)
 
     def _spawn_draws(self, n: int) -> tuple:
-        """What :meth:`_events` draws for tasks: before which events a CPU
+        """The draws for the tasks of *n* events: before which events a CPU
         switches to a new task, which CPU, the task's pid."""
         rng = self.rng
         at = np.flatnonzero(rng.random(n) < SPAWN_P)
@@ -552,16 +559,14 @@ class SlabWorkload:
                         np.array([K_KFREE, K_CACHE_FREE, K_PAGE_FREE])[skind])
         cpu = np.where(is_alloc, pool["cpu"][obj], pool["fcpu"][obj])
         # tasks: before each event, sometimes, a CPU switches to a new one
-        spawn = rng.random(n) < SPAWN_P
-        idx = np.flatnonzero(spawn)
+        idx, cpus, pids = self._spawn_draws(n)
+        spawn = np.zeros(n, bool)
+        spawn[idx] = True
         scpu = np.zeros(n, np.int64)
         spid = np.zeros(n, np.int64)
-        scpu[idx] = rng.integers(nr, size=len(idx))
-        spid[idx] = 2000 + rng.integers(30000, size=len(idx))
-        scomm = task_of(spid[idx])
+        scpu[idx], spid[idx] = cpus, pids
         pid = np.empty(n, np.int64)
-        spawns = [(i, p, TASKS[c]) for i, p, c in
-                  zip(idx.tolist(), spid[idx].tolist(), scomm.tolist())]
+        spawns = _spawns(idx, pids)
         at = np.arange(n)
         for c in range(nr):
             last = np.maximum.accumulate(np.where(spawn & (scpu == c), at, -1))
@@ -594,6 +599,12 @@ class SlabWorkload:
                 "gfp": pool["gfp"][o], "req": pool["req"][o], "abytes": pool["abytes"][o],
                 "node": st.node[site], "name": st.cache[site],
                 "migratetype": st.migratetype[site]}
+
+
+def _spawns(at, pids) -> list:
+    """``(event, pid, comm)`` of each switch to a new task."""
+    return [(i, p, TASKS[c]) for i, p, c in zip(at.tolist(), pids.tolist(),
+                                                 task_of(pids).tolist())]
 
 
 def _cumulative(adv) -> np.ndarray:
