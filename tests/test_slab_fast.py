@@ -56,7 +56,7 @@ def same_array(a, b, what):
 
 def same_block(fast: dict, py: dict, where: str) -> None:
     assert fast["n"] == py["n"] and fast["n"] > slab_batch.BLOCK_ALLOCS, where
-    for key in ("kind", "cpu", "pid", "adv", "first"):
+    for key in ("kind", "cpu", "pid", "adv", "cum"):
         same_array(fast[key], py[key], f"{where} {key}")
     assert fast["spawns"] == py["spawns"] and fast["spawn_at"] == py["spawn_at"], where
     for k in range(len(slab_batch.KINDS)):

@@ -30,9 +30,8 @@ more as one :class:`~fakedebugfs.engine.core.batch.EventBatch`, smaller ones
 one by one (the same events, stamped the same way).
 
 A block keeps its events' arguments per tracepoint in columns (``where``:
-the positions of each kind's events, ``cols``: its arguments, ``first``:
-how many of each kind come before each event), so that events ``a:b``
-are slices of them.  The sequential parts of making a block (the
+the positions of each kind's events, ``cols``: its arguments), so that
+events ``a:b`` are slices of them.  The sequential parts of making a block (the
 freelists, fresh slab pages and pfns, which task each CPU runs) run in
 compiled code when :mod:`.slab_fast` is built, on the same draws, giving
 the same events; ``FAKEDEBUGFS_PURE=1`` keeps the numpy path above (the
@@ -350,8 +349,10 @@ class SlabWorkload:
     def _spans(self, a: int, b: int) -> list:
         """Per kind, which of its events (``lo:hi``) are the block's events
         ``a:b``."""
-        first = self.block["first"]
-        return list(zip(first[a].tolist(), first[b].tolist()))
+        where = self.block["where"]
+        if self.gen:
+            return self.gen.spans(where, a, b)
+        return [(int(pos.searchsorted(a)), int(pos.searchsorted(b))) for pos in where]
 
     def _batch(self, a: int, b: int) -> EventBatch:
         """Events ``a:b`` of the block as one batch: each kind's columns are
@@ -446,7 +447,7 @@ class SlabWorkload:
         gen.objects(self.tick, *self._draws(m))
         self.tick = end
         yield
-        kind, cpu, where, table, first = gen.events(end, m)
+        kind, cpu, where, table = gen.events(end, m)
         yield
         spawn_at, spawn_cpu, spawn_pid = self._spawn_draws(len(kind))
         current = np.array(self.current, np.int64)
@@ -459,8 +460,7 @@ class SlabWorkload:
         adv = self.rng.integers(ADV_LO, ADV_HI + 1, size=len(kind))
         self.next_block = {"n": len(kind), "kind": kind, "cpu": cpu, "pid": pid,
                            "spawns": spawns, "spawn_at": spawn_at.tolist(), "rows": {},
-                           "where": where, "cols": cols, "first": first, "adv": adv,
-                           "cum": _cumulative(adv)}
+                           "where": where, "cols": cols, "adv": adv, "cum": _cumulative(adv)}
 
     def _draws(self, m: int) -> tuple:
         """The draws for *m* new objects, in order: site, CPU, then uniform
@@ -578,12 +578,10 @@ class SlabWorkload:
         where = group_positions(kind, len(KINDS))
         values = self._columns(pool, obj, kind)
         cols = [tuple(values[arg][pos] for arg in args) for args, pos in zip(ARGS, where)]
-        first = np.zeros((n + 1, len(KINDS)), np.int32)
-        np.cumsum(kind[:, None] == np.arange(len(KINDS)), axis=0, out=first[1:])
         adv = rng.integers(ADV_LO, ADV_HI + 1, size=n)
         return {"n": n, "kind": kind, "cpu": cpu, "pid": pid, "spawns": spawns,
                 "spawn_at": [sp[0] for sp in spawns], "rows": {}, "where": where, "cols": cols,
-                "first": first, "adv": adv, "cum": _cumulative(adv)}
+                "adv": adv, "cum": _cumulative(adv)}
 
     def _columns(self, pool: dict, o, kind) -> dict:
         """The argument values of the events about objects *o* of *kind*, by

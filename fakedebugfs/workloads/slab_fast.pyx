@@ -167,11 +167,9 @@ cdef class SlabGen:
         """The events of the ticks ``end - m .. end - 1`` (the last *m*
         objects are their allocations): per tick the frees due then (in
         allocation order), then the tick's allocation, their addresses from
-        the freelists.  Returns ``(kind, cpu, where, cols, first)``: per
-        event its tracepoint kind and CPU; per kind the positions of its
-        events and its argument columns (a uint64 table, a row per
-        argument); ``first[i, k]``: how many events before event i are of
-        kind k."""
+        the freelists.  Returns ``(kind, cpu, where, cols)``: per event its
+        tracepoint kind and CPU; per kind the positions of its events and
+        its argument columns (a uint64 table, a row per argument)."""
         cdef Py_ssize_t total = self.npend, nold = total - m, o, e, j, ndue = 0
         cdef int64_t start = end - m, t
         cdef int64_t[::1] p_site = self.p_site, p_pick = self.p_pick, p_cpu = self.p_cpu
@@ -204,10 +202,9 @@ cdef class SlabGen:
         counts = self._kinds(obj, kind_np, cpu_np)
         where = [np.empty(c, np.int64) for c in counts]
         cols = [np.empty((w, c), np.uint64) for w, c in zip((6, 7, 6, 2, 3, 4), counts)]
-        first = np.empty((n + 1, NKINDS), np.int32)
-        self._fill(obj, kind_np, where, cols, first)
+        self._fill(obj, kind_np, where, cols)
         self._compact(end)
-        return kind_np, cpu_np, where, cols, first
+        return kind_np, cpu_np, where, cols
 
     cdef list _kinds(self, int64_t[::1] obj, int64_t[::1] kind, int64_t[::1] cpu):
         """Kind (kmalloc, kmem_cache_alloc, mm_page_alloc, then the frees)
@@ -274,8 +271,7 @@ cdef class SlabGen:
             return self.items[s][self.top[s]]
         return self._fresh(s)
 
-    cdef _fill(self, int64_t[::1] obj, int64_t[::1] kind, list where, list cols,
-               int[:, ::1] first):
+    cdef _fill(self, int64_t[::1] obj, int64_t[::1] kind, list where, list cols):
         """Run the freelists over the events in order and write each event's
         arguments in its kind's columns."""
         cdef int64_t[::1] w0 = where[0], w1 = where[1], w2 = where[2]
@@ -287,7 +283,7 @@ cdef class SlabGen:
         cdef uint64_t[::1] p_value = self.p_value
         cdef int64_t r[NKINDS]
         cdef Py_ssize_t e, o, i
-        cdef int64_t k, s, j, q, stream, c
+        cdef int64_t k, s, j, stream, c
         cdef uint64_t v, ptr
         cdef bint alloc, page
         for k in range(NKINDS):
@@ -311,8 +307,6 @@ cdef class SlabGen:
                     self._push(stream, v)
                 ptr = self.page_offset + (v << 12) if page else v  # page_address()
                 k = kind[e]
-                for q in range(NKINDS):
-                    first[e, q] = r[q]
                 i = r[k]
                 r[k] += 1
                 if k == 0:  # kmalloc: call_site, ptr, bytes_req, bytes_alloc, gfp_flags, node
@@ -355,8 +349,6 @@ cdef class SlabGen:
                     c5[1, i] = self.order[s, j]
                     c5[2, i] = self.free_addr[s]
                     c5[3, i] = ptr
-            for q in range(NKINDS):
-                first[obj.shape[0], q] = r[q]
 
     cdef void _compact(self, int64_t end):
         """Keep the objects still alive at *end*, in allocation order."""
@@ -424,3 +416,25 @@ cdef class SlabGen:
             for i in range(m):
                 out[i] = last + span * (i + 1) // m
         return out_np
+
+    def spans(self, list where, int64_t a, int64_t b):
+        """For each kind, which of its events (``lo, hi``) are among the
+        block's events ``a:b`` (*where*: each kind's positions, sorted)."""
+        cdef int64_t[::1] pos
+        out = []
+        for k in range(len(where)):
+            pos = where[k]
+            out.append((_lower_bound(pos, a), _lower_bound(pos, b)))
+        return out
+
+
+cdef Py_ssize_t _lower_bound(int64_t[::1] pos, int64_t x) noexcept:
+    """How many of the sorted *pos* are below *x*."""
+    cdef Py_ssize_t lo = 0, hi = pos.shape[0], mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pos[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
