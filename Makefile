@@ -6,7 +6,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PIP         := $(VENV)/bin/pip
 PYFUSE3_VER := 3.5.0
-PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch)
+PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk
@@ -36,7 +36,9 @@ $(STAMPS)/venv: $(STAMPS)/debs
 # ioctl.patch (ioctl and interrupt handlers, read flags, writer pid) and
 # fastpath.patch (a request queued right after another is taken at once,
 # without a trip through trio's epoll loop: about half the round trip) and
-# startup.patch (its version written in, not read with importlib.metadata).
+# startup.patch (its version written in, not read with importlib.metadata) and
+# readfast.patch (Operations.read_nowait: a read answered in the request's
+# callback, without a task or a cancel scope; fast_path() tunes the fast path).
 # The wheel stays in build/wheels: other environments (a user's venv, the
 # plugin's fresh-venv test) install it with `pip install --find-links build/wheels`.
 $(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCHES)

@@ -14,6 +14,7 @@ the next read), a poll delay holds back the wake-up notification.
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import gc
 import itertools
@@ -32,6 +33,9 @@ from .waitqueue import WaitQueue
 
 # the writer's pid of a WRITE (patches/pyfuse3-*-ioctl.patch; None unpatched)
 _WRITE_PID = getattr(pyfuse3, "write_pid", None)
+# the open flags of a READ (the same patch; a stand-in answering None unpatched)
+_READ_FLAGS = getattr(pyfuse3, "read_flags", None) or contextvars.ContextVar("read_flags", default=None)
+_BUFFERS = (bytes, bytearray, memoryview)  # handed to FUSE as they are
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +48,27 @@ def has_ioctl_support() -> bool:
     return "ioctl" in pyfuse3.Operations.__dict__ and hasattr(pyfuse3, "read_flags")
 
 
+def _fuse_error(what: str, node, err: BaseException) -> None:
+    """Raises the FUSE error an exception of a file operation stands for:
+    an OSError's errno, ENOENT for a lookup failure, EIO (logged) for any
+    other Exception; a FUSEError or a BaseException that is not an
+    Exception (a cancellation) goes on as it is.  The node's path is only
+    built for the log message of an unexpected failure."""
+    if isinstance(err, pyfuse3.FUSEError) or not isinstance(err, Exception):
+        raise err
+    if isinstance(err, OSError) and err.errno:
+        raise pyfuse3.FUSEError(err.errno) from None
+    if isinstance(err, (KeyError, LookupError)):
+        raise pyfuse3.FUSEError(errno.ENOENT) from None
+    where = f" {node.path()}" if node is not None else ""
+    log.exception("%s%s failed", what, where, exc_info=err)
+    raise pyfuse3.FUSEError(errno.EIO) from None
+
+
 class _Guard:
-    """Turns exceptions from file operations into FUSE errors.  The node's
-    path is only built for the log message of an unexpected failure (reads
-    and writes are the hot path)."""
+    """Turns exceptions from file operations into FUSE errors
+    (:func:`_fuse_error`); the read path, the hottest, calls that in an
+    ``except`` clause instead (no context manager to make and enter)."""
 
     def __init__(self, what: str, node=None):
         self.what = what
@@ -57,16 +78,8 @@ class _Guard:
         return self
 
     def __exit__(self, kind, err, tb):
-        if err is None or isinstance(err, pyfuse3.FUSEError):
-            return False
-        if isinstance(err, OSError) and err.errno:
-            raise pyfuse3.FUSEError(err.errno) from None
-        if isinstance(err, (KeyError, LookupError)):
-            raise pyfuse3.FUSEError(errno.ENOENT) from None
-        if isinstance(err, Exception):
-            where = f" {self.node.path()}" if self.node is not None else ""
-            log.exception("%s%s failed", self.what, where)
-            raise pyfuse3.FUSEError(errno.EIO) from None
+        if err is not None:
+            _fuse_error(self.what, self.node, err)
         return False
 
 
@@ -322,16 +335,38 @@ class TreeOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF)
         return f
 
+    def read_nowait(self, fh, off, size, flags):
+        """A read answered at once by the file's ``read_nowait``, called by
+        our pyfuse3 (patches/pyfuse3-*-readfast.patch) in the request's
+        callback, before any task is made; None hands the read to
+        :meth:`read` (no such open file, scripted faults, a file that
+        would wait)."""
+        f = self.open_files.get(fh)
+        if f is None or (self.faults is not None and self.faults.active):
+            return None
+        f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
+        try:
+            data = f.node.fops.read_nowait(f, off, size)
+        except BaseException as err:
+            _fuse_error("read", f.node, err)
+        if data is None or type(data) in _BUFFERS:
+            return data
+        return bytes(data)
+
     async def read(self, fh, off, size):
-        f = self._file(fh)
-        flags = pyfuse3.read_flags.get()  # f_flags now: fcntl(F_SETFL) included
+        f = self.open_files.get(fh)
+        if f is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        flags = _READ_FLAGS.get()  # f_flags now: fcntl(F_SETFL) included
         if flags is not None:
             f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
         if self.faults is not None and self.faults.active:
             size = await self._inject(f.node, "read", size)
-        with _Guard("read", f.node):
+        try:
             data = await f.node.fops.read(f, off, size)
-        return data if isinstance(data, (bytes, bytearray, memoryview)) else bytes(data)
+        except BaseException as err:
+            _fuse_error("read", f.node, err)
+        return data if type(data) in _BUFFERS else bytes(data)
 
     async def write(self, fh, off, buf):
         f = self._file(fh)

@@ -223,13 +223,18 @@ class TracePipeRaw(FileOperations):
     def __init__(self, tree, cpu: int):
         self.tree = tree
         self.cpu = cpu
+        self._one_page_opt = None  # --raw-one-page, looked up at the first read
 
     def open(self, f: OpenFile) -> None:
         f.private = RawState()
 
     def _one_page(self) -> bool:
-        options = getattr(self.tree.kernel, "options", None) or {}
-        return bool(options.get("raw_one_page"))
+        """``--raw-one-page`` (a mount option: the kernel's options are set
+        when it is made)."""
+        if self._one_page_opt is None:
+            options = getattr(self.tree.kernel, "options", None) or {}
+            self._one_page_opt = bool(options.get("raw_one_page"))
+        return self._one_page_opt
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
         """``tracing_buffers_read``, in bulk: as many whole sub-buffers as
@@ -246,10 +251,9 @@ class TracePipeRaw(FileOperations):
         psize = buf.page_size
         if st.page and st.size != psize:
             st.page = b""
-        if not st.page and size >= 2 * psize and not self._one_page():
-            got = buf.read_pages(size // psize)  # the common bulk read: the pages as they are
-            if got:
-                return self._more(f, buf, [got], size // psize - len(got) // psize)
+        got = self.read_nowait(f, off, size)
+        if got is not None:
+            return got
         limit = size if size < psize else None
         while not st.page:
             partial = f.nonblock or st.woken
@@ -273,6 +277,22 @@ class TracePipeRaw(FileOperations):
             return data
         pages, st.page = [st.page], b""
         return self._more(f, buf, pages, size // psize - 1)
+
+    def read_nowait(self, f: OpenFile, off: int, size: int):
+        """The common bulk read, answered at once: whole sub-buffers as they
+        are (a view of the ring buffer), as many as *size* holds, when no
+        spare page is left and at least one complete page waits; None
+        otherwise (:meth:`read` answers, waiting if it must)."""
+        buf = self.tree.ft.buffers[self.cpu]
+        psize = buf.page_size
+        if f.private.page or size < 2 * psize or self._one_page():
+            return None
+        want = size // psize
+        got = buf.read_pages(want)
+        if not got:
+            return None
+        left = want - len(got) // psize
+        return got if not left else self._more(f, buf, [got], left)
 
     @staticmethod
     def _more(f: OpenFile, buf, pages: list, left: int):
