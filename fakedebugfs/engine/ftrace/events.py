@@ -277,16 +277,25 @@ class EventType:
             col = vals[name]
             if not isinstance(col, Strings):
                 col = Strings(np.zeros(m, np.int64), (col,))
-            combo = col.codes.astype(np.int64) if combo is None else \
-                combo * len(col.table) + col.codes
+            codes = col.codes if col.codes.dtype == np.int64 else col.codes.astype(np.int64)
+            combo = codes if combo is None else combo * len(col.table) + codes
             cols.append(col)
-        key = tuple(col.table for col in cols)
+        tables = tuple(col.table for col in cols)
+        # the same table objects batch after batch: found by identity first
+        # (hashing the names again each batch costs more than the packing)
+        seen = self.__dict__.setdefault("_tails_seen", {})
+        hit = seen.get(tuple(map(id, tables)))
+        if hit is not None and all(a is b for a, b in zip(hit[0], tables)):
+            return hit[1] + (combo,)
         cache = self.__dict__.setdefault("_tails", {})
-        made = cache.get(key)
+        made = cache.get(tables)
         if made is None:
             made = self._tail_table(cols)
             if len(cache) < 64:
-                cache[key] = made
+                cache[tables] = made
+        if len(seen) >= 64:
+            seen.clear()
+        seen[tuple(map(id, tables))] = (tables, made)
         return made + (combo,)
 
     def _tail_table(self, cols) -> tuple:

@@ -177,8 +177,9 @@ class TraceArray:
             if (trig is not None and trig.list) or key in self.soft_disabled \
                     or key in self.filter_preds or ev.encode_columns is None:
                 return False
-            if any(isinstance(c, np.ndarray) and c.dtype == object for c in batch.cols[k]):
-                return False
+            for c in batch.cols[k]:
+                if isinstance(c, np.ndarray) and c.dtype.kind == "O":
+                    return False
         return True
 
     def write_batch(self, batch, kinds) -> None:
