@@ -213,6 +213,7 @@ class SlabWorkload:
 
     # events per run() for the batch path: what a driver should ask for at a time
     batch_hint = BATCH_HINT
+    batch_min = BATCH_MIN  # runs below this many go one by one: a driver should gather more
 
     def __init__(self, kernel, seed: int = 0, count: int | None = None, name: str = "kmem"):
         self.name = name
