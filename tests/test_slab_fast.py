@@ -146,6 +146,27 @@ def test_same_bytes_in_every_tracer(monkeypatch, cpus, budgets):
     assert state(kernels[0]) == state(kernels[1])
 
 
+@pytest.mark.parametrize("compiled", (True, False), ids=("compiled", "python"))
+def test_tracers_leave_the_block_alone(monkeypatch, compiled):
+    """A batch's columns are slices of the block's: firing the block with
+    every tracer on (in slices of several sizes) changes none of them."""
+    (fast, py), _ = twins(monkeypatch, 2, 5, buffer_size=1 << 16, enable_all=True)
+    wl = fast if compiled else py
+    wl.run(1)
+    blk = wl.block
+    arrays = [blk[key] for key in ("kind", "cpu", "pid", "adv", "cum")] + list(blk["where"]) + \
+        [col for cols in blk["cols"] for col in cols]
+    before = [a.copy() for a in arrays]
+    budgets = (300, 5000, 1, 2000)
+    i = 0
+    while wl.block is blk and not wl.exhausted():
+        wl.run(min(budgets[i % len(budgets)], blk["n"] - wl.at))
+        i += 1
+    assert wl.at == blk["n"]
+    for a, b in zip(arrays, before):
+        same_array(a, b, "block array")
+
+
 @pytest.mark.parametrize("last, now, m", [(0, 0, 1), (5, 5, 300), (10**9, 10**9 + 7, 256),
                                            (1, 1 + 3 * 10**9, 16384), (2**40, 2**40 + 12345, 999)])
 def test_real_clock_spreads_like_the_python_path(monkeypatch, last, now, m):
