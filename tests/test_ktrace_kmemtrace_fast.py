@@ -1,7 +1,8 @@
 """The compiled batch paths of ktrace and kmemtrace write what the Python
 paths write.
 
-``engine/ktrace/ktrace_fast.pyx`` packs ktrace's records and
+``engine/ktrace/ktrace_fast.pyx`` packs ktrace's records (written by the
+compiled ring buffer writer, ``rb_fast``) and
 ``engine/kmemtrace/kmemtrace_fast.pyx`` writes kmemtrace's relay records;
 the Python batch paths (``fill_records``, ``Kmemtrace.write_batch``'s numpy
 code) and the per-event probes are the reference.  The same batches go to
@@ -56,11 +57,11 @@ class Taken:
 
     def __init__(self, monkeypatch):
         self.ktrace = self.kmemtrace = 0
-        records, write_batch = ktrace_tracer._fast.records, kmem_tracer._fast.write_batch
+        pack, write_batch = ktrace_tracer._fast.pack, kmem_tracer._fast.write_batch
 
-        def spy_records(*args):
-            out = records(*args)
-            self.ktrace += out is not None
+        def spy_pack(*args):
+            out = pack(*args)
+            self.ktrace += sum(rows is not None for rows in out)
             return out
 
         def spy_write_batch(*args):
@@ -68,7 +69,7 @@ class Taken:
             self.kmemtrace += bool(done)
             return done
 
-        monkeypatch.setattr(ktrace_tracer._fast, "records", spy_records)
+        monkeypatch.setattr(ktrace_tracer._fast, "pack", spy_pack)
         monkeypatch.setattr(kmem_tracer._fast, "write_batch", spy_write_batch)
 
 

@@ -1,6 +1,6 @@
 """ktrace's records in compiled code (beside :mod:`.tracer`).
 
-:func:`records` does for the events of one tracepoint of a batch what
+:func:`pack` does for the events of each tracepoint of a batch what
 ``ring_buffer_probe`` does for one event: the ``u16`` event id followed by
 the members of ``DEFINE_KTRACE_STRUCT``, packed, each the low bytes of its
 argument (C's assignment to a narrower member), as ``KtraceFormat.pack``
@@ -13,7 +13,7 @@ import sys
 
 from cpython.buffer cimport PyBUF_STRIDED_RO, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from fakedebugfs.engine.core.lazynp import np
 
@@ -84,57 +84,85 @@ cdef void fill(uint8_t *out, Py_ssize_t pitch, Py_ssize_t m, Col *c, int nbytes)
         out += pitch
 
 
-def records(unsigned int event_id, sizes, cols, Py_ssize_t m):
-    """*m* records of an event: ``(m, words)`` ``uint32`` rows; *sizes*
-    are the members' sizes (1, 2, 4 or 8 bytes), *cols* their columns
-    (arrays of at least *m* integers, or integers shared by all).  None
-    when a column is not integers (the Python path packs those)."""
+cdef int pack_kind(uint8_t *rows, Py_ssize_t pitch, Py_ssize_t m, unsigned int event_id,
+                   sizes, cols) except -1:
+    """*m* records of one event into *rows* (zeroed, *pitch* bytes apart):
+    the u16 event id, then each member the low bytes of its argument.
+    0 when a column is not integers (nothing written)."""
     cdef int nf = len(sizes), f, off
     cdef Col col[MAXF]
     cdef int fsize[MAXF]
-    cdef Py_buffer views[MAXF + 1]
+    cdef Py_buffer views[MAXF]
     cdef int nviews = 0
-    cdef uint8_t *rows
     cdef Col head
     if nf > MAXF or len(cols) < nf:
-        return None
-    width = 2
+        return 0
     for f in range(nf):
         fsize[f] = sizes[f]
-        if fsize[f] not in (1, 2, 4, 8):
-            return None
-        width += fsize[f]
-    words = (width + 3) >> 2
-    out = np.zeros((m, words), np.uint32)
-    if m == 0:
-        return out
-    cdef Py_ssize_t pitch = words * 4
     try:
         for f in range(nf):
             c = cols[f]
             if isinstance(c, np.ndarray) and c.ndim:
                 arr = as_int64(c)
                 if arr is None or arr.shape[0] < m:
-                    return None
+                    return 0
                 PyObject_GetBuffer(arr, &views[nviews], PyBUF_STRIDED_RO)
                 nviews += 1
                 col[f].p = <const char *>views[nviews - 1].buf
                 col[f].stride = views[nviews - 1].strides[0]
-                col[f].value = (<const int64_t *>col[f].p)[0]  # all of a broadcast column
+                col[f].value = (<const int64_t *>col[f].p)[0] if m else 0  # a broadcast column
             elif not scalar(c.item() if isinstance(c, np.ndarray) else c, &col[f]):
-                return None
-        PyObject_GetBuffer(out, &views[nviews], PyBUF_WRITABLE)
-        nviews += 1
-        rows = <uint8_t *>views[nviews - 1].buf
+                return 0
         head.stride = 0
         head.value = event_id & 0xFFFF
         with nogil:
+            memset(rows, 0, m * pitch)
             fill(rows, pitch, m, &head, 2)  # the u16 event id
             off = 2
             for f in range(nf):
                 fill(rows + off, pitch, m, &col[f], fsize[f])
                 off += fsize[f]
-        return out
+        return 1
     finally:
         for f in range(nviews):
             PyBuffer_Release(&views[f])
+
+
+def pack(specs, scratch):
+    """The records of each event of a batch: for each ``(event_id, sizes,
+    columns, m)`` of *specs* (sizes: the members' sizes, 1, 2, 4 or 8
+    bytes; columns: arrays of at least *m* integers, or integers shared by
+    all) ``(m, words)`` ``uint32`` rows, or None when a column is not
+    integers (the Python path packs those).  The rows are views of
+    ``scratch[0]``, an array kept by the caller and reused (grown when
+    needed): they hold until the next call."""
+    cdef Py_ssize_t total = 0, at = 0, m, need
+    cdef Py_buffer view
+    layout = []
+    for event_id, sizes, cols, m in specs:
+        width = 2
+        for size in sizes:
+            if size not in (1, 2, 4, 8):
+                width = -1
+                break
+            width += size
+        words = (width + 3) >> 2 if width > 0 else 0
+        layout.append(words)
+        total += m * words
+    buf = scratch[0]
+    if buf is None or buf.shape[0] < total:
+        buf = scratch[0] = np.empty(max(total, 2 * (0 if buf is None else buf.shape[0])), np.uint32)
+    out = []
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+    try:
+        for (event_id, sizes, cols, m), words in zip(specs, layout):
+            need = m * words
+            if not words or not pack_kind(<uint8_t *>view.buf + at * 4, words * 4, m, event_id,
+                                          sizes, cols):
+                out.append(None)
+                continue
+            out.append(buf[at:at + need].reshape(m, words))
+            at += need
+        return out
+    finally:
+        PyBuffer_Release(&view)

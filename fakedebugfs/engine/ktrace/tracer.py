@@ -125,6 +125,7 @@ class Ktrace:
         self.order: list[KtraceEntry] = []  # registration order, newest last
         self.buffers = [CpuBuffer(cpu, buf_size, overwrite=True) for cpu in engine.cpus()]
         self.pins: list[set] = [set() for _ in self.buffers]  # readers holding pages, per CPU
+        self._scratch = [None]  # the memory ktrace_fast.pack packs a batch's records in
         self.on_change: list[Callable[[str, str], None]] = []  # ("add"|"remove", name)
         # produced as readers see it (GET_PRODUCED): every finished page,
         # unless whoever serves the pages shows them later (the FUSE tree
@@ -211,21 +212,23 @@ class Ktrace:
 
     def write_batch(self, batch, kinds) -> None:
         """``ring_buffer_probe`` of every event of *kinds*: the records
-        (``u16`` id + packed arguments) built column-wise, each CPU's
-        written with :meth:`CpuBuffer.write_batch`."""
+        (``u16`` id + packed arguments) built column-wise (by
+        ``ktrace_fast.pack`` when built, else ``fill_records``) and written
+        by :func:`split_per_cpu`."""
         if not self.enabled:
             return
-        groups = []
+        groups, specs = [], []
         for k, probe in kinds:
             pos = batch.where(k)
-            codec = probe.entry.codec
             cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
-            words = None if _fast is None else _fast.records(cols[0], codec.sizes, cols[1:],
-                                                             len(pos))
+            specs.append((cols[0], probe.entry.codec.sizes, cols[1:], len(pos)))
+        packed = [None] * len(kinds) if _fast is None else _fast.pack(specs, self._scratch)
+        for (k, probe), spec, words in zip(kinds, specs, packed):
+            codec = probe.entry.codec
             if words is None:  # the Python path: the rows made column by column
                 dtype = struct_dtype(codec._fixed.format, align=4)  # rows of whole words
-                words = fill_records(dtype, cols, len(pos))
-            groups.append(payload_group(pos, words, codec._fixed.size))
+                words = fill_records(dtype, (spec[0],) + spec[2], spec[3])
+            groups.append(payload_group(batch.where(k), words, codec._fixed.size))
         split_per_cpu(self.buffers, batch, groups)
 
     def set_event_enabled(self, name: str, on: bool) -> None:

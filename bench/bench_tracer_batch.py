@@ -1,0 +1,99 @@
+"""What ktrace and kmemtrace cost on the engine's batch path, per event and
+per batch, compiled (``ktrace_fast``, ``kmemtrace_fast``, ``rb_fast``) and
+Python (``FAKEDEBUGFS_PURE=1``, run in a child process).
+
+The kmem workload (seed 1, 2 CPUs, 1 MiB ktrace buffers, the default relay
+channel) is fired in process with one tracer on, in runs of RUN events
+(each run one ``EventBatch``, as the server fires them between FUSE
+requests), and only the tracer's ``write_batch`` is timed, in CPU time of
+the thread (the VM is shared: wall time counts other processes' turns):
+the time of generating the events is not counted.  The relay's memory is touched once
+before (a long-running server's state: the first fill of a relay channel
+also pays the page faults of its anonymous memory).
+
+Rows (JSON lines): ``tracer_batch_us_per_event[TRACER, run RUN, PATH]``
+and ``tracer_batch_ms_per_batch[...]`` (the mean time of one batch; its
+mean size in the detail: the workload splits a run where a task's name
+changes).
+
+    python -m bench.bench_tracer_batch
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+TRACERS = ("ktrace", "kmemtrace")
+RUNS = (16384, 1000)
+EVENTS = 300_000
+WARM_EVENTS = 50_000
+
+
+def measure(tracer: str, run: int, events: int = EVENTS) -> dict:
+    """Seconds in *tracer*'s ``write_batch`` per event and per batch."""
+    from fakedebugfs.kernel import Kernel
+    from fakedebugfs.workloads import make_workload
+
+    k = Kernel(cpus=2, buffer_size=1 << 20)
+    if tracer == "ktrace":
+        k.enable_all(("ktrace",))
+        owner = k.ktrace
+    else:
+        k.enable_all(("kmemtrace",))
+        owner = k.kmemtrace
+        for buf in owner.chan.bufs:  # the relay's pages committed
+            buf.start[:] = bytes(len(buf.start))
+    spent, batches, written = [0.0], [0], [0]
+    write = owner.write_batch
+
+    def timed(batch, kinds):
+        t0 = time.thread_time()
+        write(batch, kinds)
+        spent[0] += time.thread_time() - t0
+        batches[0] += 1
+        written[0] += len(batch)
+
+    wl = make_workload("kmem", k, seed=1)
+    wl.run(WARM_EVENTS)
+    owner.write_batch = timed
+    fired = 0
+    while fired < events:
+        fired += wl.run(run)
+    return {"us_per_event": spent[0] / max(written[0], 1) * 1e6,
+            "ms_per_batch": spent[0] / max(batches[0], 1) * 1e3,
+            "events_per_batch": written[0] / max(batches[0], 1)}
+
+
+def rows(path: str) -> list[dict]:
+    out = []
+    for tracer in TRACERS:
+        for run in RUNS:
+            m = measure(tracer, run)
+            key = f"{tracer}, run {run}, {path}"
+            out.append({"name": f"tracer_batch_us_per_event[{key}]",
+                        "fake": round(m["us_per_event"], 4), "real": None, "unit": "us"})
+            out.append({"name": f"tracer_batch_ms_per_batch[{key}]",
+                        "fake": round(m["ms_per_batch"], 4), "real": None, "unit": "ms",
+                        "detail": {"events_per_batch": round(m["events_per_batch"])}})
+    return out
+
+
+def run() -> list[dict]:
+    from fakedebugfs.engine.core import fast
+
+    out = rows("compiled" if fast.use_fast() else "python")
+    if fast.use_fast():  # the Python paths, in a process of their own
+        env = dict(os.environ, FAKEDEBUGFS_PURE="1")
+        child = subprocess.run([sys.executable, "-m", "bench.bench_tracer_batch"], env=env,
+                               capture_output=True, text=True, check=True)
+        out += [json.loads(line) for line in child.stdout.splitlines() if line.strip()]
+    return out
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(json.dumps(row))
