@@ -36,11 +36,15 @@ def test_select_pid_runs_last_ts(seed):
     runs = batch_fast.pid_runs(pid, done)
     assert runs.tolist() == [p for i, p in enumerate(pids.tolist()) if i == 0 or pids[i - 1] != p]
     comms = {int(p): f"task{p}" for p in pid.tolist() if p > 0}
+    assert batch_fast.first_seen(runs) == list(dict.fromkeys(pids.tolist()))
     for size in (2, 3, 128):  # few slots: victims among the batch's own tasks
         every, once = SavedCmdlines(comms, size), SavedCmdlines(comms, size)
-        every.record_many(pids)
-        once.record_many(runs)
-        assert (every.slots, every.map, every.idx) == (once.slots, once.map, once.idx)
+        for _ in range(2):  # the second time all may be saved already
+            every.record_many(pids)
+            if not once.saved(batch_fast.first_seen(runs)):  # (the tracer's shortcut)
+                once.record_many(runs)
+            assert (every.slots, every.map, every.idx) == (once.slots, once.map, once.idx)
+        comms[7] = "renamed"  # a task's comm changes: saved again
 
     last = [-1] * nr
     batch_fast.note_last_ts(cpu, ts, last)

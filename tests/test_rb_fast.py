@@ -51,6 +51,16 @@ def make_groups(rng, n: int, dsize: int, oversized: bool):
             rowsel = None
             words = words[:len(idx)]
         groups.append((idx.astype(np.int64), np.ascontiguousarray(words), length, rowsel))
+    if n > 2 and rng.random() < 0.5:  # a group with a length per row (the compiled packer's)
+        idx = np.sort(rng.choice(n, n // 3, replace=False)).astype(np.int64)
+        per_row = rng.choice(np.array([8, 12, 40, 116, 200], np.int64), size=len(idx))
+        rows = rng.integers(0, 256, size=(len(idx), 200), dtype=np.uint8)
+        rows[np.arange(200) >= per_row[:, None]] = 0
+        inside = np.isin(np.arange(n), idx)
+        kept = [~inside[g[0]] for g in groups]
+        groups = [(g[0][k], g[1], g[2], np.flatnonzero(k) if g[3] is None else g[3][k])
+                  for g, k in zip(groups, kept)]
+        groups.append((idx, rows.view(np.uint32), per_row, None))
     return groups
 
 
@@ -74,7 +84,7 @@ def payload(groups, i: int) -> bytes:
         j = np.flatnonzero(idx == i)
         if len(j):
             r = int(j[0]) if rowsel is None else int(rowsel[j[0]])
-            return words[r].tobytes()[:length]
+            return words[r].tobytes()[:length if np.ndim(length) == 0 else int(length[r])]
     return None
 
 

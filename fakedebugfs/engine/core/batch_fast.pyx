@@ -5,12 +5,14 @@ the server fires between FUSE requests.
 * :func:`select`: the events a trace array records (its enabled kinds on
   the CPUs of ``tracing_cpumask``);
 * :func:`pid_runs`: the task of each run of events of one task
-  (``tracing_record_cmdline`` records a task when it changes);
+  (``tracing_record_cmdline`` records a task when it changes), and
+  :func:`first_seen`: each task once;
 * :func:`note_last_ts`: each CPU's last timestamp (the engine's check
   that the trace clock never goes back).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport calloc, free
 
 import numpy as np
 
@@ -75,3 +77,33 @@ def note_last_ts(const int64_t[:] cpu, const int64_t[:] ts, list last):
             left -= 1
             if not left:
                 break
+
+
+def first_seen(const int32_t[:] pids):
+    """The distinct values of *pids* in order of first appearance (a list)."""
+    cdef Py_ssize_t n = pids.shape[0], i, cap = 16
+    cdef uint32_t h
+    cdef int32_t p
+    cdef int32_t *keys
+    cdef char *used
+    while cap < 2 * n:
+        cap <<= 1
+    keys = <int32_t *>calloc(cap, sizeof(int32_t))
+    used = <char *>calloc(cap, 1)
+    out = []
+    try:
+        if keys == NULL or used == NULL:
+            raise MemoryError()
+        for i in range(n):  # open addressing, linear probing
+            p = pids[i]
+            h = (<uint32_t>p * 2654435761u) & (cap - 1)
+            while used[h] and keys[h] != p:
+                h = (h + 1) & (cap - 1)
+            if not used[h]:
+                used[h] = 1
+                keys[h] = p
+                out.append(p)
+        return out
+    finally:
+        free(keys)
+        free(used)

@@ -72,6 +72,17 @@ class SavedCmdlines:
         for pid in order:
             self.record(pid)
 
+    def saved(self, pids) -> bool:
+        """Recording each of *pids* would change nothing: each is the idle
+        task, has no comm, or is saved with its comm now."""
+        comms, slots, where = self.comms, self.slots, self.map
+        for pid in pids:
+            if pid > 0 and pid in comms:
+                slot = where.get(pid)
+                if slot is None or slots[slot][1] != comms[pid]:
+                    return False
+        return True
+
     def get(self, pid: int, default: str = "<...>") -> str:
         """``trace_find_cmdline``."""
         if pid == 0:

@@ -35,6 +35,28 @@ _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _FAST: list = []
 
 
+def _strings():
+    """``batch.Strings`` (imported on first use)."""
+    if not _STRINGS:
+        from ..core.batch import Strings
+
+        _STRINGS.append(Strings)
+    return _STRINGS[0]
+
+
+_STRINGS: list = []
+_ARANGE: list = []
+
+
+def _arange(m: int):
+    """``np.arange(m)`` as a view of one kept array (read only)."""
+    if not _ARANGE or len(_ARANGE[0]) < m:
+        a = np.arange(max(m, 1 << 16))
+        a.flags.writeable = False
+        _ARANGE[:] = [a]
+    return _ARANGE[0][:m]
+
+
 def _pack_fast():
     """The compiled packer (``pack_fast.pyx``), loaded on first use, or None."""
     if not _FAST:
@@ -200,22 +222,21 @@ class EventType:
         fields = self._fast_fields()
         if fields is None:
             return None
-        dyn = lens = None
+        dyn = lens = which = None
         width = self.size
         if self.dyn:
             table, locs, nw_class, sizes, which = self._dyn_tails(vals, m)
             if which.dtype != np.int64:
                 return None
             width = (self.size + 4 * table.shape[1] + 3) & ~3
-            _, at, nwords = self._fast_dyn(table, locs, nw_class, sizes)
-            dyn = (self.data_offset, self.size, table, which, at, nwords)
+            dyn = self._fast_dyn(table, locs, nw_class, sizes)
             lens = np.empty(m, np.int64)
         words = np.zeros((m, width >> 2), np.uint32)
         if not _pack_fast().pack(words, self.id, flags, preempt, pid, pos,
                                  [(off, size, vals[name]) for name, off, size in fields],
-                                 dyn, lens):
+                                 dyn, which, lens):
             return None
-        return [(np.arange(m), words, self.size if lens is None else lens, None)]
+        return [(_arange(m), words, self.size if lens is None else lens, None)]
 
     def _fast_fields(self):
         """``(name, offset, size)`` of the integer fields the compiled
@@ -234,17 +255,18 @@ class EventType:
             self.__dict__["_fast"] = out
         return self.__dict__["_fast"]
 
-    def _fast_dyn(self, table, locs, nw_class, sizes) -> tuple:
-        """``(table, [(offset, locations)], words per combination)`` for
-        the compiled packer, made once per string table."""
+    def _fast_dyn(self, table, locs, nw_class, sizes):
+        """The compiled packer's ``DynTable`` of a string table (made once
+        per table)."""
         cache = self.__dict__.setdefault("_fast_dyns", {})
         made = cache.get(id(table))
         if made is None or made[0] is not table:
             if len(cache) >= 64:
                 cache.clear()
-            made = cache[id(table)] = (table, list(zip(self._dyn_offsets(), locs)),
-                                       np.asarray(sizes, np.int64)[nw_class])
-        return made
+            made = cache[id(table)] = (table, _pack_fast().DynTable(
+                self.data_offset, self.size, table, list(zip(self._dyn_offsets(), locs)),
+                np.asarray(sizes, np.int64)[nw_class]))
+        return made[1]
 
     def _dyn_offsets(self) -> list:
         """The offset of each ``__data_loc`` field, in :attr:`dyn` order."""
@@ -269,8 +291,7 @@ class EventType:
         combination, each combination's payload size class and the sizes in
         words of the classes, and each event's combination (made once per
         set of string tables)."""
-        from ..core.batch import Strings
-
+        Strings = _strings()
         combo = None
         cols = []
         for name in self.dyn:
@@ -285,7 +306,7 @@ class EventType:
         # (hashing the names again each batch costs more than the packing)
         seen = self.__dict__.setdefault("_tails_seen", {})
         hit = seen.get(tuple(map(id, tables)))
-        if hit is not None and all(a is b for a, b in zip(hit[0], tables)):
+        if hit is not None and hit[0] == tables:  # (compared by identity first)
             return hit[1] + (combo,)
         cache = self.__dict__.setdefault("_tails", {})
         made = cache.get(tables)

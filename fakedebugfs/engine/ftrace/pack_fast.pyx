@@ -9,7 +9,6 @@ makes it answer None and the numpy path packs instead.
 """
 
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_STRIDES, PyBuffer_Release, PyObject_GetBuffer
-from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -128,35 +127,97 @@ cdef void fill(char *base, Py_ssize_t m, Py_ssize_t rowb, Py_ssize_t off, int si
             put(dst + i * rowb, get(c, i), size)
 
 
-def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fields, dyn=None,
-         int64_t[::1] lens=None):
+cdef enum:
+    MAX_FIELDS = 64  # records with more fields are packed by numpy
+    MAX_LOCS = 16  # __data_loc fields of one event
+
+
+cdef class DynTable:
+    """The ``__data_loc`` strings of an event for a set of string tables
+    (made once per set, ``EventType._fast_dyn``): per combination of the
+    tables' entries its string words, its ``len << 16 | offset`` word for
+    each field and its payload size in words; the strings start at byte
+    *cut* of the record (inside the fixed part's tail padding when
+    *cut* < *size*)."""
+
+    cdef Py_ssize_t cut, fsize, nloc
+    cdef const uint32_t[:, ::1] words
+    cdef const int64_t[::1] nwords
+    cdef list locs
+    cdef Py_ssize_t loc_off[MAX_LOCS]
+    cdef const int64_t *loc_ptr[MAX_LOCS]
+
+    def __init__(self, Py_ssize_t cut, Py_ssize_t size, words, locs, nwords):
+        cdef const int64_t[::1] loc
+        cdef Py_ssize_t f
+        self.cut, self.fsize = cut, size
+        self.words = words
+        self.nwords = nwords
+        if cut < 0 or cut > size or self.nwords.shape[0] != self.words.shape[0] \
+                or len(locs) > MAX_LOCS:
+            raise ValueError("string tables that do not fit their record")
+        self.locs = []
+        self.nloc = len(locs)
+        for f, (off, arr) in enumerate(locs):
+            loc = arr
+            if loc.shape[0] != self.words.shape[0] or off < 0:
+                raise ValueError("a location table that does not fit")
+            self.locs.append(loc)  # kept alive with the pointer
+            self.loc_off[f] = off
+            self.loc_ptr[f] = &loc[0] if loc.shape[0] else NULL
+
+
+cdef int fill_dyn(DynTable d, char *base, Py_ssize_t m, Py_ssize_t rowb,
+                  const int64_t[::1] which, int64_t[::1] lens) except -1:
+    """The location words, the zeroed tail padding and the strings of
+    every record, and each payload's length."""
+    cdef Py_ssize_t i, f, tw = d.words.shape[1], ncombo = d.words.shape[0]
+    cdef int64_t w
+    cdef char *row
+    if which.shape[0] != m or lens.shape[0] != m or d.cut + tw * 4 > rowb:
+        raise ValueError("string tables do not fit the records")
+    for f in range(d.nloc):
+        if d.loc_off[f] + 4 > rowb:
+            raise ValueError("a location word past the record")
+    for i in range(m):
+        if which[i] < 0 or which[i] >= ncombo:
+            raise IndexError("string combination out of its table")
+    for i in range(m):
+        w = which[i]
+        row = base + i * rowb
+        for f in range(d.nloc):  # __data_loc: len << 16 | offset
+            put(row + d.loc_off[f], <uint64_t>d.loc_ptr[f][w], 4)
+        if d.cut < d.fsize:
+            memset(row + d.cut, 0, d.fsize - d.cut)
+        if tw:
+            memcpy(row + d.cut, &d.words[w, 0], tw * 4)
+        lens[i] = 4 * d.nwords[w]
+    return 0
+
+
+def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fields,
+         DynTable dyn=None, which=None, lens=None):
     """Fill the zeroed records *out* (one row of words per event): the
     ``struct trace_entry`` (type, flags, preempt count, ``pid[pos[i]]``
     or ``pid[i]``), then each ``(offset, size, column)`` of *fields*
-    (integers, truncated to *size* bytes), then with *dyn* ``(cut, size,
-    table, which, locs, nwords)`` the ``__data_loc`` strings: for event i
-    combination ``which[i]``, its location words ``locs`` ``(offset,
-    per-combination words)``, bytes ``cut .. size`` zeroed, the string
-    words ``table[which[i]]`` from ``cut`` on, its payload length
-    ``4 * nwords[which[i]]`` in *lens*.  Returns True, or False (nothing
+    (integers, truncated to *size* bytes), then with *dyn* the
+    ``__data_loc`` strings of combination ``which[i]`` for event i, its
+    payload length in ``lens[i]``.  Returns True, or False (nothing
     meaningful written) when a column is of a kind it does not pack."""
     cdef Py_ssize_t m = out.shape[0], rowb = out.shape[1] * 4, i, f, nf = len(fields)
-    cdef Py_ssize_t cut, fsize, tw, ncombo, nd
     cdef char *base = <char *>&out[0, 0] if m else NULL
     cdef char *row
     cdef const int64_t[:] posv
     cdef Col pidc
     cdef Py_buffer pidview
-    cdef Col *cols = NULL
-    cdef Py_buffer *views = NULL
-    cdef int *sizes = NULL
-    cdef Py_ssize_t *offs = NULL
-    cdef int *held = NULL
-    cdef int got, pid_held = 0
-    cdef const uint32_t[:, ::1] table
-    cdef const int64_t[::1] which
-    cdef const int64_t[::1] nwords
-    cdef const int64_t[::1] loc
+    cdef Col cols[MAX_FIELDS]
+    cdef Py_buffer views[MAX_FIELDS]
+    cdef int sizes[MAX_FIELDS]
+    cdef Py_ssize_t offs[MAX_FIELDS]
+    cdef int held[MAX_FIELDS]
+    cdef int got, pid_held = 0, nheld = 0
+    if nf > MAX_FIELDS:
+        return False
     if pos is not None:
         try:
             posv = pos
@@ -164,14 +225,7 @@ def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fi
             return False
         if posv.shape[0] != m:
             raise ValueError("pos and out differ in length")
-    cols = <Col *>PyMem_Calloc(max(nf, 1), sizeof(Col))
-    views = <Py_buffer *>PyMem_Calloc(max(nf, 1), sizeof(Py_buffer))
-    sizes = <int *>PyMem_Calloc(max(nf, 1), sizeof(int))
-    offs = <Py_ssize_t *>PyMem_Calloc(max(nf, 1), sizeof(Py_ssize_t))
-    held = <int *>PyMem_Calloc(max(nf, 1), sizeof(int))
     try:
-        if not (cols and views and sizes and offs and held):
-            raise MemoryError()
         got = open_col(pid, m if pos is None else -1, &pidc, &pidview)
         pid_held = got == 1
         if got == 0:
@@ -188,6 +242,7 @@ def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fi
                 return False
             got = open_col(col, m, &cols[f], &views[f])
             held[f] = got == 1
+            nheld = f + 1
             if got == 0:
                 return False
         for i in range(m):  # struct trace_entry, then the fields in order
@@ -203,37 +258,11 @@ def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fi
         for f in range(nf):
             fill(base, m, rowb, offs[f], sizes[f], &cols[f])
         if dyn is not None:
-            cut, fsize, table, which, locs, nwords = dyn
-            tw = table.shape[1]
-            ncombo = table.shape[0]
-            if which.shape[0] != m or nwords.shape[0] != ncombo or lens is None \
-                    or lens.shape[0] != m or cut < 0 or cut > fsize or cut + tw * 4 > rowb:
-                raise ValueError("dyn tables do not fit the records")
-            for i in range(m):
-                if which[i] < 0 or which[i] >= ncombo:
-                    raise IndexError("string combination out of its table")
-            for off, loc in locs:  # __data_loc: len << 16 | offset
-                if loc.shape[0] != ncombo or off < 0 or off + 4 > rowb:
-                    raise ValueError("dyn location table does not fit")
-                for i in range(m):
-                    put(base + i * rowb + <Py_ssize_t>off, <uint64_t>loc[which[i]], 4)
-            for i in range(m):
-                row = base + i * rowb
-                if cut < fsize:  # the strings start in the fixed part's tail padding
-                    memset(row + cut, 0, fsize - cut)
-                if tw:
-                    memcpy(row + cut, &table[which[i], 0], tw * 4)
-                lens[i] = 4 * nwords[which[i]]
+            fill_dyn(dyn, base, m, rowb, which, lens)
         return True
     finally:
         if pid_held:
             PyBuffer_Release(&pidview)
-        if held:
-            for f in range(nf):
-                if held[f]:
-                    PyBuffer_Release(&views[f])
-        PyMem_Free(cols)
-        PyMem_Free(views)
-        PyMem_Free(sizes)
-        PyMem_Free(offs)
-        PyMem_Free(held)
+        for f in range(nheld):
+            if held[f]:
+                PyBuffer_Release(&views[f])

@@ -198,7 +198,8 @@ class TraceArray:
                                                                        pos=pos):
                 groups.append((pos if len(idx) == len(pos) else pos[idx], words, length,
                                rowsel))
-            self.firing = probe.event.key
+        if kinds:
+            self.firing = kinds[-1][1].event.key  # the last probe run, as one by one
         cpus = bytes((self.cpumask >> c) & 1 for c in range(len(self.buffers)))
         bf = compiled("batch_fast")
         if bf is not None and batch.kind.dtype == batch.cpu.dtype == batch.pid.dtype == np.int64:
@@ -212,8 +213,13 @@ class TraceArray:
         split_per_cpu(self.buffers, batch, groups, done)
         self.written += len(done)
         if self.top.options["record-cmd"]:  # tracing_record_cmdline of each entry
-            self.top.cmdlines.record_many(bf.pid_runs(batch.pid, done) if bf is not None
-                                          else batch.pid[done].astype(np.int32))
+            cmdlines = self.top.cmdlines
+            if bf is None:
+                cmdlines.record_many(batch.pid[done].astype(np.int32))
+                return
+            runs = bf.pid_runs(batch.pid, done)
+            if not cmdlines.saved(bf.first_seen(runs)):  # (mostly all are, batch after batch)
+                cmdlines.record_many(runs)
 
     def _record(self, ev, cpu, pid, values):
         vals = ev.encode_values(values) if ev.encode_values else dict(values)
