@@ -20,6 +20,8 @@ integer type, shared values and broadcast columns.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -293,3 +295,15 @@ def test_columns_that_are_not_integers_go_to_python(monkeypatch):
         two.engine.emit_batch(same_batch(batch, two))
     assert state(one) == state(two)
     assert taken.kmemtrace == 0
+
+
+def test_loading_the_compiled_modules_leaves_numpy_out():
+    """A mount's start needs no numpy (engine/core/lazynp.py): the tracers
+    load their compiled modules at import, which must not import it."""
+    code = ("import sys; import fakedebugfs.kernel; "
+            "from fakedebugfs.engine.ktrace import tracer as a; "
+            "from fakedebugfs.engine.kmemtrace import tracer as b; "
+            "assert a._fast is not None and b._fast is not None; "
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -32,14 +32,17 @@ cdef struct Col:
     int64_t value
 
 
-cdef object I8 = np.dtype(np.int64)
-cdef object U8 = np.dtype(np.uint64)
+cdef object I8 = None  # numpy's int64 and uint64, once numpy is in (lazynp:
+cdef object U8 = None  # importing this module must not import it)
 
 
 cdef object as_int64(object col):
     """An integer column whose buffer holds 8-byte integers (int64 and
     uint64 as they are: the same bits), narrower integers widened as C
     widens them; None for other columns."""
+    global I8, U8
+    if I8 is None:
+        I8, U8 = np.dtype(np.int64), np.dtype(np.uint64)
     dt = col.dtype
     if dt is I8 or dt is U8:
         return col
