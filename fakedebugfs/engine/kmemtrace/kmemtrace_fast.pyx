@@ -29,7 +29,8 @@ from fakedebugfs.engine.core.lazynp import np
 if sys.byteorder != "little":  # the records are stored as the host stores words
     raise ImportError("kmemtrace_fast: little-endian hosts only")
 
-DEF NCOLS = 6  # call_site, ptr, bytes_req, bytes_alloc, gfp_flags, node
+cdef enum:
+    NCOLS = 6  # call_site, ptr, bytes_req, bytes_alloc, gfp_flags, node
 
 cdef uint64_t MASK64 = 0xFFFFFFFFFFFFFFFF
 cdef uint64_t U32 = 0xFFFFFFFF

@@ -20,7 +20,8 @@ from fakedebugfs.engine.core.lazynp import np
 if sys.byteorder != "little":  # the members are the low bytes of the host's words
     raise ImportError("ktrace_fast: little-endian hosts only")
 
-DEF MAXF = 64  # members of one event (more: the Python path)
+cdef enum:
+    MAXF = 64  # members of one event (more: the Python path)
 
 cdef uint64_t MASK64 = 0xFFFFFFFFFFFFFFFF
 
