@@ -1,16 +1,18 @@
 """ktrace's records in compiled code (beside :mod:`.tracer`).
 
-:func:`pack` does for the events of each tracepoint of a batch what
-``ring_buffer_probe`` does for one event: the ``u16`` event id followed by
+:func:`pack_batch` does for every event of a batch that ktrace records
+what ``ring_buffer_probe`` does for one: the ``u16`` event id followed by
 the members of ``DEFINE_KTRACE_STRUCT``, packed, each the low bytes of its
 argument (C's assignment to a narrower member), as ``KtraceFormat.pack``
-and the Python batch path (``fill_records``) make them.  The rows are
-``uint32`` words, zero after the record, as the ring buffer's batch writer
-(``split_per_cpu``) takes them.
+and the Python batch path (``fill_records``) make them.  The records come
+out in emission order as one group of ``uint32`` rows, zero after each
+record, with a length per row, as the ring buffer's batch writer
+(``split_per_cpu``) takes them: one pass over the batch, one group.
 """
 
 import sys
 
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
 from cpython.buffer cimport PyBUF_STRIDED_RO, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
@@ -31,6 +33,7 @@ cdef struct Col:
     const char *p
     Py_ssize_t stride
     int64_t value
+    Py_ssize_t count  # the column's length
 
 
 cdef object I8 = None  # numpy's int64 and uint64, once numpy is in (lazynp:
@@ -66,107 +69,159 @@ cdef int scalar(object value, Col *c) except -1:
     return 1
 
 
-cdef void fill(uint8_t *out, Py_ssize_t pitch, Py_ssize_t m, Col *c, int nbytes) noexcept nogil:
-    """One member of *m* records: the low *nbytes* of each value."""
-    cdef Py_ssize_t j
-    cdef int64_t v = c.value
+cdef struct Kind:
+    # a tracepoint of the batch that ktrace records (DEFINE_KTRACE_STRUCT)
+    int nf  # members; -1: not recorded by ktrace
+    int length  # the record's bytes: u16 id + the members
+    unsigned int event_id
+    int fsize[MAXF]
+    Col col[MAXF]
+
+
+cdef inline int64_t value_at(Col *c, Py_ssize_t j) noexcept nogil:
+    if c.stride:
+        return (<const int64_t *>(c.p + j * c.stride))[0]
+    return c.value
+
+
+cdef inline void put(uint8_t *out, int64_t v, int nbytes) noexcept nogil:
+    """A member of *nbytes*: the low bytes of *v* (C's conversion)."""
     cdef uint32_t v4
     cdef uint16_t v2
-    for j in range(m):
-        if c.stride:
-            v = (<const int64_t *>(c.p + j * c.stride))[0]
-        if nbytes == 8:
-            memcpy(out, &v, 8)
-        elif nbytes == 4:
-            v4 = <uint32_t>v
-            memcpy(out, &v4, 4)
-        elif nbytes == 2:
-            v2 = <uint16_t>v
-            memcpy(out, &v2, 2)
-        else:
-            out[0] = <uint8_t>v
-        out += pitch
+    if nbytes == 8:
+        memcpy(out, &v, 8)
+    elif nbytes == 4:
+        v4 = <uint32_t>v
+        memcpy(out, &v4, 4)
+    elif nbytes == 2:
+        v2 = <uint16_t>v
+        memcpy(out, &v2, 2)
+    else:
+        out[0] = <uint8_t>v
 
 
-cdef int pack_kind(uint8_t *rows, Py_ssize_t pitch, Py_ssize_t m, unsigned int event_id,
-                   sizes, cols) except -1:
-    """*m* records of one event into *rows* (zeroed, *pitch* bytes apart):
-    the u16 event id, then each member the low bytes of its argument.
-    0 when a column is not integers (nothing written)."""
-    cdef int nf = len(sizes), f, off
-    cdef Col col[MAXF]
-    cdef int fsize[MAXF]
-    cdef Py_buffer views[MAXF]
-    cdef int nviews = 0
-    cdef Col head
+cdef int set_kind(Kind *kd, spec, Py_buffer *views, int *nviews) except -1:
+    """*kd* from ``(event_id, sizes, columns)``: 0 when a size is not 1, 2,
+    4 or 8 bytes or a column is not integers."""
+    event_id, sizes, cols = spec
+    cdef int f, nf = len(sizes)
     if nf > MAXF or len(cols) < nf:
         return 0
+    kd.nf = nf
+    kd.event_id = event_id & 0xFFFF
+    kd.length = 2
     for f in range(nf):
-        fsize[f] = sizes[f]
-    try:
-        for f in range(nf):
-            c = cols[f]
-            if isinstance(c, np.ndarray) and c.ndim:
-                arr = as_int64(c)
-                if arr is None or arr.shape[0] < m:
-                    return 0
-                PyObject_GetBuffer(arr, &views[nviews], PyBUF_STRIDED_RO)
-                nviews += 1
-                col[f].p = <const char *>views[nviews - 1].buf
-                col[f].stride = views[nviews - 1].strides[0]
-                col[f].value = (<const int64_t *>col[f].p)[0] if m else 0  # a broadcast column
-            elif not scalar(c.item() if isinstance(c, np.ndarray) else c, &col[f]):
+        kd.fsize[f] = sizes[f]
+        if kd.fsize[f] not in (1, 2, 4, 8):
+            return 0
+        kd.length += kd.fsize[f]
+        c = cols[f]
+        if isinstance(c, np.ndarray) and c.ndim:
+            arr = as_int64(c)
+            if arr is None:
                 return 0
-        head.stride = 0
-        head.value = event_id & 0xFFFF
-        with nogil:
-            memset(rows, 0, m * pitch)
-            fill(rows, pitch, m, &head, 2)  # the u16 event id
-            off = 2
-            for f in range(nf):
-                fill(rows + off, pitch, m, &col[f], fsize[f])
-                off += fsize[f]
-        return 1
-    finally:
-        for f in range(nviews):
-            PyBuffer_Release(&views[f])
+            PyObject_GetBuffer(arr, &views[nviews[0]], PyBUF_STRIDED_RO)
+            nviews[0] += 1
+            kd.col[f].p = <const char *>views[nviews[0] - 1].buf
+            kd.col[f].stride = views[nviews[0] - 1].strides[0]
+            kd.col[f].value = (<const int64_t *>kd.col[f].p)[0] if arr.shape[0] else 0
+            kd.col[f].count = arr.shape[0]
+        elif not scalar(c.item() if isinstance(c, np.ndarray) else c, &kd.col[f]):
+            return 0
+    return 1
 
 
-def pack(specs, scratch):
-    """The records of each event of a batch: for each ``(event_id, sizes,
-    columns, m)`` of *specs* (sizes: the members' sizes, 1, 2, 4 or 8
-    bytes; columns: arrays of at least *m* integers, or integers shared by
-    all) ``(m, words)`` ``uint32`` rows, or None when a column is not
-    integers (the Python path packs those).  The rows are views of
-    ``scratch[0]``, an array kept by the caller and reused (grown when
-    needed): they hold until the next call."""
-    cdef Py_ssize_t total = 0, at = 0, m, need
-    cdef Py_buffer view
-    layout = []
-    for event_id, sizes, cols, m in specs:
-        width = 2
-        for size in sizes:
-            if size not in (1, 2, 4, 8):
-                width = -1
-                break
-            width += size
-        words = (width + 3) >> 2 if width > 0 else 0
-        layout.append(words)
-        total += m * words
-    buf = scratch[0]
-    if buf is None or buf.shape[0] < total:
-        buf = scratch[0] = np.empty(max(total, 2 * (0 if buf is None else buf.shape[0])), np.uint32)
-    out = []
-    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+cdef void pack_row(uint8_t *row, Kind *kd, Py_ssize_t j) noexcept nogil:
+    """``ring_buffer_probe``'s record of the *j*-th event of a kind: the
+    u16 id, then each member the low bytes of its argument."""
+    cdef int f, off = 2
+    row[0] = kd.event_id & 0xFF
+    row[1] = (kd.event_id >> 8) & 0xFF
+    for f in range(kd.nf):
+        put(row + off, value_at(&kd.col[f], j), kd.fsize[f])
+        off += kd.fsize[f]
+
+
+cdef object grown(list scratch, int at, Py_ssize_t need, dtype):
+    """``scratch[at]``, a 1-D array of at least *need* items (reused)."""
+    buf = scratch[at]
+    if buf is None or buf.shape[0] < need:
+        buf = scratch[at] = np.empty(max(need, 2 * (0 if buf is None else buf.shape[0]), 64),
+                                     dtype)
+    return buf
+
+
+def pack_batch(kind_in, specs, list scratch):
+    """The records ktrace writes for a batch, in emission order, as one
+    ``payload_group`` with a length per row: ``(positions, words,
+    lengths)``.  *kind_in*: the batch's int64 kinds; *specs*: for each kind
+    None or ``(event_id, member sizes, columns)`` (sizes 1, 2, 4 or 8
+    bytes; columns arrays of integers, one per event of the kind, or
+    integers shared by all).  None when a column is not integers (the
+    Python path packs those).  The arrays are views of *scratch* (three
+    arrays kept by the caller and reused): they hold until the next call."""
+    cdef const int64_t[::1] kd
     try:
-        for (event_id, sizes, cols, m), words in zip(specs, layout):
-            need = m * words
-            if not words or not pack_kind(<uint8_t *>view.buf + at * 4, words * 4, m, event_id,
-                                          sizes, cols):
-                out.append(None)
-                continue
-            out.append(buf[at:at + need].reshape(m, words))
-            at += need
-        return out
+        kd = kind_in
+    except (ValueError, TypeError):
+        return None
+    cdef Py_ssize_t n = kd.shape[0], i, r = 0, pitch
+    cdef int nk = len(specs), k, f, nviews = 0, maxlen = 2
+    cdef int64_t kk
+    cdef Kind *kinds = <Kind *>PyMem_Malloc(max(nk, 1) * sizeof(Kind))
+    cdef Py_ssize_t *rank = <Py_ssize_t *>PyMem_Calloc(max(nk, 1), sizeof(Py_ssize_t))
+    cdef Py_buffer *views = <Py_buffer *>PyMem_Malloc(max(nk * MAXF, 1) * sizeof(Py_buffer))
+    cdef Py_buffer out[3]
+    cdef int nout = 0
+    cdef int64_t *pos
+    cdef int64_t *lengths
+    cdef uint8_t *rows
+    try:
+        if not (kinds and rank and views):
+            raise MemoryError()
+        for k in range(nk):
+            kinds[k].nf = -1
+            if specs[k] is not None:
+                if not set_kind(&kinds[k], specs[k], views, &nviews):
+                    return None
+                maxlen = max(maxlen, kinds[k].length)
+        for i in range(n):  # how many events, and each column long enough
+            kk = kd[i]
+            if 0 <= kk < nk and kinds[kk].nf >= 0:
+                rank[kk] += 1
+                r += 1
+        for k in range(nk):
+            for f in range(max(kinds[k].nf, 0)):
+                if kinds[k].col[f].stride and kinds[k].col[f].count < rank[k]:
+                    return None
+            rank[k] = 0
+        words = (maxlen + 3) >> 2
+        pitch = words * 4
+        idx = grown(scratch, 0, r, np.int64)[:r]
+        lens = grown(scratch, 1, r, np.int64)[:r]
+        rows_arr = grown(scratch, 2, r * words, np.uint32)[:r * words].reshape(r, words)
+        for a in (idx, lens, rows_arr):
+            PyObject_GetBuffer(a, &out[nout], PyBUF_WRITABLE)
+            nout += 1
+        pos, lengths, rows = <int64_t *>out[0].buf, <int64_t *>out[1].buf, <uint8_t *>out[2].buf
+        with nogil:
+            memset(rows, 0, r * pitch)
+            r = 0
+            for i in range(n):
+                kk = kd[i]
+                if kk < 0 or kk >= nk or kinds[kk].nf < 0:
+                    continue
+                pack_row(rows + r * pitch, &kinds[kk], rank[kk])
+                rank[kk] += 1
+                pos[r] = i
+                lengths[r] = kinds[kk].length
+                r += 1
+        return idx, rows_arr, lens
     finally:
-        PyBuffer_Release(&view)
+        for k in range(nout):
+            PyBuffer_Release(&out[k])
+        for k in range(nviews):
+            PyBuffer_Release(&views[k])
+        PyMem_Free(kinds)
+        PyMem_Free(rank)
+        PyMem_Free(views)

@@ -125,7 +125,7 @@ class Ktrace:
         self.order: list[KtraceEntry] = []  # registration order, newest last
         self.buffers = [CpuBuffer(cpu, buf_size, overwrite=True) for cpu in engine.cpus()]
         self.pins: list[set] = [set() for _ in self.buffers]  # readers holding pages, per CPU
-        self._scratch = [None]  # the memory ktrace_fast.pack packs a batch's records in
+        self._scratch = [None, None, None]  # memory ktrace_fast.pack_batch reuses
         self.on_change: list[Callable[[str, str], None]] = []  # ("add"|"remove", name)
         # produced as readers see it (GET_PRODUCED): every finished page,
         # unless whoever serves the pages shows them later (the FUSE tree
@@ -212,24 +212,37 @@ class Ktrace:
 
     def write_batch(self, batch, kinds) -> None:
         """``ring_buffer_probe`` of every event of *kinds*: the records
-        (``u16`` id + packed arguments) built column-wise (by
-        ``ktrace_fast.pack`` when built, else ``fill_records``) and written
-        by :func:`split_per_cpu`."""
+        (``u16`` id + packed arguments) built column-wise, each CPU's
+        written by :func:`split_per_cpu` (the Python path; with
+        ``ktrace_fast`` built, :meth:`_write_batch_fast`)."""
         if not self.enabled:
             return
-        groups, specs = [], []
+        if _fast is not None and self._write_batch_fast(batch, kinds):
+            return
+        groups = []
         for k, probe in kinds:
             pos = batch.where(k)
-            cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
-            specs.append((cols[0], probe.entry.codec.sizes, cols[1:], len(pos)))
-        packed = [None] * len(kinds) if _fast is None else _fast.pack(specs, self._scratch)
-        for (k, probe), spec, words in zip(kinds, specs, packed):
             codec = probe.entry.codec
-            if words is None:  # the Python path: the rows made column by column
-                dtype = struct_dtype(codec._fixed.format, align=4)  # rows of whole words
-                words = fill_records(dtype, (spec[0],) + spec[2], spec[3])
-            groups.append(payload_group(batch.where(k), words, codec._fixed.size))
+            dtype = struct_dtype(codec._fixed.format, align=4)  # rows of whole words
+            cols = (probe.entry.event_id & 0xFFFF,) + tuple(probe.site.args(batch.cols[k]))
+            groups.append(payload_group(pos, fill_records(dtype, cols, len(pos)),
+                                        codec._fixed.size))
         split_per_cpu(self.buffers, batch, groups)
+
+    def _write_batch_fast(self, batch, kinds) -> bool:
+        """:meth:`write_batch` with the records packed by
+        ``ktrace_fast.pack_batch``: in emission order, one group with a
+        length per row; False when a column is not integers (the Python
+        path then packs them)."""
+        specs = [None] * len(batch.tps)
+        for k, probe in kinds:
+            entry = probe.entry
+            specs[k] = (entry.event_id, entry.codec.sizes, tuple(probe.site.args(batch.cols[k])))
+        group = _fast.pack_batch(batch.kind, specs, self._scratch)
+        if group is None:
+            return False
+        split_per_cpu(self.buffers, batch, [group + (None,)])
+        return True
 
     def set_event_enabled(self, name: str, on: bool) -> None:
         """``__ktrace_control_write``: attach or detach the event's probes."""
