@@ -168,7 +168,8 @@ def test_tracers_leave_the_block_alone(monkeypatch, compiled):
 
 
 @pytest.mark.parametrize("last, now, m", [(0, 0, 1), (5, 5, 300), (10**9, 10**9 + 7, 256),
-                                           (1, 1 + 3 * 10**9, 16384), (2**40, 2**40 + 12345, 999)])
+                                           (0, 3, 10), (7, 12, 3), (1, 1 + 3 * 10**9, 16384),
+                                           (2**40, 2**40 + 12345, 999), (3, 2**33 + 1, 4097)])
 def test_real_clock_spreads_like_the_python_path(monkeypatch, last, now, m):
     """With a real clock a batch's stamps are spread from the CPUs' last
     stamp to now: the compiled spread is the Python path's formula."""

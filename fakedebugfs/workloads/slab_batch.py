@@ -350,10 +350,10 @@ class SlabWorkload:
     def _spans(self, a: int, b: int) -> list:
         """Per kind, which of its events (``lo:hi``) are the block's events
         ``a:b``."""
-        where = self.block["where"]
+        blk = self.block
         if self.gen:
-            return self.gen.spans(where, a, b)
-        return [(int(pos.searchsorted(a)), int(pos.searchsorted(b))) for pos in where]
+            return self.gen.spans(blk["where_all"], blk["bounds"], a, b)
+        return [(int(pos.searchsorted(a)), int(pos.searchsorted(b))) for pos in blk["where"]]
 
     def _batch(self, a: int, b: int) -> EventBatch:
         """Events ``a:b`` of the block as one batch: each kind's columns are
@@ -372,10 +372,10 @@ class SlabWorkload:
                 ts = self.gen.spread(last, now, b - a)
             else:
                 ts = last + (now - last) * np.arange(1, b - a + 1, dtype=np.int64) // (b - a)
-        spans = self._spans(a, b)
         if self.gen:
-            where = self.gen.positions(blk["where"], spans, a)
+            spans, where = self.gen.batch_index(blk["where_all"], blk["bounds"], a, b)
         else:
+            spans = self._spans(a, b)
             where = [blk["where"][k][lo:hi] - a for k, (lo, hi) in enumerate(spans)]
         cols = []
         for k, (lo, hi) in enumerate(spans):
@@ -448,7 +448,8 @@ class SlabWorkload:
         gen.objects(self.tick, *self._draws(m))
         self.tick = end
         yield
-        kind, cpu, where, table = gen.events(end, m)
+        kind, cpu, where_all, bounds, table = gen.events(end, m)
+        where = [where_all[bounds[k]:bounds[k + 1]] for k in range(len(KINDS))]
         yield
         spawn_at, spawn_cpu, spawn_pid = self._spawn_draws(len(kind))
         current = np.array(self.current, np.int64)
@@ -461,7 +462,8 @@ class SlabWorkload:
         adv = self.rng.integers(ADV_LO, ADV_HI + 1, size=len(kind))
         self.next_block = {"n": len(kind), "kind": kind, "cpu": cpu, "pid": pid,
                            "spawns": spawns, "spawn_at": spawn_at.tolist(), "rows": {},
-                           "where": where, "cols": cols, "adv": adv, "cum": _cumulative(adv)}
+                           "where": where, "where_all": where_all, "bounds": bounds,
+                           "cols": cols, "adv": adv, "cum": _cumulative(adv)}
 
     def _draws(self, m: int) -> tuple:
         """The draws for *m* new objects, in order: site, CPU, then uniform

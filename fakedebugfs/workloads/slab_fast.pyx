@@ -167,8 +167,9 @@ cdef class SlabGen:
         """The events of the ticks ``end - m .. end - 1`` (the last *m*
         objects are their allocations): per tick the frees due then (in
         allocation order), then the tick's allocation, their addresses from
-        the freelists.  Returns ``(kind, cpu, where, cols)``: per event its
-        tracepoint kind and CPU; per kind the positions of its events and
+        the freelists.  Returns ``(kind, cpu, where, bounds, cols)``: per
+        event its tracepoint kind and CPU; the positions of each kind's
+        events (kind k's at ``where[bounds[k]:bounds[k + 1]]``); per kind
         its argument columns (a uint64 table, a row per argument)."""
         cdef Py_ssize_t total = self.npend, nold = total - m, o, e, j, ndue = 0
         cdef int64_t start = end - m, t
@@ -200,11 +201,13 @@ cdef class SlabGen:
         kind_np = np.empty(n, np.int64)
         cpu_np = np.empty(n, np.int64)
         counts = self._kinds(obj, kind_np, cpu_np)
-        where = [np.empty(c, np.int64) for c in counts]
+        where_all = np.empty(n, np.int64)  # each kind's positions, kind after kind
+        bounds = tuple(np.cumsum([0] + counts).tolist())
+        where = [where_all[bounds[k]:bounds[k + 1]] for k in range(NKINDS)]
         cols = [np.empty((w, c), np.uint64) for w, c in zip((6, 7, 6, 2, 3, 4), counts)]
         self._fill(obj, kind_np, where, cols)
         self._compact(end)
-        return kind_np, cpu_np, where, cols
+        return kind_np, cpu_np, where_all, bounds, cols
 
     cdef list _kinds(self, int64_t[::1] obj, int64_t[::1] kind, int64_t[::1] cpu):
         """Kind (kmalloc, kmem_cache_alloc, mm_page_alloc, then the frees)
@@ -382,55 +385,72 @@ cdef class SlabGen:
                 pid[e] = current[cpu[e]]
         return pid_np
 
-    def positions(self, list where, list spans, int64_t a):
-        """``where[k][lo:hi] - a`` for each kind's span ``(lo, hi)``: the
-        positions of a batch's events of each kind, counted from its first
-        (one array, a view of it per kind)."""
-        cdef Py_ssize_t total = 0, at = 0, i, lo, hi
-        cdef int64_t[::1] src
-        for lo, hi in spans:
-            total += hi - lo
-        out_np = np.empty(total, np.int64)
-        cdef int64_t[::1] out = out_np
-        views = []
-        for k in range(len(spans)):
-            lo, hi = spans[k]
-            src = where[k]
-            views.append(out_np[at:at + hi - lo])
-            for i in range(lo, hi):
-                out[at] = src[i] - a
-                at += 1
-        return views
-
     def spread(self, int64_t last, int64_t now, Py_ssize_t m):
         """*m* timestamps spread evenly after *last* up to *now* (a real
         clock: a batch's events happened since the last one): ``last +
-        (now - last) * i // m`` for i in 1..m."""
+        (now - last) * i // m`` for i in 1..m (no division in the loop)."""
+        if now < last or m <= 0:
+            raise ValueError("spread: now before last, or no events")
         out_np = np.empty(m, np.int64)
         cdef int64_t[::1] out = out_np
-        cdef int64_t span = now - last
+        cdef int64_t span = now - last, q = 0, r = 0
+        cdef int64_t dq = span // m, dr = span % m
         cdef Py_ssize_t i
-        if span < 0 or m <= 0:
-            raise ValueError("spread: now before last, or no events")
         with nogil:
-            for i in range(m):
-                out[i] = last + span * (i + 1) // m
+            for i in range(m):  # q, r: (span * (i + 1)) // m and % m
+                q += dq
+                r += dr
+                if r >= m:
+                    q += 1
+                    r -= m
+                out[i] = last + q
         return out_np
 
-    def spans(self, list where, int64_t a, int64_t b):
+    def spans(self, const int64_t[::1] where, tuple bounds, int64_t a, int64_t b):
         """For each kind, which of its events (``lo, hi``) are among the
-        block's events ``a:b`` (*where*: each kind's positions, sorted)."""
-        cdef int64_t[::1] pos
-        out = []
-        for k in range(len(where)):
-            pos = where[k]
-            out.append((_lower_bound(pos, a), _lower_bound(pos, b)))
-        return out
+        block's events ``a:b``: *where* holds each kind's positions in
+        order, kind k's at ``bounds[k]:bounds[k + 1]``."""
+        cdef Py_ssize_t lo[NKINDS]
+        cdef Py_ssize_t hi[NKINDS]
+        self._spans(where, bounds, a, b, lo, hi)
+        return [(lo[k] - <Py_ssize_t>bounds[k], hi[k] - <Py_ssize_t>bounds[k])
+                for k in range(NKINDS)]
+
+    def batch_index(self, const int64_t[::1] where, tuple bounds, int64_t a, int64_t b):
+        """:meth:`spans`, and for each kind the positions of its events
+        among ``a:b`` counted from a (views of one new array)."""
+        cdef Py_ssize_t lo[NKINDS]
+        cdef Py_ssize_t hi[NKINDS]
+        cdef Py_ssize_t i, k, at = 0
+        self._spans(where, bounds, a, b, lo, hi)
+        total = 0
+        for k in range(NKINDS):
+            total += hi[k] - lo[k]
+        out_np = np.empty(total, np.int64)
+        cdef int64_t[::1] out = out_np
+        spans, views = [], []
+        for k in range(NKINDS):
+            spans.append((lo[k] - <Py_ssize_t>bounds[k], hi[k] - <Py_ssize_t>bounds[k]))
+            views.append(out_np[at:at + hi[k] - lo[k]])
+            for i in range(lo[k], hi[k]):
+                out[at] = where[i] - a
+                at += 1
+        return spans, views
+
+    cdef void _spans(self, const int64_t[::1] where, tuple bounds, int64_t a, int64_t b,
+                     Py_ssize_t *lo, Py_ssize_t *hi):
+        cdef Py_ssize_t k, start, end
+        for k in range(NKINDS):
+            start, end = bounds[k], bounds[k + 1]
+            lo[k] = _lower_bound(where, start, end, a)
+            hi[k] = _lower_bound(where, lo[k], end, b)
 
 
-cdef Py_ssize_t _lower_bound(int64_t[::1] pos, int64_t x) noexcept:
-    """How many of the sorted *pos* are below *x*."""
-    cdef Py_ssize_t lo = 0, hi = pos.shape[0], mid
+cdef Py_ssize_t _lower_bound(const int64_t[::1] pos, Py_ssize_t lo, Py_ssize_t hi,
+                             int64_t x) noexcept nogil:
+    """The first index in ``lo:hi`` of the sorted *pos* whose value is not
+    below *x*."""
+    cdef Py_ssize_t mid
     while lo < hi:
         mid = (lo + hi) // 2
         if pos[mid] < x:
