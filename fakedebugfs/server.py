@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 TICK = 0.002  # seconds between workload batches
+GATHER = 0.004  # a paced workload waits up to this for its batch path's least run
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
@@ -134,11 +135,12 @@ class Server:
         woken, last_wake = 0, start
         size = BatchSize(wl, self.batch_ms)
         blocks = BlockMaker(wl)
+        least = max(1, getattr(wl, "batch_min", 1))  # smaller runs go one by one
         while not wl.done:
             await blocks.ready()
             if self.rate:
                 due = int((trio.current_time() - start) * self.rate) - fired
-                if due <= 0:
+                if due < min(least, self.rate * GATHER):
                     if fired != woken:
                         engine.batch_done()
                         woken, last_wake = fired, trio.current_time()
@@ -297,11 +299,15 @@ class BatchSize:
     """How many events the workload fires at once between looks at the
     FUSE queue: up to its ``batch_hint`` (the batch path's best size; 16
     without one).  A request that arrives during a batch waits for its
-    end, so batches are kept near *batch_ms* milliseconds (``--batch-ms``):
-    halved after a longer one (down to ``LEAST``), doubled after one under
-    half of it.  Measured: at 1.2 ms control files answer in 4.4-5.2 ms
-    (p99) under 32 readers and trace-cmd records about 100k kmem events/s;
-    at 4 ms, 250-370k/s and about 10 ms."""
+    end, so batches are kept near *batch_ms* milliseconds (``--batch-ms``).
+
+    After each full batch the size is scaled by how far its time was from
+    *batch_ms* (the square root of the ratio, so that one slow batch, a
+    request served in between or the collector, moves it only part of the
+    way): with a batch costing ``a + b n`` seconds this settles where a
+    batch takes *batch_ms*, whatever the workload's rate.  (Halving after
+    a slow batch, as before, sent a workload that had fallen behind down
+    to the per-event path, slower per event, and kept it there.)"""
 
     FIRST, LEAST = 512, 16
 
@@ -313,10 +319,8 @@ class BatchSize:
     def update(self, fired: int, seconds: float) -> None:
         if fired < self.n:  # a budget or the count cut it short: says nothing
             return
-        if seconds > self.slow:
-            self.n = max(self.LEAST, self.n // 2)
-        elif seconds < self.slow / 2:
-            self.n = min(self.most, self.n * 2)
+        scale = (self.slow / max(seconds, 1e-6)) ** 0.5
+        self.n = max(self.LEAST, min(self.most, int(self.n * min(scale, 2.0))))
 
 
 def import_beside(module: str) -> None:
@@ -347,13 +351,20 @@ def release_heap() -> None:
 _malloc_trim = None  # libc's, once looked up (False: none)
 
 
+def even_share(left: int, most: int) -> int:
+    """The next run of *left* events split into equal runs of at most
+    *most*: 600 in runs of 512 are two of 300, not 512 and a tail of 88
+    small enough for the workload's slower one-by-one path."""
+    return -(-left // -(-left // most))
+
+
 def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
     """Run workload *wl* in batches of *size* until the slicer's *turn* is
     over, *budget* events (None: no limit) or its ``--count``; returns how
     many it fired."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
-        n = size.n if budget is None else min(size.n, budget - fired)
+        n = size.n if budget is None else even_share(budget - fired, size.n)
         start = time.perf_counter()
         got = wl.run(n)
         size.update(got, time.perf_counter() - start)
