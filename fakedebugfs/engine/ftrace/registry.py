@@ -188,14 +188,17 @@ def install_registry(engine, profile: Optional[Profile], builtins):
 
 class LazyProbes(dict):
     """A trace array's probes (``trace_event_raw_event_<call>`` bound to its
-    buffer), made when an event is first enabled there."""
+    buffer), made when an event is first enabled there; the event itself
+    is built when the probe first fires (``TraceArray._make_probe``)."""
 
     def __init__(self, tr):
         super().__init__()
         self.tr = tr
 
     def __missing__(self, key: str):
-        probe = self[key] = self.tr._make_probe(self.tr.events[key])
+        if key not in self.tr.events:
+            raise KeyError(key)
+        probe = self[key] = self.tr._make_probe(key)
         return probe
 
 

@@ -69,6 +69,49 @@ def einval(why: str = "") -> OSError:
     return OSError(errno.EINVAL, why or "Invalid argument")
 
 
+class EventProbe:
+    """``trace_event_raw_event_<name>`` of one event bound to one trace
+    array: reserve, fill, filter, commit.  The event (a profile's is ~5 KB
+    of codec and print fmt once built) is looked up the first time the
+    probe fires or its :attr:`event` is asked for (the batch path), not
+    when it is enabled: ``--enable-all`` enables 2,305 events, most of
+    which a workload never fires."""
+
+    __slots__ = ("tr", "key", "_event", "batch_owner")
+
+    def __init__(self, tr, key: str, ev: Optional[EventType] = None):
+        self.tr = tr
+        self.key = key
+        self._event = ev
+        self.batch_owner = tr  # the batch path (write_batch)
+
+    @property
+    def event(self) -> EventType:
+        ev = self._event
+        if ev is None:
+            ev = self._event = self.tr.events[self.key]
+        return ev
+
+    def __call__(self, cpu, pid, ts, values):
+        tr, key = self.tr, self.key
+        ev = self._event or self.event
+        tr.firing = key  # whose stack a kernel_stack entry shows (.stacks)
+        trig = tr.triggers.get(key)
+        if trig is not None and trig.list:
+            tr._triggered(ev, trig, cpu, pid, ts, values)
+            return
+        if key in tr.soft_disabled or tr._ignored(key, pid, values):
+            return
+        match = tr.filter_preds.get(key)
+        if match is None:
+            if tr.commit(cpu, ts, ev.encode(pid, values)) and tr.options["stacktrace"]:
+                tr.stack_entry(cpu, pid, ts)  # ftrace_trace_stack after the event
+            return
+        vals, rec = tr._record(ev, cpu, pid, values)
+        if match(rec) and tr.commit(cpu, ts, ev.pack(pid, vals)) and tr.options["stacktrace"]:
+            tr.stack_entry(cpu, pid, ts)
+
+
 class TraceArray:
     """``struct trace_array``: one tracing directory's buffers, tracing_on,
     enabled events, filters, triggers, options, pid lists, cpumask and
@@ -135,30 +178,13 @@ class TraceArray:
     def systems(self) -> list[str]:
         return sorted({key.split(":")[0] for key in self.event_keys()})
 
-    def _make_probe(self, ev: EventType):
-        """``trace_event_raw_event_<name>``: reserve, fill, filter, commit."""
-        key = ev.key
-
-        def probe(cpu, pid, ts, values):
-            self.firing = key  # whose stack a kernel_stack entry shows (.stacks)
-            trig = self.triggers.get(key)
-            if trig is not None and trig.list:
-                self._triggered(ev, trig, cpu, pid, ts, values)
-                return
-            if key in self.soft_disabled or self._ignored(key, pid, values):
-                return
-            match = self.filter_preds.get(key)
-            if match is None:
-                if self.commit(cpu, ts, ev.encode(pid, values)) and self.options["stacktrace"]:
-                    self.stack_entry(cpu, pid, ts)  # ftrace_trace_stack after the event
-                return
-            vals, rec = self._record(ev, cpu, pid, values)
-            if match(rec) and self.commit(cpu, ts, ev.pack(pid, vals)) \
-                    and self.options["stacktrace"]:
-                self.stack_entry(cpu, pid, ts)
-        probe.batch_owner = self  # the batch path (write_batch)
-        probe.event = ev
-        return probe
+    def _make_probe(self, ev) -> "EventProbe":
+        """``trace_event_raw_event_<name>`` bound to this trace array, for
+        *ev* (an :class:`EventType`, or its key: the event is then looked
+        up, which builds a profile's event, when the probe first fires)."""
+        if isinstance(ev, str):
+            return EventProbe(self, ev)
+        return EventProbe(self, ev.key, ev)
 
     # --- the batch path (engine.core.batch) -----------------------------------
 
