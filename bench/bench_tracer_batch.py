@@ -11,6 +11,11 @@ the time of generating the events is not counted.  The relay's memory is touched
 before (a long-running server's state: the first fill of a relay channel
 also pays the page faults of its anonymous memory).
 
+Also the whole engine loop (``bench_dataplane.engine_rate`` in thread CPU
+time, best of 3): ``engine_cpu_us_per_event_over_none[MIX, PATH]``, what
+MIX (``ktrace``, ``kmemtrace``, ``all``: every tracer, tracefs too) adds
+per event to generating them (the relay's first fill is in it).
+
 Rows (JSON lines): ``tracer_batch_us_per_event[TRACER, run RUN, PATH]``
 and ``tracer_batch_ms_per_batch[...]`` (the mean time of one batch; its
 mean size in the detail: the workload splits a run where a task's name
@@ -68,8 +73,32 @@ def measure(tracer: str, run: int, events: int = EVENTS) -> dict:
             "events_per_batch": written[0] / max(batches[0], 1)}
 
 
+def engine_rate(mix: str, events: int = 600_000) -> float:
+    """``bench_dataplane.engine_rate`` (the whole workload fired with *mix*
+    on, in its ``batch_hint`` runs) in thread CPU time: events/s."""
+    from fakedebugfs.kernel import Kernel
+    from fakedebugfs.workloads import make_workload
+
+    k = Kernel(cpus=2, buffer_size=1 << 20)
+    k.enable_all({"none": (), "all": ("ktrace", "tracing", "kmemtrace")}.get(mix, (mix,)))
+    wl = make_workload("kmem", k, seed=1)
+    chunk = getattr(wl, "batch_hint", 16)
+    wl.run(WARM_EVENTS)
+    fired = 0
+    t0 = time.thread_time()
+    while fired < events:
+        fired += wl.run(chunk)
+    return fired / (time.thread_time() - t0)
+
+
 def rows(path: str) -> list[dict]:
-    out = []
+    rates = {mix: max(engine_rate(mix) for _ in range(3))
+             for mix in ("none", "ktrace", "kmemtrace", "all")}
+    out = [{"name": f"engine_cpu_us_per_event_over_none[{mix}, {path}]",
+            "fake": round((1 / rates[mix] - 1 / rates["none"]) * 1e6, 4), "real": None,
+            "unit": "us", "detail": {"events_per_s": round(rates[mix]),
+                                     "none_events_per_s": round(rates["none"])}}
+           for mix in ("ktrace", "kmemtrace", "all")]
     for tracer in TRACERS:
         for run in RUNS:
             m = measure(tracer, run)
