@@ -14,6 +14,7 @@ a workload fires it.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import MutableMapping
 from typing import Optional
 
@@ -152,7 +153,7 @@ class LazyTracepoints(dict):
         from .format_text import tracepoint_args
 
         system, name = key.split(":", 1)
-        tp = Tracepoint(system, name, tracepoint_args(text))
+        tp = Tracepoint(sys.intern(system), name, tracepoint_args(text))
         dict.__setitem__(self, key, tp)
         return tp
 
