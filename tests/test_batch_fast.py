@@ -41,8 +41,9 @@ def test_select_pid_runs_last_ts(seed):
         every, once = SavedCmdlines(comms, size), SavedCmdlines(comms, size)
         for _ in range(2):  # the second time all may be saved already
             every.record_many(pids)
-            if not once.saved(batch_fast.first_seen(runs)):  # (the tracer's shortcut)
-                once.record_many(runs)
+            order = batch_fast.first_seen(runs)
+            if not once.saved(order):  # (the tracer's shortcut)
+                once.record_many(runs, order)
             assert (every.slots, every.map, every.idx) == (once.slots, once.map, once.idx)
         comms[7] = "renamed"  # a task's comm changes: saved again
 

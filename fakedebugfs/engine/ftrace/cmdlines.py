@@ -50,19 +50,21 @@ class SavedCmdlines:
             return
         self.slots[slot] = (pid, comm)
 
-    def record_many(self, pids) -> None:
+    def record_many(self, pids, order=None) -> None:
         """:meth:`record` of each pid of *pids* (an array, in order): each
         distinct pid once, in order of first appearance, unless a slot
         that would be taken holds a pid of *pids* (then every change of
-        pid is recorded, as one by one)."""
+        pid is recorded, as one by one).  *order*: the distinct pids in
+        order of first appearance, when the caller has them."""
         pids = np.asarray(pids)
         if not len(pids):
             return
         change = np.ones(len(pids), bool)
         change[1:] = pids[1:] != pids[:-1]
         heads = pids[change]  # each run of one task once
-        uniq, first = np.unique(heads, return_index=True)
-        order = uniq[np.argsort(first)].tolist()
+        if order is None:
+            uniq, first = np.unique(heads, return_index=True)
+            order = uniq[np.argsort(first)].tolist()
         new = sum(1 for p in order if p > 0 and p not in self.map and p in self.comms)
         victims = {self.slots[(self.idx + k) % self.num][0]
                    for k in range(1, min(new, self.num) + 1)

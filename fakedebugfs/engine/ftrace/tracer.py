@@ -244,8 +244,9 @@ class TraceArray:
                 cmdlines.record_many(batch.pid[done].astype(np.int32))
                 return
             runs = bf.pid_runs(batch.pid, done)
-            if not cmdlines.saved(bf.first_seen(runs)):  # (mostly all are, batch after batch)
-                cmdlines.record_many(runs)
+            order = bf.first_seen(runs)
+            if not cmdlines.saved(order):  # (often all are, batch after batch)
+                cmdlines.record_many(runs, order)
 
     def _record(self, ev, cpu, pid, values):
         vals = ev.encode_values(values) if ev.encode_values else dict(values)
