@@ -120,9 +120,10 @@ def test_packer_matches_numpy_and_encode(ev, seed):
 
 
 def test_unsupported_columns_fall_back_to_numpy():
-    """A float column is packed by the numpy path (as C would convert it)."""
+    """A float or big-endian column is packed by the numpy path."""
     ev = KMEM_EVENTS[1]  # kfree: call_site, ptr
     pid = np.arange(4, dtype=np.int64)
-    cols = (np.array([1.5, 2.0, 3.0, 4.0]), np.arange(4, dtype=np.int64))
-    groups = ev.pack_columns(pid, cols)
-    assert payloads(groups, 4) == payloads(numpy_path(ev, pid, cols), 4)
+    for first in (np.array([1.5, 2.0, 3.0, 4.0]), np.array([1, 2, 3, 4], ">i8")):
+        cols = (first, np.arange(4, dtype=np.int64))
+        groups = ev.pack_columns(pid, cols)
+        assert payloads(groups, 4) == payloads(numpy_path(ev, pid, cols), 4)

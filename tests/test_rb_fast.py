@@ -170,6 +170,9 @@ def test_faults_pending_are_left_to_python():
     bufs[0].pin(60)
     assert not rb_fast.write_groups(bufs, ts, cpu, groups)
     bufs[0].unpin()
+    bufs[1].last_ts = 1 << 70  # not a state the compiled writer holds
+    assert not rb_fast.write_groups(bufs, ts, cpu, groups)
+    bufs[1].last_ts = 0
     assert rb_fast.write_groups(bufs, ts, cpu, groups)
     assert bufs[0].entries == 10
 

@@ -311,7 +311,10 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
         pages = []
         for c in range(nr):
             buf = buffers[c]
-            load(&rbs[c], buf)
+            try:
+                load(&rbs[c], buf)
+            except (TypeError, ValueError, OverflowError):  # not a state it knows: Python
+                return False
             cb = buf.on_page_done
             pages.append((buf.page_entries, buf.page_real_end, None if cb is None else []))
         m = n if sel is None else selv.shape[0]

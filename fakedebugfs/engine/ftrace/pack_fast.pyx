@@ -65,6 +65,8 @@ cdef int open_col(object col, Py_ssize_t m, Col *c, Py_buffer *view) except -1:
             return 0
         c.value = <uint64_t>(v & 0xFFFFFFFFFFFFFFFF)
         return 2
+    if not hasattr(col, "dtype"):  # numpy arrays and scalars only (not bytes, str)
+        return 0
     try:
         PyObject_GetBuffer(col, view, PyBUF_STRIDES | PyBUF_FORMAT)
     except (TypeError, BufferError, ValueError):
