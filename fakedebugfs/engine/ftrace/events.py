@@ -219,24 +219,21 @@ class EventType:
         """:meth:`pack_columns` by the compiled packer: the same record
         bytes, one group (a length per row with ``__data_loc`` strings);
         None when a column is not one it packs (the numpy path then does)."""
-        fields = self._fast_fields()
-        if fields is None:
+        plan = self.__dict__.get("_plan")
+        if plan is None:
+            fields = self._fast_fields()
+            plan = self.__dict__["_plan"] = False if fields is None else \
+                _pack_fast().Plan(self.id, self.size, fields, np, _arange)
+        if not plan:
             return None
-        dyn = lens = which = None
-        width = self.size
-        if self.dyn:
-            table, locs, nw_class, sizes, which = self._dyn_tails(vals, m)
-            if which.dtype != np.int64:
-                return None
-            width = (self.size + 4 * table.shape[1] + 3) & ~3
-            dyn = self._fast_dyn(table, locs, nw_class, sizes)
-            lens = np.empty(m, np.int64)
-        words = np.zeros((m, width >> 2), np.uint32)
-        if not _pack_fast().pack(words, self.id, flags, preempt, pid, pos,
-                                 [(off, size, vals[name]) for name, off, size in fields],
-                                 dyn, which, lens):
+        if not self.dyn:
+            return plan.pack(vals, pid, pos, m, flags, preempt)
+        table, locs, nw_class, sizes, which = self._dyn_tails(vals, m)
+        if which.dtype != np.int64:
             return None
-        return [(_arange(m), words, self.size if lens is None else lens, None)]
+        return plan.pack(vals, pid, pos, m, flags, preempt,
+                         self._fast_dyn(table, locs, nw_class, sizes), which,
+                         (self.size + 4 * table.shape[1] + 3) & ~3)
 
     def _fast_fields(self):
         """``(name, offset, size)`` of the integer fields the compiled

@@ -206,7 +206,65 @@ def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fi
     ``__data_loc`` strings of combination ``which[i]`` for event i, its
     payload length in ``lens[i]``.  Returns True, or False (nothing
     meaningful written) when a column is of a kind it does not pack."""
-    cdef Py_ssize_t m = out.shape[0], rowb = out.shape[1] * 4, i, f, nf = len(fields)
+    cdef Py_ssize_t f, nf = len(fields)
+    cdef int sizes[MAX_FIELDS]
+    cdef Py_ssize_t offs[MAX_FIELDS]
+    if nf > MAX_FIELDS:
+        return False
+    columns = []
+    for f in range(nf):
+        off, size, col = fields[f]
+        offs[f] = off
+        sizes[f] = size
+        columns.append(col)
+    return pack_records(out, type_id, flags, preempt, pid, pos, nf, offs, sizes, columns,
+                        dyn, which, lens)
+
+
+cdef class Plan:
+    """How an event's records are packed (``EventType._plan``, made once):
+    its type id, record size and integer fields ``(name, offset, size)``;
+    :meth:`pack` makes the records of a batch's events of the event."""
+
+    cdef int type_id
+    cdef Py_ssize_t size, nf
+    cdef tuple names
+    cdef Py_ssize_t offs[MAX_FIELDS]
+    cdef int sizes[MAX_FIELDS]
+    cdef object zeros, empty, u32, i64, arange
+
+    def __init__(self, int type_id, Py_ssize_t size, fields, np, arange):
+        cdef Py_ssize_t f
+        if len(fields) > MAX_FIELDS:
+            raise ValueError("too many fields")
+        self.type_id, self.size, self.nf = type_id, size, len(fields)
+        self.names = tuple(name for name, _, _ in fields)
+        for f, (_, off, fsize) in enumerate(fields):
+            self.offs[f] = off
+            self.sizes[f] = fsize
+        self.zeros, self.empty, self.u32, self.i64 = np.zeros, np.empty, np.uint32, np.int64
+        self.arange = arange
+
+    def pack(self, dict vals, pid, pos, Py_ssize_t m, int flags=0, int preempt=0,
+             DynTable dyn=None, which=None, Py_ssize_t width=0):
+        """The payload groups of ``EventType.pack_columns`` (one, a length
+        per row with *dyn*: records *width* bytes wide), from the field
+        values *vals*; None when a column is not one it packs."""
+        cdef Py_ssize_t f
+        columns = [vals[self.names[f]] for f in range(self.nf)]
+        words = self.zeros((m, (width or self.size) >> 2), self.u32)
+        lens = None if dyn is None else self.empty(m, self.i64)
+        if not pack_records(words, self.type_id, flags, preempt, pid, pos, self.nf, self.offs,
+                            self.sizes, columns, dyn, which, lens):
+            return None
+        return [(self.arange(m), words, self.size if lens is None else lens, None)]
+
+
+cdef object pack_records(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos,
+                         Py_ssize_t nf, Py_ssize_t *offs, int *sizes, list columns,
+                         DynTable dyn, which, lens):
+    """:func:`pack` with the fields as C arrays and a list of columns."""
+    cdef Py_ssize_t m = out.shape[0], rowb = out.shape[1] * 4, i, f
     cdef char *base = <char *>&out[0, 0] if m else NULL
     cdef char *row
     cdef const int64_t[:] posv
@@ -214,8 +272,6 @@ def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fi
     cdef Py_buffer pidview
     cdef Col cols[MAX_FIELDS]
     cdef Py_buffer views[MAX_FIELDS]
-    cdef int sizes[MAX_FIELDS]
-    cdef Py_ssize_t offs[MAX_FIELDS]
     cdef int held[MAX_FIELDS]
     cdef int got, pid_held = 0, nheld = 0
     if nf > MAX_FIELDS:
@@ -237,12 +293,9 @@ def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fi
                 if posv[i] < 0 or posv[i] >= pidview.shape[0]:
                     raise IndexError("event position out of the batch")
         for f in range(nf):
-            off, size, col = fields[f]
-            offs[f] = off
-            sizes[f] = size
             if sizes[f] not in (1, 2, 4, 8) or offs[f] < 0 or offs[f] + sizes[f] > rowb:
                 return False
-            got = open_col(col, m, &cols[f], &views[f])
+            got = open_col(columns[f], m, &cols[f], &views[f])
             held[f] = got == 1
             nheld = f + 1
             if got == 0:
