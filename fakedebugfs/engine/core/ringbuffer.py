@@ -27,7 +27,11 @@ False (tracefs: ``ring_buffer_lock_reserve`` refuses it and counts nothing).
 
 :meth:`CpuBuffer.write_batch` writes many events at once (the engine's batch
 path): the same pages, time deltas and counters as :meth:`CpuBuffer.write`
-of each in turn, laid out with numpy.
+of each in turn, laid out with numpy.  When the compiled writer is built
+(``rb_fast.pyx``), :func:`~.batch.split_per_cpu` writes a batch through it
+instead: one pass in batch order doing :meth:`CpuBuffer.write` of each
+event in C on these same attributes and memory; ``write_batch`` stays the
+Python path (and the reference the tests compare it with).
 
 Faults (``fakedebugfs.instrument.faults``) lose events on purpose, counted
 as the kernel counts an overwrite: :meth:`CpuBuffer.lose_events` makes the
