@@ -14,17 +14,23 @@ def _fresh(path):
 
 def test_cached_profile_is_the_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKEDEBUGFS_BUILD", str(tmp_path / "cache"))
+    monkeypatch.setattr(registry, "_cachable", lambda d: True)
     prof_dir = tmp_path / "prof"
     shutil.copytree(DEFAULT_PROFILE, prof_dir)
     first = _fresh(prof_dir)  # read, then saved
     assert list((tmp_path / "cache" / "profiles").iterdir())
     again = _fresh(prof_dir)  # from the cache
     assert vars(again) == vars(first) == vars(Profile(prof_dir))
+    assert isinstance(again.formats, registry.PackedTexts)  # texts kept packed
+    key = next(iter(again.formats))
+    assert again.formats[key] == Profile(prof_dir).formats[key]
+    assert registry.EventRegistry(again).text(key) == again.formats[key]
     assert again.available_events() == first.available_events()
 
 
 def test_changed_profile_is_read_again(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKEDEBUGFS_BUILD", str(tmp_path / "cache"))
+    monkeypatch.setattr(registry, "_cachable", lambda d: True)
     prof_dir = tmp_path / "prof"
     shutil.copytree(DEFAULT_PROFILE, prof_dir)
     _fresh(prof_dir)
@@ -35,6 +41,16 @@ def test_changed_profile_is_read_again(tmp_path, monkeypatch):
     formats.write_text(first[0] + "\n### " + first[2])  # the second event gone
     assert _fresh(prof_dir).formats == Profile(prof_dir).formats
     assert len(_fresh(prof_dir).formats) == len(Profile(DEFAULT_PROFILE).formats) - 1
+
+
+def test_only_shipped_profiles_are_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKEDEBUGFS_BUILD", str(tmp_path / "cache"))
+    prof_dir = tmp_path / "prof"
+    shutil.copytree(DEFAULT_PROFILE, prof_dir)
+    assert vars(_fresh(prof_dir)) == vars(Profile(prof_dir))
+    assert not (tmp_path / "cache").exists()
+    _fresh(DEFAULT_PROFILE)
+    assert list((tmp_path / "cache" / "profiles").iterdir())
 
 
 def test_unwritable_cache_still_loads(tmp_path, monkeypatch):
