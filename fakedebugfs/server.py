@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 TICK = 0.002  # seconds between workload batches
-GATHER = 0.004  # a paced workload waits up to this for its batch path's least run
+GATHER = 0.01  # a paced workload waits up to this for its batch path's least run
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
@@ -136,11 +136,12 @@ class Server:
         size = BatchSize(wl, self.batch_ms)
         blocks = BlockMaker(wl)
         least = max(1, getattr(wl, "batch_min", 1))  # smaller runs go one by one
+        last_fire = start
         while not wl.done:
             await blocks.ready()
             if self.rate:
                 due = int((trio.current_time() - start) * self.rate) - fired
-                if due < min(least, self.rate * GATHER):
+                if due <= 0 or (due < least and trio.current_time() - last_fire < GATHER):
                     if fired != woken:
                         engine.batch_done()
                         woken, last_wake = fired, trio.current_time()
@@ -151,6 +152,7 @@ class Server:
                     due = int(self.rate)
             async with slicer.turn(slicer.WRITER) as turn:
                 fired += fire_until(wl, due if self.rate else None, turn, size)
+                last_fire = trio.current_time()
                 if trio.current_time() - last_wake >= WAKE_EVERY:
                     engine.batch_done()
                     woken, last_wake = fired, trio.current_time()
