@@ -11,6 +11,7 @@ row and the command exits nonzero.  To add rows, drop in a new module.
 
 from __future__ import annotations
 
+import json
 import os
 import pkgutil
 import subprocess
@@ -63,3 +64,25 @@ def available() -> list[str]:
     """Names of the benchmark modules (without ``bench_``), sorted."""
     return sorted(m.name[len(PREFIX):] for m in pkgutil.iter_modules([str(HERE)])
                   if m.name.startswith(PREFIX))
+
+
+def compiled_and_python(module: str, rows) -> list[dict]:
+    """``rows(PATH)`` of a benchmark of the engine's compiled fast paths:
+    here ("compiled", or "python" when ``FAKEDEBUGFS_PURE`` is set or they
+    are not built), then the Python paths' in a child process run with
+    ``FAKEDEBUGFS_PURE=1`` (the switch is read once, at import)."""
+    from fakedebugfs.engine.core import fast
+
+    out = rows("compiled" if fast.use_fast() else "python")
+    if fast.use_fast():
+        env = dict(os.environ, FAKEDEBUGFS_PURE="1")
+        child = subprocess.run([sys.executable, "-m", module], env=env, cwd=ROOT,
+                               capture_output=True, text=True, check=True)
+        out += [json.loads(line) for line in child.stdout.splitlines() if line.strip()]
+    return out
+
+
+def print_rows(rows) -> None:
+    """A benchmark module run alone: its rows as JSON lines."""
+    for row in rows:
+        print(json.dumps(row))

@@ -22,11 +22,9 @@ with tracefs on against none, thread CPU time, best of 3).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
+
+from . import compiled_and_python, print_rows
 
 RUNS = (1000, 16384)
 EVENTS = 300_000
@@ -104,17 +102,8 @@ def rows(path: str) -> list[dict]:
 
 
 def run() -> list[dict]:
-    from fakedebugfs.engine.core import fast
-
-    out = rows("compiled" if fast.use_fast() else "python")
-    if fast.use_fast():  # the Python paths, in a process of their own
-        env = dict(os.environ, FAKEDEBUGFS_PURE="1")
-        child = subprocess.run([sys.executable, "-m", "bench.bench_ftrace_batch"], env=env,
-                               capture_output=True, text=True, check=True)
-        out += [json.loads(line) for line in child.stdout.splitlines() if line.strip()]
-    return out
+    return compiled_and_python("bench.bench_ftrace_batch", rows)
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(json.dumps(row))
+    print_rows(run())

@@ -26,11 +26,9 @@ changes).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
+
+from . import compiled_and_python, print_rows
 
 TRACERS = ("ktrace", "kmemtrace")
 RUNS = (16384, 1000)
@@ -112,17 +110,8 @@ def rows(path: str) -> list[dict]:
 
 
 def run() -> list[dict]:
-    from fakedebugfs.engine.core import fast
-
-    out = rows("compiled" if fast.use_fast() else "python")
-    if fast.use_fast():  # the Python paths, in a process of their own
-        env = dict(os.environ, FAKEDEBUGFS_PURE="1")
-        child = subprocess.run([sys.executable, "-m", "bench.bench_tracer_batch"], env=env,
-                               capture_output=True, text=True, check=True)
-        out += [json.loads(line) for line in child.stdout.splitlines() if line.strip()]
-    return out
+    return compiled_and_python("bench.bench_tracer_batch", rows)
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(json.dumps(row))
+    print_rows(run())

@@ -20,12 +20,10 @@ Rows (JSON lines):
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
+
+from . import compiled_and_python, print_rows
 
 BLOCKS = 60
 RUNS = (500, 2000, 16384)
@@ -94,17 +92,8 @@ def rows(path: str) -> list[dict]:
 
 
 def run() -> list[dict]:
-    from fakedebugfs.engine.core import fast
-
-    out = rows("compiled" if fast.use_fast() else "python")
-    if fast.use_fast():  # the Python path, in a process of its own
-        env = dict(os.environ, FAKEDEBUGFS_PURE="1")
-        child = subprocess.run([sys.executable, "-m", "bench.bench_workload_kmem"], env=env,
-                               capture_output=True, text=True, check=True)
-        out += [json.loads(line) for line in child.stdout.splitlines() if line.strip()]
-    return out
+    return compiled_and_python("bench.bench_workload_kmem", rows)
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(json.dumps(row))
+    print_rows(run())
