@@ -12,6 +12,8 @@ from cpython.buffer cimport PyBUF_FORMAT, PyBUF_STRIDES, PyBuffer_Release, PyObj
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
+from fakedebugfs.engine.core.cconv cimport put_low
+
 import operator
 import sys
 
@@ -96,22 +98,6 @@ cdef inline uint64_t get(Col *c, Py_ssize_t i) noexcept nogil:
     return <uint64_t><int64_t>(<const int8_t *>p)[0] if c.is_signed else (<const uint8_t *>p)[0]
 
 
-cdef inline void put(char *dst, uint64_t v, int size) noexcept nogil:
-    """C assignment to a field of *size* bytes: its low bytes."""
-    cdef uint32_t v32
-    cdef uint16_t v16
-    if size == 8:
-        memcpy(dst, &v, 8)
-    elif size == 4:
-        v32 = <uint32_t>v
-        memcpy(dst, &v32, 4)
-    elif size == 2:
-        v16 = <uint16_t>v
-        memcpy(dst, &v16, 2)
-    else:
-        dst[0] = <char>v
-
-
 cdef void fill(char *base, Py_ssize_t m, Py_ssize_t rowb, Py_ssize_t off, int size,
                Col *c) noexcept nogil:
     """One field of every record from its column, a column at a time."""
@@ -120,13 +106,13 @@ cdef void fill(char *base, Py_ssize_t m, Py_ssize_t rowb, Py_ssize_t off, int si
     cdef char *dst = base + off
     if p == NULL:
         for i in range(m):
-            put(dst + i * rowb, c.value, size)
+            put_low(dst + i * rowb, c.value, size)
     elif c.itemsize == 8 and size == 8:
         for i in range(m):
             memcpy(dst + i * rowb, p + i * c.stride, 8)
     else:
         for i in range(m):
-            put(dst + i * rowb, get(c, i), size)
+            put_low(dst + i * rowb, get(c, i), size)
 
 
 cdef enum:
@@ -188,7 +174,7 @@ cdef int fill_dyn(DynTable d, char *base, Py_ssize_t m, Py_ssize_t rowb,
         w = which[i]
         row = base + i * rowb
         for f in range(d.nloc):  # __data_loc: len << 16 | offset
-            put(row + d.loc_off[f], <uint64_t>d.loc_ptr[f][w], 4)
+            put_low(row + d.loc_off[f], <uint64_t>d.loc_ptr[f][w], 4)
         if d.cut < d.fsize:
             memset(row + d.cut, 0, d.fsize - d.cut)
         if tw:
@@ -302,14 +288,14 @@ cdef object pack_records(uint32_t[:, ::1] out, int type_id, int flags, int preem
                 return False
         for i in range(m):  # struct trace_entry, then the fields in order
             row = base + i * rowb
-            put(row, <uint64_t>type_id, 2)
-            put(row + 2, <uint64_t>flags, 1)
-            put(row + 3, <uint64_t>preempt, 1)
+            put_low(row, <uint64_t>type_id, 2)
+            put_low(row + 2, <uint64_t>flags, 1)
+            put_low(row + 3, <uint64_t>preempt, 1)
         if pos is None:
             fill(base, m, rowb, 4, 4, &pidc)
         else:
             for i in range(m):
-                put(base + i * rowb + 4, get(&pidc, posv[i]), 4)
+                put_low(base + i * rowb + 4, get(&pidc, posv[i]), 4)
         for f in range(nf):
             fill(base, m, rowb, offs[f], sizes[f], &cols[f])
         if dyn is not None:

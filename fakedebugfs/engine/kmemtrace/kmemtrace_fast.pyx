@@ -24,6 +24,7 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from fakedebugfs.engine.core.layouts import PAGE_SIZE as _PAGE_SIZE
+from fakedebugfs.engine.core.cconv cimport as_int64
 from fakedebugfs.engine.core.lazynp import np
 
 if sys.byteorder != "little":  # the records are stored as the host stores words
@@ -75,27 +76,6 @@ cdef inline uint64_t at(Col *c, int64_t j) noexcept nogil:
 
 cdef inline void put64(uint8_t *p, uint64_t v) noexcept nogil:
     memcpy(p, &v, 8)
-
-
-cdef object I8 = None  # numpy's int64 and uint64, once numpy is in (lazynp:
-cdef object U8 = None  # importing this module must not import it)
-
-
-cdef object as_int64(object col):
-    """An integer column whose buffer holds 8-byte integers (int64 and
-    uint64 as they are: the same bits), narrower integers widened as C
-    widens them; None for other columns."""
-    global I8, U8
-    if I8 is None:
-        I8, U8 = np.dtype(np.int64), np.dtype(np.uint64)
-    dt = col.dtype
-    if dt is I8 or dt is U8:
-        return col
-    if dt.kind not in "iub" or col.ndim != 1:
-        return None
-    if dt.itemsize == 8 and dt.kind != "b" and dt.isnative:
-        return col
-    return col.astype(np.int64)
 
 
 cdef int set_col(object c, Col *col, Py_buffer *view, list held) except -1:

@@ -17,6 +17,7 @@ from cpython.buffer cimport PyBUF_STRIDED_RO, PyBUF_WRITABLE, PyBuffer_Release, 
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
+from fakedebugfs.engine.core.cconv cimport as_int64, put_low
 from fakedebugfs.engine.core.lazynp import np
 
 if sys.byteorder != "little":  # the members are the low bytes of the host's words
@@ -34,27 +35,6 @@ cdef struct Col:
     Py_ssize_t stride
     int64_t value
     Py_ssize_t count  # the column's length
-
-
-cdef object I8 = None  # numpy's int64 and uint64, once numpy is in (lazynp:
-cdef object U8 = None  # importing this module must not import it)
-
-
-cdef object as_int64(object col):
-    """An integer column whose buffer holds 8-byte integers (int64 and
-    uint64 as they are: the same bits), narrower integers widened as C
-    widens them; None for other columns."""
-    global I8, U8
-    if I8 is None:
-        I8, U8 = np.dtype(np.int64), np.dtype(np.uint64)
-    dt = col.dtype
-    if dt is I8 or dt is U8:
-        return col
-    if dt.kind not in "iub" or col.ndim != 1:
-        return None
-    if dt.itemsize == 8 and dt.kind != "b" and dt.isnative:
-        return col
-    return col.astype(np.int64)
 
 
 cdef int scalar(object value, Col *c) except -1:
@@ -82,22 +62,6 @@ cdef inline int64_t value_at(Col *c, Py_ssize_t j) noexcept nogil:
     if c.stride:
         return (<const int64_t *>(c.p + j * c.stride))[0]
     return c.value
-
-
-cdef inline void put(uint8_t *out, int64_t v, int nbytes) noexcept nogil:
-    """A member of *nbytes*: the low bytes of *v* (C's conversion)."""
-    cdef uint32_t v4
-    cdef uint16_t v2
-    if nbytes == 8:
-        memcpy(out, &v, 8)
-    elif nbytes == 4:
-        v4 = <uint32_t>v
-        memcpy(out, &v4, 4)
-    elif nbytes == 2:
-        v2 = <uint16_t>v
-        memcpy(out, &v2, 2)
-    else:
-        out[0] = <uint8_t>v
 
 
 cdef int set_kind(Kind *kd, spec, Py_buffer *views, int *nviews) except -1:
@@ -138,7 +102,7 @@ cdef void pack_row(uint8_t *row, Kind *kd, Py_ssize_t j) noexcept nogil:
     row[0] = kd.event_id & 0xFF
     row[1] = (kd.event_id >> 8) & 0xFF
     for f in range(kd.nf):
-        put(row + off, value_at(&kd.col[f], j), kd.fsize[f])
+        put_low(row + off, <uint64_t>value_at(&kd.col[f], j), kd.fsize[f])
         off += kd.fsize[f]
 
 
