@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 
 from . import compiled_and_python, print_rows
+from .bench_dataplane import engine_rate
 
 RUNS = (1000, 16384)
 EVENTS = 300_000
@@ -68,25 +69,9 @@ def measure(run: int, events: int = EVENTS) -> dict:
             "events_per_batch": written[0] / max(batches[0], 1)}
 
 
-def engine_rate(tracefs: bool, events: int = 600_000) -> float:
-    """``bench_dataplane.engine_rate`` ('tracefs' or 'none') in thread CPU
-    time: events/s."""
-    from fakedebugfs.workloads import make_workload
-
-    k = _kernel(tracefs)
-    wl = make_workload("kmem", k, seed=1)
-    chunk = getattr(wl, "batch_hint", 16)
-    wl.run(WARM_EVENTS)
-    fired = 0
-    t0 = time.thread_time()
-    while fired < events:
-        fired += wl.run(chunk)
-    return fired / (time.thread_time() - t0)
-
-
 def rows(path: str) -> list[dict]:
-    none = max(engine_rate(False) for _ in range(3))
-    tracefs = max(engine_rate(True) for _ in range(3))
+    none = max(engine_rate("none", clock=time.thread_time) for _ in range(3))
+    tracefs = max(engine_rate("tracefs", clock=time.thread_time) for _ in range(3))
     out = [{"name": f"engine_cpu_us_per_event_over_none[tracefs, {path}]",
             "fake": round((1 / tracefs - 1 / none) * 1e6, 4), "real": None, "unit": "us",
             "detail": {"events_per_s": round(tracefs), "none_events_per_s": round(none)}}]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 
 from . import compiled_and_python, print_rows
+from .bench_dataplane import engine_rate
 
 TRACERS = ("ktrace", "kmemtrace")
 RUNS = (16384, 1000)
@@ -71,26 +72,8 @@ def measure(tracer: str, run: int, events: int = EVENTS) -> dict:
             "events_per_batch": written[0] / max(batches[0], 1)}
 
 
-def engine_rate(mix: str, events: int = 600_000) -> float:
-    """``bench_dataplane.engine_rate`` (the whole workload fired with *mix*
-    on, in its ``batch_hint`` runs) in thread CPU time: events/s."""
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.workloads import make_workload
-
-    k = Kernel(cpus=2, buffer_size=1 << 20)
-    k.enable_all({"none": (), "all": ("ktrace", "tracing", "kmemtrace")}.get(mix, (mix,)))
-    wl = make_workload("kmem", k, seed=1)
-    chunk = getattr(wl, "batch_hint", 16)
-    wl.run(WARM_EVENTS)
-    fired = 0
-    t0 = time.thread_time()
-    while fired < events:
-        fired += wl.run(chunk)
-    return fired / (time.thread_time() - t0)
-
-
 def rows(path: str) -> list[dict]:
-    rates = {mix: max(engine_rate(mix) for _ in range(3))
+    rates = {mix: max(engine_rate(mix, clock=time.thread_time) for _ in range(3))
              for mix in ("none", "ktrace", "kmemtrace", "all")}
     out = [{"name": f"engine_cpu_us_per_event_over_none[{mix}, {path}]",
             "fake": round((1 / rates[mix] - 1 / rates["none"]) * 1e6, 4), "real": None,
