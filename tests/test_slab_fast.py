@@ -215,3 +215,24 @@ def test_pure_environment_takes_the_python_path():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "FAKEDEBUGFS_PURE": "1"}).stdout
     assert out.split() == ["None", "None", "20000"]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_real_clock_first_batch_is_stamped_near_now(monkeypatch, compiled):
+    """The first batch on a real clock has no earlier stamp to spread from:
+    its events are stamped just before now (at most the virtual clock's
+    slowest step apart), not from boot (trace-cmd then saw a first event
+    at 0 s and a recording hours long)."""
+    k = Kernel(cpus=2, clock="monotonic")
+    with monkeypatch.context() as mp:
+        if not compiled:
+            mp.setattr(slab_batch, "slab_fast", None)
+        wl = slab_batch.SlabWorkload(k, seed=4)
+    batches = []
+    emit_batch = k.engine.emit_batch
+    monkeypatch.setattr(k.engine, "emit_batch", lambda b: (batches.append(b), emit_batch(b))[1])
+    before = k.engine.clock.now()
+    wl.run(5000)
+    first = batches[0]
+    assert int(first.ts[0]) >= before - len(first) * slab_batch.ADV_HI
+    assert int(first.ts[-1]) <= k.engine.clock.now()

@@ -371,6 +371,8 @@ class SlabWorkload:
             clock.advance(int(cum[b]) - start)
         else:  # a real clock: spread from the last stamp to now
             last = min(max(self.engine.last_ts), now)
+            if not last:  # the first events: as if made at the virtual clock's slowest
+                last = max(0, now - (b - a) * ADV_HI)
             if self.gen:
                 ts = self.gen.spread(last, now, b - a)
             else:
