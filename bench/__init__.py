@@ -17,6 +17,7 @@ import pkgutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -86,3 +87,26 @@ def print_rows(rows) -> None:
     """A benchmark module run alone: its rows as JSON lines."""
     for row in rows:
         print(json.dumps(row))
+
+
+class CpuTimed:
+    """*fn* wrapped to add up the thread CPU time of its calls, the calls
+    and the events they handled (``count(args, result)``): what a batch
+    costs per batch and per event, whatever else this shared machine runs."""
+
+    def __init__(self, fn, count):
+        self.fn, self.count = fn, count
+        self.spent, self.calls, self.events = 0.0, 0, 0
+
+    def __call__(self, *args):
+        t0 = time.thread_time()
+        result = self.fn(*args)
+        self.spent += time.thread_time() - t0
+        self.calls += 1
+        self.events += self.count(args, result)
+        return result
+
+    def figures(self) -> dict:
+        return {"us_per_event": self.spent / max(self.events, 1) * 1e6,
+                "ms_per_batch": self.spent / max(self.calls, 1) * 1e3,
+                "events_per_batch": self.events / max(self.calls, 1)}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from . import compiled_and_python, print_rows
+from . import CpuTimed, compiled_and_python, print_rows
 from .bench_dataplane import engine_rate
 
 RUNS = (1000, 16384)
@@ -47,26 +47,14 @@ def measure(run: int, events: int = EVENTS) -> dict:
     from fakedebugfs.workloads import make_workload
 
     k = _kernel(True)
-    engine = k.engine
-    emit = engine.emit_batch
-    spent, batches, written = [0.0], [0], [0]
-
-    def timed(batch):
-        t0 = time.thread_time()
-        n = emit(batch)
-        spent[0] += time.thread_time() - t0
-        batches[0] += 1
-        written[0] += n
-        return n
+    timed = CpuTimed(k.engine.emit_batch, lambda args, n: n)
     wl = make_workload("kmem", k, seed=1)
     wl.run(WARM_EVENTS)  # the buffers wrapped once
-    engine.emit_batch = timed
+    k.engine.emit_batch = timed
     fired = 0
     while fired < events:
         fired += wl.run(run)
-    return {"us_per_event": spent[0] / max(written[0], 1) * 1e6,
-            "ms_per_batch": spent[0] / max(batches[0], 1) * 1e3,
-            "events_per_batch": written[0] / max(batches[0], 1)}
+    return timed.figures()
 
 
 def rows(path: str) -> list[dict]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 
-from . import compiled_and_python, print_rows
+from . import CpuTimed, compiled_and_python, print_rows
 from .bench_dataplane import engine_rate
 
 TRACERS = ("ktrace", "kmemtrace")
@@ -51,25 +51,14 @@ def measure(tracer: str, run: int, events: int = EVENTS) -> dict:
         owner = k.kmemtrace
         for buf in owner.chan.bufs:  # the relay's pages committed
             buf.start[:] = bytes(len(buf.start))
-    spent, batches, written = [0.0], [0], [0]
-    write = owner.write_batch
-
-    def timed(batch, kinds):
-        t0 = time.thread_time()
-        write(batch, kinds)
-        spent[0] += time.thread_time() - t0
-        batches[0] += 1
-        written[0] += len(batch)
-
+    timed = CpuTimed(owner.write_batch, lambda args, _: len(args[0]))
     wl = make_workload("kmem", k, seed=1)
     wl.run(WARM_EVENTS)
     owner.write_batch = timed
     fired = 0
     while fired < events:
         fired += wl.run(run)
-    return {"us_per_event": spent[0] / max(written[0], 1) * 1e6,
-            "ms_per_batch": spent[0] / max(batches[0], 1) * 1e3,
-            "events_per_batch": written[0] / max(batches[0], 1)}
+    return timed.figures()
 
 
 def rows(path: str) -> list[dict]:

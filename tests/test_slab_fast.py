@@ -178,6 +178,18 @@ def test_real_clock_spreads_like_the_python_path(monkeypatch, last, now, m):
     same_array(fast.gen.spread(last, now, m), want, "spread")
 
 
+def kept_batches(monkeypatch, k) -> list:
+    """The batches *k*'s engine is handed from now on, in order."""
+    batches = []
+    emit_batch = k.engine.emit_batch
+
+    def keep(batch):
+        batches.append(batch)
+        return emit_batch(batch)
+    monkeypatch.setattr(k.engine, "emit_batch", keep)
+    return batches
+
+
 def test_real_clock_batches(monkeypatch):
     """The kmem workload on a real clock: both paths stamp each batch's
     events from the CPUs' last stamp to now, never going back per CPU."""
@@ -188,13 +200,7 @@ def test_real_clock_batches(monkeypatch):
             if not compiled:
                 mp.setattr(slab_batch, "slab_fast", None)
             wl = slab_batch.SlabWorkload(k, seed=4)
-        batches = []
-        emit_batch = k.engine.emit_batch
-
-        def keep(batch, emit_batch=emit_batch, batches=batches):
-            batches.append(batch)
-            return emit_batch(batch)
-        monkeypatch.setattr(k.engine, "emit_batch", keep)
+        batches = kept_batches(monkeypatch, k)
         for budget in (3000, 20000, 500):
             wl.run(budget)
         out.append(batches)
@@ -228,9 +234,7 @@ def test_real_clock_first_batch_is_stamped_near_now(monkeypatch, compiled):
         if not compiled:
             mp.setattr(slab_batch, "slab_fast", None)
         wl = slab_batch.SlabWorkload(k, seed=4)
-    batches = []
-    emit_batch = k.engine.emit_batch
-    monkeypatch.setattr(k.engine, "emit_batch", lambda b: (batches.append(b), emit_batch(b))[1])
+    batches = kept_batches(monkeypatch, k)
     before = k.engine.clock.now()
     wl.run(5000)
     first = batches[0]
