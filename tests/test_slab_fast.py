@@ -29,12 +29,12 @@ pytestmark = pytest.mark.skipif(slab_batch.slab_fast is None,
                                 reason="slab_fast not built (or FAKEDEBUGFS_PURE=1)")
 
 
-def twins(monkeypatch, cpus: int, seed: int, **kernel):
+def twins(monkeypatch, cpus: int, seed: int, clock: str = "virtual", **kernel):
     """The same workload twice, compiled then the Python path, and their
     kernels."""
     out, kernels = [], []
     for compiled in (True, False):
-        k = Kernel(cpus=cpus, clock="virtual", seed=seed, **kernel)
+        k = Kernel(cpus=cpus, clock=clock, seed=seed, **kernel)
         with monkeypatch.context() as mp:
             if not compiled:
                 mp.setattr(slab_batch, "slab_fast", None)
@@ -194,12 +194,7 @@ def test_real_clock_batches(monkeypatch):
     """The kmem workload on a real clock: both paths stamp each batch's
     events from the CPUs' last stamp to now, never going back per CPU."""
     out = []
-    for compiled in (True, False):
-        k = Kernel(cpus=2, clock="monotonic")
-        with monkeypatch.context() as mp:
-            if not compiled:
-                mp.setattr(slab_batch, "slab_fast", None)
-            wl = slab_batch.SlabWorkload(k, seed=4)
+    for wl, k in zip(*twins(monkeypatch, 2, 4, clock="monotonic")):
         batches = kept_batches(monkeypatch, k)
         for budget in (3000, 20000, 500):
             wl.run(budget)
@@ -229,11 +224,8 @@ def test_real_clock_first_batch_is_stamped_near_now(monkeypatch, compiled):
     its events are stamped just before now (at most the virtual clock's
     slowest step apart), not from boot (trace-cmd then saw a first event
     at 0 s and a recording hours long)."""
-    k = Kernel(cpus=2, clock="monotonic")
-    with monkeypatch.context() as mp:
-        if not compiled:
-            mp.setattr(slab_batch, "slab_fast", None)
-        wl = slab_batch.SlabWorkload(k, seed=4)
+    wls, kernels = twins(monkeypatch, 2, 4, clock="monotonic")
+    wl, k = (wls[0], kernels[0]) if compiled else (wls[1], kernels[1])
     batches = kept_batches(monkeypatch, k)
     before = k.engine.clock.now()
     wl.run(5000)
