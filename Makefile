@@ -51,7 +51,7 @@ $(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCHES)
 	$(PIP) install -q --force-reinstall --no-deps $(BUILD)/wheels/pyfuse3-$(PYFUSE3_VER)-*.whl
 	@touch $@
 
-$(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml setup.py $(wildcard fakedebugfs/*/*.pyx fakedebugfs/*/*/*.pyx)
+$(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml setup.py $(wildcard fakedebugfs/*/*.pyx fakedebugfs/*/*/*.pyx fakedebugfs/*/*/*.pxd)
 	$(PIP) install -q -e '.[test]'
 	@touch $@
 

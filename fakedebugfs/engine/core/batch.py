@@ -169,27 +169,10 @@ def split_per_cpu(buffers, batch: EventBatch, groups, sel=None) -> None:
     reference (the same bytes and counters)."""
     if not groups:
         return
-    rb_fast = _rb_fast()
+    rb_fast = fast.load("fakedebugfs.engine.core.rb_fast")  # (imports numpy: not at import)
     if rb_fast is not None and rb_fast.write_groups(buffers, batch.ts, batch.cpu, groups, sel):
         return
     split_per_cpu_py(buffers, batch, groups, sel)
-
-
-_FAST: dict = {}
-
-
-def _rb_fast():
-    """The compiled batch writer (``rb_fast.pyx``), loaded on first use, or None."""
-    return compiled("rb_fast")
-
-
-def compiled(name: str):
-    """The compiled module ``fakedebugfs.engine.core.<name>`` (``rb_fast``,
-    ``batch_fast``), loaded on first use (after numpy), or None."""
-    mod = _FAST.get(name, False)
-    if mod is False:
-        mod = _FAST[name] = fast.load(f"fakedebugfs.engine.core.{name}")
-    return mod
 
 
 def split_per_cpu_py(buffers, batch: EventBatch, groups, sel=None) -> None:

@@ -21,7 +21,8 @@ from typing import Iterable, NamedTuple, Sequence
 
 from .lazynp import np
 
-from .batch import EventBatch, compiled, from_pending
+from . import fast
+from .batch import EventBatch, from_pending
 from .catalogue import TRACEPOINTS
 from .clock import MonotonicClock
 from .kallsyms import Kallsyms
@@ -152,7 +153,7 @@ class Engine:
     def _note_last_ts(self, batch: EventBatch) -> None:
         """Each CPU's last timestamp (``check_ts``)."""
         cpu = batch.cpu
-        bf = compiled("batch_fast")
+        bf = fast.load("fakedebugfs.engine.core.batch_fast")
         if bf is not None and cpu.dtype == batch.ts.dtype == np.int64:
             bf.note_last_ts(cpu, batch.ts, self.last_ts)
             return

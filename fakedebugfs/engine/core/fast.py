@@ -8,6 +8,7 @@ as a build without a compiler would.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from types import ModuleType
@@ -20,9 +21,12 @@ def use_fast() -> bool:
     return not PURE
 
 
+@functools.cache
 def load(name: str) -> ModuleType | None:
     """The compiled module *name* (``"fakedebugfs.engine.core.rb_fast"``), or
-    None when ``FAKEDEBUGFS_PURE`` is set or it was not built."""
+    None when ``FAKEDEBUGFS_PURE`` is set or it was not built; remembered,
+    so a caller that must not import it early (it imports numpy) asks at
+    each use."""
     if PURE:
         return None
     try:

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..core import fast
 from ..core.lazynp import np
 
 from ..core.gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
@@ -32,7 +33,6 @@ VMEMMAP_BASE = 0xFFFFEA0000000000  # struct page array (x86_64, no KASLR)
 STRUCT_PAGE_SIZE = 64
 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
-_FAST: list = []
 
 
 def _strings():
@@ -58,12 +58,9 @@ def _arange(m: int):
 
 
 def _pack_fast():
-    """The compiled packer (``pack_fast.pyx``), loaded on first use, or None."""
-    if not _FAST:
-        from ..core import fast
-
-        _FAST.append(fast.load("fakedebugfs.engine.ftrace.pack_fast"))
-    return _FAST[0]
+    """The compiled packer (``pack_fast.pyx``), loaded on first use (it
+    imports numpy), or None."""
+    return fast.load("fakedebugfs.engine.ftrace.pack_fast")
 
 
 @dataclass

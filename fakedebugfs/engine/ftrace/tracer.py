@@ -29,7 +29,8 @@ from .cmdlines import SavedCmdlines
 from .registry import LazyProbes, engine_profile, install_registry
 from .stacks import stack_payload
 from .output import OutputContext, context, timestamp, trace_header
-from ..core.batch import compiled, split_per_cpu
+from ..core import fast
+from ..core.batch import split_per_cpu
 from ..core.layouts import BUF_PAGE_HDR_SIZE
 from ..core.ringbuffer import MAX_BUFFER_BYTES, CpuBuffer, Event, event_length
 
@@ -227,7 +228,7 @@ class TraceArray:
         if kinds:
             self.firing = kinds[-1][1].event.key  # the last probe run, as one by one
         cpus = bytes((self.cpumask >> c) & 1 for c in range(len(self.buffers)))
-        bf = compiled("batch_fast")
+        bf = fast.load("fakedebugfs.engine.core.batch_fast")
         if bf is not None and batch.kind.dtype == batch.cpu.dtype == batch.pid.dtype == np.int64:
             done = bf.select(batch.kind, batch.cpu, mine, cpus)
         else:
