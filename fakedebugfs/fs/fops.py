@@ -100,7 +100,12 @@ class FileOperations:
         return None
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        raise fail(errno.EINVAL)
+        """:meth:`read_nowait`'s answer; EINVAL without one, as debugfs
+        answers for a missing ``.read``."""
+        data = self.read_nowait(f, off, size)
+        if data is None:
+            raise fail(errno.EINVAL)
+        return data
 
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
         raise fail(errno.EINVAL)
@@ -139,9 +144,6 @@ class SeqFile(FileOperations):
     def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         return f.private[off:off + size]
 
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        return self.read_nowait(f, off, size)
-
 
 class WriteFile(FileOperations):
     """A file with a write operation only: a write goes to *store* (raising
@@ -168,9 +170,6 @@ class ValueFile(WriteFile):
 
     def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         return read_from_buffer(self.show(), off, size)
-
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        return self.read_nowait(f, off, size)
 
 
 def strict_strtoul(data: bytes, base: int = 10) -> int:

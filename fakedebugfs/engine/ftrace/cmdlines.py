@@ -57,8 +57,8 @@ class SavedCmdlines:
         pid is recorded, as one by one).  *order*: the distinct pids in
         order of first appearance, when the caller has them."""
         pids = np.asarray(pids)
-        if not len(pids):
-            return
+        if not len(pids) or (order is not None and self.saved(order)):
+            return  # (with order: often every task is saved already, batch after batch)
         change = np.ones(len(pids), bool)
         change[1:] = pids[1:] != pids[:-1]
         heads = pids[change]  # each run of one task once

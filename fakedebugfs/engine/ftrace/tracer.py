@@ -245,9 +245,7 @@ class TraceArray:
                 cmdlines.record_many(batch.pid[done].astype(np.int32))
                 return
             runs = bf.pid_runs(batch.pid, done)
-            order = bf.first_seen(runs)
-            if not cmdlines.saved(order):  # (often all are, batch after batch)
-                cmdlines.record_many(runs, order)
+            cmdlines.record_many(runs, bf.first_seen(runs))
 
     def _record(self, ev, cpu, pid, values):
         vals = ev.encode_values(values) if ev.encode_values else dict(values)
