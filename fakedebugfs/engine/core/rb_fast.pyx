@@ -8,7 +8,9 @@ its padding, ``rb_handle_head_page`` overwriting the oldest page or the
 event dropped, the commit), in the CPU's buffer memory, with the payload
 words copied from the packed rows of its group.  The same bytes and
 counters as the Python paths; buffers with anything odd pending (faults,
-a pinned reader) are left to them.
+a reader pinning the pages for a while: a finite ``pinned_until``) are left
+to them (a reader holding them until it puts them back, ktrace's, is not:
+an event that finds no free page is lost, as ``_claim_tail`` counts it).
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
@@ -221,7 +223,8 @@ def write_groups(buffers, ts_in, cpu_in, groups, sel=None):
     array: a length per row of *words*) into ``buffers[cpu]``
     in batch order, each as ``CpuBuffer.write`` would; with *sel* (sorted
     positions) only those.  Returns False, having written nothing, when a
-    buffer has a fault pending or a pinned reader, or an array is not of
+    buffer has a fault pending or a reader pinning it for a while (a finite
+    ``pinned_until``), or an array is not of
     the expected type (the Python path then does it all)."""
     cdef Py_ssize_t n, nr = len(buffers), ng = len(groups)
     cdef Py_ssize_t i, j, t, m, rows, g

@@ -309,8 +309,9 @@ class CpuBuffer:
         ``rowsel[j]`` (or ``j``).  Only the length rounded up to 4 bytes
         matters (``rb_calculate_event_length``): the bytes after a payload
         up to its 4-byte end are zeros in a page either way.
-        Pending faults, a pinned reader and payloads too big for a page are
-        done event by event; the rest is laid out in pages (time deltas,
+        Pending faults, a reader pinning the pages for a while (a finite
+        ``pinned_until``) and payloads too big for a page are done event by
+        event; the rest is laid out in pages (time deltas,
         ``TIME_EXTEND``, page finishing and overwrite) with numpy."""
         n = len(ts)
         if not n:

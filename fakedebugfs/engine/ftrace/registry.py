@@ -157,8 +157,10 @@ class LazyTracepoints(dict):
         self.events = events
 
     def _lazy(self, key) -> Optional[Tracepoint]:
-        text = self.events.text(key) if isinstance(key, str) else None
-        if text is None or key.startswith("ftrace:"):
+        if not isinstance(key, str) or key.startswith("ftrace:"):
+            return None
+        text = self.events.text(key)  # (unpacked only for a key it will use)
+        if text is None:
             return None
         from .format_text import tracepoint_args
 
