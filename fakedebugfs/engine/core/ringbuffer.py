@@ -52,6 +52,7 @@ from typing import Callable, Iterator, Optional
 
 from .lazynp import np
 
+from . import hugepages
 from .batch import payload_group
 from .layouts import (
     BUF_PAGE_HDR_SIZE,
@@ -212,6 +213,7 @@ class CpuBuffer:
             mem = bytearray(nr_pages * page_size)
         except MemoryError:
             raise OSError(errno.ENOMEM, "ring buffer too large") from None
+        hugepages.advise(mem)  # FUSE's copy of a bulk read walks fewer pages
         self.nr_pages, self.mem = nr_pages, mem
         self.page_size = page_size
         self.data_size = page_size - BUF_PAGE_HDR_SIZE  # buffer->subbuf_size
