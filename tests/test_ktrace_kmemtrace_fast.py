@@ -297,6 +297,25 @@ def test_columns_that_are_not_integers_go_to_python(monkeypatch):
     assert taken.kmemtrace == 0 and taken.ktrace == 0
 
 
+def test_a_column_shorter_than_its_events_is_refused():
+    """A column with fewer values than its kind has events in the batch is
+    never read past its end: both compiled paths hand the batch back
+    (the Python path then fails as numpy does), and nothing is written."""
+    kinds, cpus, ts = np.zeros(5, np.int64), np.zeros(5, np.int64), np.arange(5, dtype=np.int64)
+    scratch = [None, None, None]
+    pack = ktrace_tracer._fast.pack_batch
+    assert pack(kinds, [(7, (8, 4), (np.arange(5), np.arange(3)))], scratch) is None
+    assert pack(kinds, [(7, (8, 4), (np.arange(5), np.arange(5)))], scratch) is not None
+    km = make_kernel(1, 4 * 4096, 3, 64, "2008-08").kmemtrace
+    write = kmem_tracer._fast.write_batch
+    short = [(0, 1 | 1 << 16, 24, 0, (np.arange(5) + 1, np.arange(3) + 1))]  # a free
+    assert write(km, kinds, cpus, ts, 1, short, False) is False
+    assert km.records == 0 and km.chan.bufs[0].offset == 0
+    whole = [(0, 1 | 1 << 16, 24, 0, (np.arange(5) + 1, np.arange(5) + 1))]
+    assert write(km, kinds, cpus, ts, 1, whole, False) is True
+    assert km.records == 5
+
+
 def test_loading_the_compiled_modules_leaves_numpy_out():
     """A mount's start needs no numpy (engine/core/lazynp.py): the tracers
     load their compiled modules at import, which must not import it."""

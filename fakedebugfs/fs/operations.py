@@ -344,14 +344,12 @@ class TreeOperations(pyfuse3.Operations):
         f = self.open_files.get(fh)
         if f is None or (self.faults is not None and self.faults.active):
             return None
-        f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
+        _take_nonblock(f, flags)
         try:
             data = f.node.fops.read_nowait(f, off, size)
         except BaseException as err:
             _fuse_error("read", f.node, err)
-        if data is None or type(data) in _BUFFERS:
-            return data
-        return bytes(data)
+        return None if data is None else _buffer(data)
 
     async def read(self, fh, off, size):
         f = self.open_files.get(fh)
@@ -359,14 +357,14 @@ class TreeOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF)
         flags = _READ_FLAGS.get()  # f_flags now: fcntl(F_SETFL) included
         if flags is not None:
-            f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
+            _take_nonblock(f, flags)
         if self.faults is not None and self.faults.active:
             size = await self._inject(f.node, "read", size)
         try:
             data = await f.node.fops.read(f, off, size)
         except BaseException as err:
             _fuse_error("read", f.node, err)
-        return data if type(data) in _BUFFERS else bytes(data)
+        return _buffer(data)
 
     async def write(self, fh, off, buf):
         f = self._file(fh)
@@ -435,6 +433,17 @@ class TreeOperations(pyfuse3.Operations):
                                            deleted=node.inode, ignore_enoent=True)
         except Exception as err:  # not mounted yet, or already gone
             log.debug("invalidate %s: %s", node.name, err)
+
+
+def _take_nonblock(f: OpenFile, flags: int) -> None:
+    """The file's O_NONBLOCK as the read's ``f_flags`` have it now
+    (``fcntl(F_SETFL)`` after open included)."""
+    f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
+
+
+def _buffer(data):
+    """A read's answer as FUSE takes it: a buffer as it is, else bytes."""
+    return data if type(data) in _BUFFERS else bytes(data)
 
 
 def _under(node, top) -> bool:

@@ -18,6 +18,8 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
+from fakedebugfs.engine.core.cconv cimport put32, put64
+
 import sys
 
 from . import layouts as _lay
@@ -42,14 +44,6 @@ cdef struct Rb:
     int64_t read, read_entries, entries, overrun, dropped, missed
     int overwrite, reader_pages, count_oversized, used
     int pinned  # a ktrace reader holds the pages until it puts them back
-
-
-cdef inline void put32(unsigned char *p, uint32_t v) noexcept nogil:
-    memcpy(p, &v, 4)
-
-
-cdef inline void put64(unsigned char *p, uint64_t v) noexcept nogil:
-    memcpy(p, &v, 8)
 
 
 cdef inline int64_t event_length(int64_t length) noexcept nogil:
@@ -165,12 +159,15 @@ cdef int write_one(Rb *r, int64_t ts, const unsigned char *src, int64_t nbytes,
     return 1
 
 
+cdef double FOREVER = float("inf")  # ktrace's PIN_FOREVER
+
+
 cdef int plain(buf) except -1:
     """No fault pending and no reader pinning the pages for a while (one
     holding them until it puts them back, ktrace's PIN_FOREVER, holds them
     for the whole batch: claim_tail loses the events as _claim_tail does)."""
     return not (buf.lose_next or buf.drop_pending or
-                (buf.pinned_until and buf.pinned_until != float("inf")))
+                (buf.pinned_until and buf.pinned_until != FOREVER))
 
 
 cdef int load(Rb *r, buf) except -1:

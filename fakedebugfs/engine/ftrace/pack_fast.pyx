@@ -183,30 +183,6 @@ cdef int fill_dyn(DynTable d, char *base, Py_ssize_t m, Py_ssize_t rowb,
     return 0
 
 
-def pack(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos, fields,
-         DynTable dyn=None, which=None, lens=None):
-    """Fill the zeroed records *out* (one row of words per event): the
-    ``struct trace_entry`` (type, flags, preempt count, ``pid[pos[i]]``
-    or ``pid[i]``), then each ``(offset, size, column)`` of *fields*
-    (integers, truncated to *size* bytes), then with *dyn* the
-    ``__data_loc`` strings of combination ``which[i]`` for event i, its
-    payload length in ``lens[i]``.  Returns True, or False (nothing
-    meaningful written) when a column is of a kind it does not pack."""
-    cdef Py_ssize_t f, nf = len(fields)
-    cdef int sizes[MAX_FIELDS]
-    cdef Py_ssize_t offs[MAX_FIELDS]
-    if nf > MAX_FIELDS:
-        return False
-    columns = []
-    for f in range(nf):
-        off, size, col = fields[f]
-        offs[f] = off
-        sizes[f] = size
-        columns.append(col)
-    return pack_records(out, type_id, flags, preempt, pid, pos, nf, offs, sizes, columns,
-                        dyn, which, lens)
-
-
 cdef class Plan:
     """How an event's records are packed (``EventType._plan``, made once):
     its type id, record size and integer fields ``(name, offset, size)``;
@@ -249,7 +225,14 @@ cdef class Plan:
 cdef object pack_records(uint32_t[:, ::1] out, int type_id, int flags, int preempt, pid, pos,
                          Py_ssize_t nf, Py_ssize_t *offs, int *sizes, list columns,
                          DynTable dyn, which, lens):
-    """:func:`pack` with the fields as C arrays and a list of columns."""
+    """Fill the zeroed records *out* (one row of words per event): the
+    ``struct trace_entry`` (type, flags, preempt count, ``pid[pos[i]]``
+    or ``pid[i]``), then each field at ``offs[f]`` of ``sizes[f]`` bytes
+    from ``columns[f]`` (integers, truncated to the size), then with *dyn*
+    the ``__data_loc`` strings of combination ``which[i]`` for event i, its
+    payload length in ``lens[i]``.  True, or False (nothing meaningful
+    written) when a column is of a kind it does not pack; *nf* is at most
+    MAX_FIELDS (``Plan`` refuses more)."""
     cdef Py_ssize_t m = out.shape[0], rowb = out.shape[1] * 4, i, f
     cdef char *base = <char *>&out[0, 0] if m else NULL
     cdef char *row
@@ -260,8 +243,6 @@ cdef object pack_records(uint32_t[:, ::1] out, int type_id, int flags, int preem
     cdef Py_buffer views[MAX_FIELDS]
     cdef int held[MAX_FIELDS]
     cdef int got, pid_held = 0, nheld = 0
-    if nf > MAX_FIELDS:
-        return False
     if pos is not None:
         try:
             posv = pos

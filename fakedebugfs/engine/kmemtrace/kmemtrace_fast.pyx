@@ -17,15 +17,12 @@ paths.
 
 import sys
 
-from cpython.buffer cimport (PyBUF_STRIDED_RO, PyBUF_WRITABLE, PyBuffer_Release,
-                             PyObject_GetBuffer)
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from fakedebugfs.engine.core.layouts import PAGE_SIZE as _PAGE_SIZE
-from fakedebugfs.engine.core.cconv cimport as_int64
-from fakedebugfs.engine.core.lazynp import np
+from fakedebugfs.engine.core.cconv cimport Col, col_at, col_open, put64
 
 if sys.byteorder != "little":  # the records are stored as the host stores words
     raise ImportError("kmemtrace_fast: little-endian hosts only")
@@ -33,7 +30,6 @@ if sys.byteorder != "little":  # the records are stored as the host stores words
 cdef enum:
     NCOLS = 6  # call_site, ptr, bytes_req, bytes_alloc, gfp_flags, node
 
-cdef uint64_t MASK64 = 0xFFFFFFFFFFFFFFFF
 cdef uint64_t U32 = 0xFFFFFFFF
 cdef uint64_t PAGE_SIZE = _PAGE_SIZE
 
@@ -42,13 +38,6 @@ cdef enum:
     FREE = 0  # call_site, ptr
     ALLOC = 1  # call_site, ptr, bytes_req, bytes_alloc, gfp_flags, node
     PAGES = 2  # call_site, ptr, order, gfp_flags: PAGE_SIZE << order bytes, node -1
-
-
-cdef struct Col:
-    # one argument: the value of event j at p + j * stride, or *value* for all
-    const char *p
-    Py_ssize_t stride
-    int64_t value
 
 
 cdef struct Kind:
@@ -65,60 +54,26 @@ cdef struct Buf:
     int64_t data, offset
     int64_t lose  # a fault's records still to drop
     int refused  # a full buffer refused the switch: so it stays this batch
-    int held
-
-
-cdef inline uint64_t at(Col *c, int64_t j) noexcept nogil:
-    if c.stride == 0:
-        return <uint64_t>c.value
-    return <uint64_t>(<const int64_t *>(c.p + j * c.stride))[0]
-
-
-cdef inline void put64(uint8_t *p, uint64_t v) noexcept nogil:
-    memcpy(p, &v, 8)
-
-
-cdef int set_col(object c, Col *col, Py_buffer *view, list held) except -1:
-    """*col* from an argument column or a shared value: 1, 2 with *view*
-    taken (to release), 0 when it is not integers."""
-    if isinstance(c, np.ndarray) and c.ndim:
-        arr = as_int64(c)
-        if arr is None:
-            return 0
-        PyObject_GetBuffer(arr, view, PyBUF_STRIDED_RO)
-        held.append(arr)
-        col.p = <const char *>view.buf
-        col.stride = view.strides[0]
-        col.value = (<const int64_t *>col.p)[0] if view.len else 0  # a broadcast column
-        return 2
-    try:
-        v = int(c.item() if isinstance(c, np.ndarray) else c) & MASK64
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    col.p = NULL
-    col.stride = 0
-    col.value = <int64_t>(<uint64_t>v)
-    return 1
 
 
 cdef void record(uint8_t *p, Kind *kd, int64_t j, uint64_t seq, int64_t ts, bint v07) noexcept nogil:
     """The record of the *j*-th event of a kind at *p*: ``struct
     kmemtrace_event`` (+ ``kmemtrace_alloc_event`` in 2008-08), the words
     of ``Kmemtrace._words``."""
-    cdef uint64_t req = 0, given = 0, gfp = 0, node = MASK64, order
+    cdef uint64_t req = 0, given = 0, gfp = 0, node = 0xFFFFFFFFFFFFFFFF, order
     if kd.mode == ALLOC:
-        req, given, gfp, node = at(&kd.col[2], j), at(&kd.col[3], j), at(&kd.col[4], j), at(&kd.col[5], j)
+        req, given, gfp, node = col_at(&kd.col[2], j), col_at(&kd.col[3], j), col_at(&kd.col[4], j), col_at(&kd.col[5], j)
     elif kd.mode == PAGES:
-        order = at(&kd.col[2], j)
+        order = col_at(&kd.col[2], j)
         req = PAGE_SIZE << order if order < 64 else 0  # numpy's int64 shift
         given = req
-        gfp = at(&kd.col[3], j)
+        gfp = col_at(&kd.col[3], j)
     if v07:
         put64(p, kd.head | ((node & U32) << 32))
     else:
         put64(p, kd.head | ((seq & U32) << 32))
-    put64(p + 8, at(&kd.col[0], j))
-    put64(p + 16, at(&kd.col[1], j))
+    put64(p + 8, col_at(&kd.col[0], j))
+    put64(p + 16, col_at(&kd.col[1], j))
     if v07:
         put64(p + 24, req)
         put64(p + 32, given)
@@ -156,7 +111,6 @@ def write_batch(km, kind_in, cpu_in, ts_in, int nkinds, specs, bint v07) -> bool
     cdef int nviews = 0
     cdef Kind *kp
     cdef Buf *b
-    held = []
     try:
         if not (kinds and rank and bufs and views):
             raise MemoryError()
@@ -168,14 +122,21 @@ def write_batch(km, kind_in, cpu_in, ts_in, int nkinds, specs, bint v07) -> bool
             kp = &kinds[<int>k_]
             kp.used, kp.mode, kp.head, kp.size = 1, mode, head, size
             for f in range(len(cols)):
-                got = set_col(cols[f], &kp.col[f], &views[nviews], held)
+                got = col_open(cols[f], &kp.col[f], &views[nviews])
                 if not got:
                     return False
                 nviews += got == 2
         for i in range(n):  # every event recorded is on a CPU with a buffer
             k = kd[i]
-            if 0 <= k < nkinds and kinds[k].used and not 0 <= cp[i] < nr:
-                return False
+            if 0 <= k < nkinds and kinds[k].used:
+                if not 0 <= cp[i] < nr:
+                    return False
+                rank[k] += 1
+        for k in range(nkinds):  # and each of its kind's columns as long as its events
+            for f in range(NCOLS):
+                if kinds[k].col[f].stride and kinds[k].col[f].count < rank[k]:
+                    return False
+            rank[k] = 0
         bufs_py = km.chan.bufs
         lose_next = km.lose_next
         for c in range(nr):
@@ -191,7 +152,7 @@ def write_batch(km, kind_in, cpu_in, ts_in, int nkinds, specs, bint v07) -> bool
             kp = &kinds[k]
             j = rank[k]
             rank[k] += 1
-            if v07 and at(&kp.col[1], j) == 0:
+            if v07 and col_at(&kp.col[1], j) == 0:
                 continue  # "Don't trace ignored allocations."
             c = <int>cp[i]
             b = &bufs[c]

@@ -13,11 +13,11 @@ record, with a length per row, as the ring buffer's batch writer
 import sys
 
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
-from cpython.buffer cimport PyBUF_STRIDED_RO, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.string cimport memset
 
-from fakedebugfs.engine.core.cconv cimport as_int64, put_low
+from fakedebugfs.engine.core.cconv cimport Col, col_at, col_open, put_low
 from fakedebugfs.engine.core.lazynp import np
 
 if sys.byteorder != "little":  # the members are the low bytes of the host's words
@@ -25,29 +25,6 @@ if sys.byteorder != "little":  # the members are the low bytes of the host's wor
 
 cdef enum:
     MAXF = 64  # members of one event (more: the Python path)
-
-cdef uint64_t MASK64 = 0xFFFFFFFFFFFFFFFF
-
-
-cdef struct Col:
-    # one argument: the value of event j at p + j * stride, or *value* for all
-    const char *p
-    Py_ssize_t stride
-    int64_t value
-    Py_ssize_t count  # the column's length
-
-
-cdef int scalar(object value, Col *c) except -1:
-    """A value shared by every event; 0 when it is not an integer."""
-    try:
-        v = int(value) & MASK64
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    c.p = NULL
-    c.stride = 0
-    c.value = <int64_t>(<uint64_t>v)
-    return 1
-
 
 cdef struct Kind:
     # a tracepoint of the batch that ktrace records (DEFINE_KTRACE_STRUCT)
@@ -58,17 +35,11 @@ cdef struct Kind:
     Col col[MAXF]
 
 
-cdef inline int64_t value_at(Col *c, Py_ssize_t j) noexcept nogil:
-    if c.stride:
-        return (<const int64_t *>(c.p + j * c.stride))[0]
-    return c.value
-
-
 cdef int set_kind(Kind *kd, spec, Py_buffer *views, int *nviews) except -1:
     """*kd* from ``(event_id, sizes, columns)``: 0 when a size is not 1, 2,
     4 or 8 bytes or a column is not integers."""
     event_id, sizes, cols = spec
-    cdef int f, nf = len(sizes)
+    cdef int f, got, nf = len(sizes)
     if nf > MAXF or len(cols) < nf:
         return 0
     kd.nf = nf
@@ -79,19 +50,10 @@ cdef int set_kind(Kind *kd, spec, Py_buffer *views, int *nviews) except -1:
         if kd.fsize[f] not in (1, 2, 4, 8):
             return 0
         kd.length += kd.fsize[f]
-        c = cols[f]
-        if isinstance(c, np.ndarray) and c.ndim:
-            arr = as_int64(c)
-            if arr is None:
-                return 0
-            PyObject_GetBuffer(arr, &views[nviews[0]], PyBUF_STRIDED_RO)
-            nviews[0] += 1
-            kd.col[f].p = <const char *>views[nviews[0] - 1].buf
-            kd.col[f].stride = views[nviews[0] - 1].strides[0]
-            kd.col[f].value = (<const int64_t *>kd.col[f].p)[0] if arr.shape[0] else 0
-            kd.col[f].count = arr.shape[0]
-        elif not scalar(c.item() if isinstance(c, np.ndarray) else c, &kd.col[f]):
+        got = col_open(cols[f], &kd.col[f], &views[nviews[0]])
+        if not got:
             return 0
+        nviews[0] += got == 2
     return 1
 
 
@@ -102,7 +64,7 @@ cdef void pack_row(uint8_t *row, Kind *kd, Py_ssize_t j) noexcept nogil:
     row[0] = kd.event_id & 0xFF
     row[1] = (kd.event_id >> 8) & 0xFF
     for f in range(kd.nf):
-        put_low(row + off, <uint64_t>value_at(&kd.col[f], j), kd.fsize[f])
+        put_low(row + off, col_at(&kd.col[f], j), kd.fsize[f])
         off += kd.fsize[f]
 
 
