@@ -15,6 +15,10 @@ Best effort, like the kernel's own THP: a buffer smaller than a huge page,
 a kernel without ``MADV_COLLAPSE`` (before 6.1) or THP set to ``never``
 leaves the memory as it was, and nothing else changes: the bytes, offsets
 and the object are the same.
+
+libc's ``madvise`` is called through ctypes: Python's own is a method of
+``mmap`` objects only, and the buffers stay ``bytearray`` (the compiled
+writer, ``rb_fast``, writes into them as such).
 """
 
 from __future__ import annotations

@@ -172,10 +172,9 @@ class Kmemtrace:
         probe.batch_owner = self  # the batch path (write_batch)
         probe.spec = (alloc, type_id, ix)
         layout = self.abi.alloc if alloc else self.abi.free
-        head = (self.abi.alloc_id if alloc else self.abi.free_id) | (type_id << 8) | \
-            (layout.size << 16)  # the record's first word: ids and event_size
         mode = 2 if alloc and type_id == TYPE_PAGES else int(alloc)  # FREE, ALLOC, PAGES
-        probe.fast_spec = (head, layout.size, mode, operator.itemgetter(*ix))
+        probe.fast_spec = (self._head(alloc, type_id), layout.size, mode,
+                           operator.itemgetter(*ix))
         return probe
 
     # --- the batch path (engine.core.batch) -----------------------------------
@@ -270,6 +269,14 @@ class Kmemtrace:
         return _fast.write_batch(self, batch.kind, batch.cpu, batch.ts, len(batch.tps), specs,
                                  self.abi.name == "2008-07")
 
+    def _head(self, alloc: bool, type_id: int) -> int:
+        """The low half of a record's first word: ``event_id``, ``type_id``
+        and ``event_size`` of ``struct kmemtrace_event`` (the high half is
+        the 2008-08 sequence number or the 2008-07 node)."""
+        abi = self.abi
+        layout = abi.alloc if alloc else abi.free
+        return (abi.alloc_id if alloc else abi.free_id) | (type_id << 8) | (layout.size << 16)
+
     def _words(self, batch, at, alloc, type_id, vals, seq) -> np.ndarray:
         """The records of the events at *at* as rows of ``u64`` words (the
         layouts of :class:`Abi`, little endian: ids, size and the ``s32``
@@ -277,7 +284,7 @@ class Kmemtrace:
         abi = self.abi
         layout = abi.alloc if alloc else abi.free
         out = np.zeros((len(at), layout.size // 8), np.uint64)
-        head = (abi.alloc_id if alloc else abi.free_id) | (type_id << 8) | (layout.size << 16)
+        head = self._head(alloc, type_id)
         if abi.name == "2008-08":
             out[:, 0] = head | ((_u64(seq[at]) & U32) << np.uint64(32))
             out[:, 1], out[:, 2] = _u64(vals[0]), _u64(vals[1])
