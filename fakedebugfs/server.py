@@ -41,7 +41,12 @@ GATHER = 0.01  # a paced workload waits up to this for its batch path's least ru
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
-IMPORT_SWITCH = 0.0005  # GIL switch interval while a workload's modules load
+# The GIL switch interval: a thread asking for the GIL (ktrace's page
+# publisher, pyfuse3's notify thread, a workload's imports) gets it within
+# this while the task loop is busy; at Python's 5 ms, ktrace's publisher,
+# which takes the GIL back after every page store, fell seconds behind a
+# loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
+GIL_SWITCH = 0.0005
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 
 
@@ -129,8 +134,8 @@ class Server:
         imports = getattr(wl, "imports", ())
         if imports:  # numpy: ~60 ms, a new mount's first requests answered first
             await trio.sleep(IMPORT_AFTER)
-        for module in imports:
-            await trio.to_thread.run_sync(import_beside, module)
+        for module in imports:  # in a thread: the loop answers meanwhile (GIL_SWITCH)
+            await trio.to_thread.run_sync(importlib.import_module, module)
         start, fired = trio.current_time(), 0
         woken, last_wake = 0, start
         size = BatchSize(wl, self.batch_ms)
@@ -235,9 +240,12 @@ class Server:
         options = set(pyfuse3.default_options)
         options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
         paths = runstate.paths(self.mountpoint)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH)
         try:
             pyfuse3.init(ops, self.mountpoint, options)
         except RuntimeError as err:
+            sys.setswitchinterval(switch)
             raise MountError(f"cannot mount {self.mountpoint}: {err}") from None
         slicer.attach()  # long work waits while requests are queued
         clean = False
@@ -262,6 +270,7 @@ class Server:
                 self.watches.close()
             _close()
             runstate.clear_state(self.mountpoint, drop_log=clean)
+            sys.setswitchinterval(switch)
 
 
 class BlockMaker:
@@ -323,18 +332,6 @@ class BatchSize:
             return
         scale = (self.slow / max(seconds, 1e-6)) ** 0.5
         self.n = max(self.LEAST, min(self.most, int(self.n * min(scale, 2.0))))
-
-
-def import_beside(module: str) -> None:
-    """Import *module* (in a worker thread) letting the trio loop take the
-    GIL every IMPORT_SWITCH seconds rather than every 5 ms: the first
-    requests of a new mount are answered while numpy loads."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(IMPORT_SWITCH)
-    try:
-        importlib.import_module(module)
-    finally:
-        sys.setswitchinterval(interval)
 
 
 def release_heap() -> None:
