@@ -34,8 +34,8 @@ class RelayFile(FileOperations):
         self.buf = tree.kmemtrace.chan.bufs[cpu]
         self.read_wait = WaitQueue()  # buf->read_wait
 
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
-        """``relay_file_read``: the offset is ignored, the buffer's read
+    def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
+        """``relay_file_read`` (it never waits): the offset is ignored, the buffer's read
         position is shared by every open file."""
         return self.buf.read(size)
 

@@ -61,7 +61,7 @@ class TraceData(FileOperations):
     def size(self) -> int:
         return self.tree.ktrace.buf_size
 
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+    def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         # Page-cache fills for the mapping arrive here; FUSE cannot tell them
         # from read(2), so read(2) sees the page array too (README: differences).
         mem = self.tree.ktrace.buffers[self.cpu].mem
@@ -108,7 +108,7 @@ class EventControl(FileOperations):
             raise fail(errno.ENODEV)
         return entry
 
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+    def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         entry = self._entry()
         return f"{int(entry.enabled)}\n".encode()[off:off + size]
 

@@ -454,7 +454,7 @@ class TriggerFile(FileOperations):
     def open(self, f: OpenFile) -> None:
         f.private = self.tr.trigger_state(self.key).show().encode() if f.readable else b""
 
-    async def read(self, f: OpenFile, off: int, size: int) -> bytes:
+    def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         return f.private[off:off + size]
 
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
