@@ -20,8 +20,15 @@ TARGETS: dict[str, tuple[str, list[str]]] = {}
 TARGETS["splice_preload"] = ("splice_preload.so", ["-shared", "-fPIC", "-ldl"])
 
 
+def cache_base() -> Path:
+    """Where fakedebugfs keeps what it builds or parses once: the C helpers
+    and the parsed kernel profiles (``$FAKEDEBUGFS_BUILD`` or
+    ``~/.cache/fakedebugfs``); not made here."""
+    return Path(os.environ.get("FAKEDEBUGFS_BUILD") or Path.home() / ".cache" / "fakedebugfs")
+
+
 def cache_dir() -> Path:
-    d = Path(os.environ.get("FAKEDEBUGFS_BUILD") or Path.home() / ".cache" / "fakedebugfs")
+    d = cache_base()
     d.mkdir(parents=True, exist_ok=True)
     return d
 

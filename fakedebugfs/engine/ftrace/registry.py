@@ -23,6 +23,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Optional
 
+from ...native import cache_base
 from .events import EventType
 # .format_text (format parsing, print fmts: ~10 ms of imports) is imported
 # when a profile event is first built, not at a mount's start
@@ -314,7 +315,7 @@ def _profile_stamp(directory: Path):
 
 
 def _profile_cache(directory: Path) -> Path:
-    base = Path(os.environ.get("FAKEDEBUGFS_BUILD") or Path.home() / ".cache" / "fakedebugfs")
+    base = cache_base()
     digest = hashlib.sha1(str(directory.resolve()).encode(errors="surrogateescape")).hexdigest()
     return base / "profiles" / f"{digest[:16]}.marshal"
 
