@@ -240,13 +240,12 @@ class Server:
         options = set(pyfuse3.default_options)
         options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
         paths = runstate.paths(self.mountpoint)
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(GIL_SWITCH)
         try:
             pyfuse3.init(ops, self.mountpoint, options)
         except RuntimeError as err:
-            sys.setswitchinterval(switch)
             raise MountError(f"cannot mount {self.mountpoint}: {err}") from None
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH)
         slicer.attach()  # long work waits while requests are queued
         clean = False
         try:
