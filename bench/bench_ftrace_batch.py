@@ -32,13 +32,13 @@ EVENTS = 300_000
 WARM_EVENTS = 50_000
 
 
-def _kernel(tracefs: bool):
+def _kernel():
+    """2 CPUs, 1 MiB per-CPU buffers, every tracefs event on."""
     from fakedebugfs.kernel import Kernel
 
     k = Kernel(cpus=2, buffer_size=1 << 20)
-    if tracefs:
-        for key in k.ftrace.event_keys():
-            k.ftrace.set_event(key, True)
+    for key in k.ftrace.event_keys():
+        k.ftrace.set_event(key, True)
     return k
 
 
@@ -46,7 +46,7 @@ def measure(run: int, events: int = EVENTS) -> dict:
     """Seconds in ``Engine.emit_batch`` per event and per batch."""
     from fakedebugfs.workloads import make_workload
 
-    k = _kernel(True)
+    k = _kernel()
     timed = CpuTimed(k.engine.emit_batch, lambda args, n: n)
     wl = make_workload("kmem", k, seed=1)
     wl.run(WARM_EVENTS)  # the buffers wrapped once

@@ -61,6 +61,16 @@ cdef inline uint64_t col_at(const Col *c, Py_ssize_t j) noexcept nogil:
     return <uint64_t>(<const int64_t *>(c.p + j * c.stride))[0]
 
 
+cdef inline bint cols_cover(const Col *cols, int n, Py_ssize_t events) noexcept nogil:
+    """Each of the *n* columns holds a value for each of *events* events
+    (a shared value always does): a shorter one is never read past its end."""
+    cdef int f
+    for f in range(n):
+        if cols[f].stride and cols[f].count < events:
+            return False
+    return True
+
+
 cdef inline int col_open(object arg, Col *col, Py_buffer *view) except -1:
     """*col* from one argument of a batch: a 1-D integer column (2: *view*
     now holds it, release it with ``PyBuffer_Release``), a value shared by

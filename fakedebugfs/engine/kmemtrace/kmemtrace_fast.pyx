@@ -22,7 +22,7 @@ from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from fakedebugfs.engine.core.layouts import PAGE_SIZE as _PAGE_SIZE
-from fakedebugfs.engine.core.cconv cimport Col, col_at, col_open, put64
+from fakedebugfs.engine.core.cconv cimport Col, col_at, col_open, cols_cover, put64
 
 if sys.byteorder != "little":  # the records are stored as the host stores words
     raise ImportError("kmemtrace_fast: little-endian hosts only")
@@ -133,9 +133,8 @@ def write_batch(km, kind_in, cpu_in, ts_in, int nkinds, specs, bint v07) -> bool
                     return False
                 rank[k] += 1
         for k in range(nkinds):  # and each of its kind's columns as long as its events
-            for f in range(NCOLS):
-                if kinds[k].col[f].stride and kinds[k].col[f].count < rank[k]:
-                    return False
+            if not cols_cover(kinds[k].col, NCOLS, rank[k]):
+                return False
             rank[k] = 0
         bufs_py = km.chan.bufs
         lose_next = km.lose_next

@@ -17,7 +17,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memset
 
-from fakedebugfs.engine.core.cconv cimport Col, col_at, col_open, put_low
+from fakedebugfs.engine.core.cconv cimport Col, col_at, col_open, cols_cover, put_low
 from fakedebugfs.engine.core.lazynp import np
 
 if sys.byteorder != "little":  # the members are the low bytes of the host's words
@@ -117,9 +117,8 @@ def pack_batch(kind_in, specs, list scratch):
                 rank[kk] += 1
                 r += 1
         for k in range(nk):
-            for f in range(max(kinds[k].nf, 0)):
-                if kinds[k].col[f].stride and kinds[k].col[f].count < rank[k]:
-                    return None
+            if not cols_cover(kinds[k].col, max(kinds[k].nf, 0), rank[k]):
+                return None
             rank[k] = 0
         words = (maxlen + 3) >> 2
         pitch = words * 4
