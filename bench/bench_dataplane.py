@@ -65,8 +65,8 @@ def engine_rate(mix: str, events: int = ENGINE_EVENTS, chunk: int | None = None,
     ``EventBatch``) unless given (16: the server's old chunk, one by one);
     timed with *clock* (``time.thread_time``: this thread's CPU time, what
     other processes on a shared machine do not change)."""
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.workloads import make_workload
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.sources.workloads import make_workload
 
     k = Kernel(cpus=2, buffer_size=1 << 20)
     if mix in ("ktrace", "all"):
@@ -90,7 +90,7 @@ def engine_rate(mix: str, events: int = ENGINE_EVENTS, chunk: int | None = None,
 
 
 def _batch_hint() -> int:
-    from fakedebugfs.workloads.slab_batch import SlabWorkload
+    from fakedebugfs.sources.workloads.slab_batch import SlabWorkload
 
     return SlabWorkload.batch_hint
 

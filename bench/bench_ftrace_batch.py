@@ -34,7 +34,7 @@ WARM_EVENTS = 50_000
 
 def _kernel():
     """2 CPUs, 1 MiB per-CPU buffers, every tracefs event on."""
-    from fakedebugfs.kernel import Kernel
+    from fakedebugfs.engine.kernel import Kernel
 
     k = Kernel(cpus=2, buffer_size=1 << 20)
     for key in k.ftrace.event_keys():
@@ -44,7 +44,7 @@ def _kernel():
 
 def measure(run: int, events: int = EVENTS) -> dict:
     """Seconds in ``Engine.emit_batch`` per event and per batch."""
-    from fakedebugfs.workloads import make_workload
+    from fakedebugfs.sources.workloads import make_workload
 
     k = _kernel()
     timed = CpuTimed(k.engine.emit_batch, lambda args, n: n)

@@ -1,12 +1,12 @@
 """Replay rate: events/s from a large recording, as fast as possible, into
-a reader that keeps up (fakedebugfs.replay).
+a reader that keeps up (fakedebugfs.sources.replay).
 
 The large recording is made first, by trace-cmd itself: the kmem/sched
 fixture ``fixtures/replay/default-v7-zstd.dat`` replayed ``--loop`` times
 into a fake while ``trace-cmd record`` records it (a v7 zstd trace.dat of
 about LARGE_EVENTS events).  Rows (``run() -> list[dict]``):
 
-* ``replay_events_per_s[engine]``: :func:`fakedebugfs.replay.replay.replay_sync`
+* ``replay_events_per_s[engine]``: :func:`fakedebugfs.sources.replay.replay.replay_sync`
   of the large recording into an in-process kernel with every event
   enabled (no FUSE, no reader: the ring buffers overwrite).
 * ``replay_events_per_s[mount, trace-cmd record]``: ``fakedebugfs replay
@@ -90,7 +90,7 @@ def replay_into_mount(recording: Path, reader: str, out: Path, loop: int = 1) ->
 
 def large_recording(work: Path) -> tuple[Path, int]:
     """A v7 trace.dat of about LARGE_EVENTS events, recorded by trace-cmd."""
-    from fakedebugfs.replay import open_recording
+    from fakedebugfs.sources.replay import open_recording
 
     base = sum(cd.events for cd in open_recording(FIXTURE).buffer().cpus.values())
     out = work / "large.dat"
@@ -100,9 +100,9 @@ def large_recording(work: Path) -> tuple[Path, int]:
 
 
 def engine_rate(recording: Path) -> dict:
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.replay import open_recording
-    from fakedebugfs.replay.replay import replay_sync
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.sources.replay import open_recording
+    from fakedebugfs.sources.replay.replay import replay_sync
 
     rec = open_recording(recording)
     kernel = Kernel(cpus=2)

@@ -39,8 +39,8 @@ WARM_EVENTS = 50_000
 
 def measure(tracer: str, run: int, events: int = EVENTS) -> dict:
     """Seconds in *tracer*'s ``write_batch`` per event and per batch."""
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.workloads import make_workload
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.sources.workloads import make_workload
 
     k = Kernel(cpus=2, buffer_size=1 << 20)
     if tracer == "ktrace":

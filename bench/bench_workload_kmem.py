@@ -1,4 +1,4 @@
-"""What the kmem workload itself costs, compiled (``workloads/slab_fast``)
+"""What the kmem workload itself costs, compiled (``sources/workloads/slab_fast``)
 and Python (``FAKEDEBUGFS_PURE=1``, run in a child process).
 
 The workload (seed 1, 2 CPUs, no tracer on) runs in process; times are CPU
@@ -31,8 +31,8 @@ CALLS = 1500
 
 
 def _workload():
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.workloads import make_workload
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.sources.workloads import make_workload
 
     k = Kernel(cpus=2, buffer_size=1 << 20)
     wl = make_workload("kmem", k, seed=1)

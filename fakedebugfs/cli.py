@@ -32,11 +32,11 @@ import subprocess
 import sys
 import time
 
-from . import runstate
-from .api.options import MountOptions
-from .api.scenario import (ArgError, add_define_arguments, add_emit_arguments,
-                           add_fault_arguments, define_step, emit_step, fault_step, apply_scenario)
-from .control.errors import FakeError, MountError, RequestError
+from fakedebugfs.control import runstate
+from fakedebugfs.api.options import MountOptions
+from fakedebugfs.api.scenario import (ArgError, add_define_arguments, add_emit_arguments,
+    add_fault_arguments, define_step, emit_step, fault_step, apply_scenario)
+from fakedebugfs.errors import FakeError, MountError, RequestError
 
 USAGE_ERROR = 2
 
@@ -100,7 +100,7 @@ def mount_options(args) -> MountOptions:
 
 def build_server(args, mountpoint: str):
     """The server for *args*' mount options."""
-    from .api.options import build_server as build
+    from fakedebugfs.api.options import build_server as build
 
     try:
         return build(mount_options(args), mountpoint)
@@ -111,7 +111,7 @@ def build_server(args, mountpoint: str):
 # --- mount / umount -----------------------------------------------------------
 
 def cmd_mount(args) -> int:
-    from .server import check_can_mount
+    from fakedebugfs.server.server import check_can_mount
 
     opts = mount_options(args)
     try:
@@ -142,7 +142,7 @@ def _exit_now(code: int) -> None:
 
 def _check_recording(path: str) -> None:
     """``mount --replay``: a broken recording is refused before mounting."""
-    from .replay import ReplayFormatError, open_recording
+    from fakedebugfs.sources.replay import ReplayFormatError, open_recording
 
     try:
         open_recording(path)
@@ -153,9 +153,9 @@ def _check_recording(path: str) -> None:
 def _start_mount_replay(mountpoint: str, path: str) -> None:
     """``mount --replay``: install the recording's events now; replay it once
     a tracer has one of them enabled with tracing on."""
-    from .control.client import ControlClient
-    from .api.replay import start
-    from .replay.replay import ReplayOptions
+    from fakedebugfs.control.client import ControlClient
+    from fakedebugfs.api.replay import start
+    from fakedebugfs.sources.replay.replay import ReplayOptions
 
     with ControlClient(mountpoint) as client:
         start(client.call, path, ReplayOptions.make(wait_enabled=True))
@@ -171,7 +171,7 @@ def _die_with_parent() -> None:
 
 
 def _serve(server, opts, ready_fd) -> int:
-    from .api.launcher import serve
+    from fakedebugfs.server.launcher import serve
 
     def signal_ready(message: str = "ok"):
         if ready_fd is not None:
@@ -208,7 +208,7 @@ def _serve(server, opts, ready_fd) -> int:
 
 def _daemonize(server, mountpoint: str) -> int:
     """Fork the server; return once it is mounted (or report why not)."""
-    from .api.launcher import fork_server
+    from fakedebugfs.server.launcher import fork_server
 
     _, message = fork_server(server, str(runstate.paths(mountpoint)["log"]), prepare=os.setsid)
     if message != "ok":
@@ -245,7 +245,7 @@ def cmd_umount(args) -> int:
 
 def control(mountpoint: str, cmd: str, **args) -> dict:
     """One control request; a refusal becomes a CliError (exit 2 for bad input)."""
-    from .control.client import ControlClient
+    from fakedebugfs.control.client import ControlClient
 
     with ControlClient(mountpoint) as client:
         return client.call(cmd, **args)
@@ -266,7 +266,7 @@ def cmd_emit(args) -> int:
         if args.event or args.fields:
             raise CliError("give either SYSTEM:EVENT FIELD=VALUE ... or --file, not both",
                            USAGE_ERROR)
-        from .control.client import ControlClient
+        from fakedebugfs.control.client import ControlClient
 
         with ControlClient(args.mountpoint) as client:
             applied = apply_scenario(client.call, args.file)
@@ -325,7 +325,7 @@ def cmd_wait(args) -> int:
 
 
 def cmd_insmod(args) -> int:
-    from .engine.ktrace.sites import parse_event_file
+    from fakedebugfs.engine.ktrace.sites import parse_event_file
 
     try:
         with open(args.file) as fp:
@@ -345,10 +345,10 @@ def cmd_rmmod(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    """``fakedebugfs replay MNT FILE|DIR``: see :mod:`fakedebugfs.replay.replay`."""
-    from .control.client import ControlClient
-    from .api.replay import follow, start, summary
-    from .replay.replay import ReplayOptions
+    """``fakedebugfs replay MNT FILE|DIR``: see :mod:`fakedebugfs.sources.replay.replay`."""
+    from fakedebugfs.control.client import ControlClient
+    from fakedebugfs.api.replay import follow, start, summary
+    from fakedebugfs.sources.replay.replay import ReplayOptions
 
     try:
         options = ReplayOptions.make(
@@ -373,7 +373,7 @@ def cmd_replay(args) -> int:
 
 
 def cmd_ktrace_read(args) -> int:
-    from .clients.ktrace_reader import main as reader_main
+    from fakedebugfs.clients.ktrace_reader import main as reader_main
 
     return reader_main(args)
 
@@ -386,7 +386,7 @@ def cmd_run(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .run import RunError, run
+    from fakedebugfs.sandbox.run import RunError, run
 
     argv = list(args.command)
     if argv and argv[0] == "--":
@@ -398,25 +398,25 @@ def _cmd_run(args) -> int:
 
 
 def cmd_kmemtraced(args) -> int:
-    from .clients.kmemtraced import main as kmemtraced_main
+    from fakedebugfs.clients.kmemtraced import main as kmemtraced_main
 
     return kmemtraced_main(args)
 
 
 def cmd_kmemtrace_report(args) -> int:
-    from .clients.kmemtrace_report import main as report_main
+    from fakedebugfs.clients.kmemtrace_report import main as report_main
 
     return report_main(args)
 
 
 def cmd_kmemtrace_check(args) -> int:
-    from .clients.kmemtrace_check import main as check_main
+    from fakedebugfs.clients.kmemtrace_check import main as check_main
 
     return check_main(args)
 
 
 def cmd_build_native(args) -> int:
-    from .native import build_all
+    from fakedebugfs.native import build_all
 
     for path in build_all(quiet=args.quiet):
         if not args.quiet:
@@ -629,7 +629,7 @@ def _client_commands(sub) -> None:
 def cmd_capture_profile(args) -> int:
     """``fakedebugfs capture-profile OUTDIR``: this machine's tracefs, read
     only, saved as a kernel profile (:mod:`fakedebugfs.engine.ftrace.profile`)."""
-    from .engine.ftrace.profile import ProfileError, capture_here
+    from fakedebugfs.engine.ftrace.profile import ProfileError, capture_here
 
     try:
         n, where = capture_here(args.outdir, args.tracefs)
@@ -682,7 +682,7 @@ def commands(p: argparse.ArgumentParser) -> set[str]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    from . import mounthelper
+    from fakedebugfs.server import mounthelper
 
     if mounthelper.is_helper_call(argv) and argv[0] not in commands(parser(argv[0])):
         return mounthelper.main(argv)  # mount(8) -> mount.fuse3 -> us

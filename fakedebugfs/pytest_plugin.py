@@ -20,7 +20,7 @@ test fails, the server's log is attached to its report ("fakedebugfs log").
     @pytest.mark.fakedebugfs(cpus=4, clock="virtual")
     def test_tool_reports_allocations(fakedebugfs):
         fakedebugfs.emit("kmem:kmalloc", cpu=1, pid=42, comm="app", bytes_req=8)
-        out = fakedebugfs.run(["mytool", "--once"], capture_output=True, text=True)
+        out = fakedebugfs.sandbox.run(["mytool", "--once"], capture_output=True, text=True)
         assert "8 bytes" in out.stdout
 """
 
@@ -57,7 +57,7 @@ def fuse_unusable() -> Optional[str]:
                                      for d in os.environ.get("PATH", "").split(os.pathsep)):
         return "not root and no fusermount3 to mount with"
     try:
-        from .fs.operations import has_ioctl_support
+        from fakedebugfs.fs.operations import has_ioctl_support
     except ImportError as err:
         return f"pyfuse3 is not importable ({err})"
     if not has_ioctl_support():
@@ -66,7 +66,7 @@ def fuse_unusable() -> Optional[str]:
 
 
 def _start(options: dict):
-    from .api import Fake, MountError
+    from fakedebugfs.api import Fake, MountError
 
     reason = fuse_unusable()
     if reason:

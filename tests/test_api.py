@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from fakedebugfs import (Event, EventError, Fake, MountError, RequestError, ScenarioError, ServerGone,
-                         WaitTimeout)
-from fakedebugfs.runstate import is_mounted
+from fakedebugfs import (Event, EventError, Fake, MountError, RequestError, ScenarioError,
+    ServerGone, WaitTimeout)
+from fakedebugfs.control.runstate import is_mounted
 
 KMALLOC = dict(call_site=0x10, ptr=0x20, bytes_req=8, bytes_alloc=8, gfp_flags=0xCC0, node=-1)
 

@@ -21,8 +21,9 @@ import pytest
 from fakedebugfs.engine.core.batch import from_pending
 from fakedebugfs.engine.core.engine import Pending
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import make_workload
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import make_workload
+from support.kernel import faults_of
 
 CACHES = ("names_cache", "filp", "dentry", "vm_area_struct", "kmalloc-64")
 
@@ -109,7 +110,7 @@ def fire_batch(k: Kernel, events) -> None:
 
 
 def fault(k: Kernel, cpu: int, events: int) -> None:
-    k.faults.add({"kind": "overrun", "cpu": cpu, "events": events, "tracer": "all"})
+    faults_of(k).add({"kind": "overrun", "cpu": cpu, "events": events, "tracer": "all"})
 
 
 def compare(cpus, ring, subbuf_events, seed, rounds, gaps=False, faults=False, abi="2008-08",
@@ -237,7 +238,7 @@ def test_workload_batches_match_single_steps(mix):
 def test_lifo_match_is_a_stack():
     """The kmem workload's freelists, matched for a whole block at once,
     hand out what a Python list used as a stack hands out."""
-    from fakedebugfs.workloads.slab_batch import lifo_match
+    from fakedebugfs.sources.workloads.slab_batch import lifo_match
 
     rng = np.random.default_rng(4)
     for _ in range(50):

@@ -16,16 +16,9 @@ import pytest
 
 from fakedebugfs.engine.core.engine import Engine
 from fakedebugfs.engine.core.clock import VirtualClock
-from fakedebugfs.engine.ktrace.tracer import (
-    KTRACE_BUF_GET_CONSUMED,
-    KTRACE_BUF_GET_PRODUCED,
-    KTRACE_BUF_GET_SIZE,
-    KTRACE_BUF_PUT_CONSUMED,
-    KTRACE_BUF_PUT_PRODUCED,
-    Ktrace,
-    KtraceSite,
-    jhash,
-)
+from fakedebugfs.engine.ktrace.tracer import (KTRACE_BUF_GET_CONSUMED, KTRACE_BUF_GET_PRODUCED,
+    KTRACE_BUF_GET_SIZE, KTRACE_BUF_PUT_CONSUMED, KTRACE_BUF_PUT_PRODUCED, Ktrace, KtraceSite,
+    jhash)
 from fakedebugfs.engine.ktrace.format import KtraceFormat, parse_format
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer, decode_page_events, event_length
 from fakedebugfs.fs.fops import kernel_bool_write, strict_strtoul

@@ -33,8 +33,9 @@ import pytest
 from conftest import FAKEDEBUGFS, read_chunks, wait_done
 from fakedebugfs.engine.core.ringbuffer import decode_page_events
 from fakedebugfs.instrument.faults import FaultTable, parse_fault
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import make_workload
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import make_workload
+from support.kernel import faults_of
 
 RB_MISSED_EVENTS = 1 << 31  # include/linux/ring_buffer.h
 RB_MISSED_STORED = 1 << 30
@@ -59,7 +60,7 @@ def kmem_kernel(fault=None, at: int = N // 3, drain_first: bool = False, seed: i
         for name in early:
             early[name] = drain(getattr(k, name).buffers[0])
     if fault is not None:
-        k.faults.add(fault)
+        faults_of(k).add(fault)
     while not wl.done:
         wl.run(500)
     return k, early
@@ -147,7 +148,7 @@ def test_overrun_events_ring_buffer_exact(tracer, drain_first):
     assert drain(getattr(k, other).buffers[0]) == drain(getattr(twin, other).buffers[0])
     assert drain(getattr(k, tracer).buffers[1]) == drain(getattr(twin, tracer).buffers[1])
     assert k.kmemtrace.buf_overruns == 0
-    assert k.faults.list() == []
+    assert faults_of(k).list() == []
 
 
 def relay_records(kernel) -> list[bytes]:
@@ -199,7 +200,7 @@ def test_overrun_pages_drops_oldest_exact(tracer):
     k, _ = kmem_kernel(at=N)
     twin_pages = drain(getattr(twin, tracer).buffers[0])
     lost = len(page_events(twin_pages[0])) + len(page_events(twin_pages[1]))
-    added = k.faults.add({"kind": "overrun", "cpu": 0, "pages": 2, "tracer": tracer})
+    added = faults_of(k).add({"kind": "overrun", "cpu": 0, "pages": 2, "tracer": tracer})
     assert added["lost"] == {tracer: lost}
     pages = drain(getattr(k, tracer).buffers[0])
     assert_missed(pages[0], lost)
@@ -217,7 +218,7 @@ def test_pages_wait_for_a_pinned_ktrace_reader():
     buf = k.ktrace.buffers[0]
     buf.pin(5)
     consumed = buf.consumed
-    k.faults.add({"kind": "overrun", "cpu": 0, "pages": 1, "tracer": "ktrace"})
+    faults_of(k).add({"kind": "overrun", "cpu": 0, "pages": 1, "tracer": "ktrace"})
     assert (buf.consumed, k.ktrace.overflow()) == (consumed, 0)
     first = buf.page_entries[buf.slot(buf.consumed)]
     buf.unpin()
@@ -228,21 +229,21 @@ def test_remaining_and_clear():
     """Pending losses are used up oldest fault first; clearing one takes
     back what it had not done."""
     k = Kernel(cpus=1, clock="virtual", enable_all=True)
-    a = k.faults.add({"kind": "overrun", "cpu": 0, "events": 5})
-    b = k.faults.add({"kind": "overrun", "cpu": 0, "events": 3})
+    a = faults_of(k).add({"kind": "overrun", "cpu": 0, "events": 5})
+    b = faults_of(k).add({"kind": "overrun", "cpu": 0, "events": 3})
     for i in range(2):
         k.ftrace.marker(1, b"x")
-    left = {f["id"]: f["remaining"] for f in k.faults.list()}
+    left = {f["id"]: f["remaining"] for f in faults_of(k).list()}
     assert left == {a["id"]: 3, b["id"]: 3}
-    k.faults.clear(a["id"])
-    assert [(f["id"], f["remaining"]) for f in k.faults.list()] == [(b["id"], 3)]
+    faults_of(k).clear(a["id"])
+    assert [(f["id"], f["remaining"]) for f in faults_of(k).list()] == [(b["id"], 3)]
     for i in range(4):
         k.ftrace.marker(1, b"x")
-    assert k.faults.list() == []
+    assert faults_of(k).list() == []
     assert k.ftrace.buffers[0].overrun == 5  # 2 + 3: the cleared 3 never happened
     assert k.ftrace.entries(0) == 1
     with pytest.raises(ValueError, match="no active fault with id"):
-        k.faults.clear(a["id"])
+        faults_of(k).clear(a["id"])
 
 
 @pytest.mark.parametrize("spec,word", [
@@ -272,7 +273,7 @@ def test_bad_specs_name_the_key(spec, word):
 
 
 def test_cpu_is_checked_against_the_kernel():
-    table = Kernel(cpus=2).faults
+    table = faults_of(Kernel(cpus=2))
     with pytest.raises(ValueError, match="'cpu' 2"):
         table.add({"kind": "overrun", "cpu": 2, "events": 1})
     assert table.list() == []
@@ -299,7 +300,7 @@ def control(mnt, cmd: str, **args) -> dict:
     """One request on the mount's control socket (protocol version 1)."""
     import socket
 
-    from fakedebugfs import runstate
+    from fakedebugfs.control import runstate
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(30)

@@ -29,8 +29,8 @@ from construct import GreedyRange
 from conftest import FAKEDEBUGFS, build_c, errno_of, run_cli, wait_done
 from fakedebugfs.engine.core.kallsyms import Kallsyms
 from fakedebugfs.engine.core.layouts import kmemtrace_event_v2008_07
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import make_workload
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import make_workload
 
 KMEM = ("kmem:kmalloc", "kmem:kmem_cache_alloc", "kmem:mm_page_alloc",
         "kmem:kfree", "kmem:kmem_cache_free", "kmem:mm_page_free")

@@ -30,7 +30,8 @@ from fakedebugfs.engine.core.batch import EventBatch, Strings
 from fakedebugfs.engine.kmemtrace import tracer as kmem_tracer
 from fakedebugfs.engine.ktrace import tracer as ktrace_tracer
 from fakedebugfs.engine.ktrace.tracer import KTRACE_BUF_GET_PRODUCED, KTRACE_BUF_PUT_CONSUMED
-from fakedebugfs.kernel import Kernel
+from fakedebugfs.engine.kernel import Kernel
+from support.kernel import faults_of
 
 pytestmark = pytest.mark.skipif(
     ktrace_tracer._fast is None or kmem_tracer._fast is None,
@@ -200,7 +201,7 @@ def run(cpus, ring, subbufs, subbuf_events, abi, seed, rounds, sizes, gaps=False
                 switch(k, r, act)
             if faults and r % 2:
                 cpu, count = int(act.integers(0, cpus)), int(act.choice((1, 5, 300)))
-                k.faults.add({"kind": "overrun", "cpu": cpu, "events": count, "tracer": "all"})
+                faults_of(k).add({"kind": "overrun", "cpu": cpu, "events": count, "tracer": "all"})
             if pin and r == 1:
                 k.ktrace.ioctl(0, KTRACE_BUF_GET_PRODUCED, None, reader="r")
             if pin and r == rounds - 2:
@@ -319,7 +320,7 @@ def test_a_column_shorter_than_its_events_is_refused():
 def test_loading_the_compiled_modules_leaves_numpy_out():
     """A mount's start needs no numpy (engine/core/lazynp.py): the tracers
     load their compiled modules at import, which must not import it."""
-    code = ("import sys; import fakedebugfs.kernel; "
+    code = ("import sys; import fakedebugfs.engine.kernel; "
             "from fakedebugfs.engine.ktrace import tracer as a; "
             "from fakedebugfs.engine.kmemtrace import tracer as b; "
             "assert a._fast is not None and b._fast is not None; "

@@ -29,7 +29,7 @@ from fakedebugfs.engine.ftrace.format_text import KERNEL_SYMBOLS, POINTEES, _enc
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
 from fakedebugfs.engine.ftrace.ctype import wrap
 from fakedebugfs.engine.ftrace.profile import find_tracefs
-from fakedebugfs.kernel import Kernel
+from fakedebugfs.engine.kernel import Kernel
 
 _KERNEL = Kernel()
 FTRACE = _KERNEL.ftrace

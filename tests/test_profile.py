@@ -231,8 +231,8 @@ def test_generic_events_print_what_the_real_kernel_printed():
     from fakedebugfs.engine.ftrace.registry import EventRegistry, load_profile
     from fakedebugfs.engine.ftrace.tracer import TRACE_OPTIONS
     from fakedebugfs.engine.ftrace.formatfile import (DEFAULT_HEADER_EVENT, parse_header_event,
-                                            parse_header_page)
-    from fakedebugfs.replay.ringpages import PageDecoder
+        parse_header_page)
+    from fakedebugfs.sources.replay.ringpages import PageDecoder
 
     prof = load_profile()
     events = EventRegistry(prof)  # every event generic, from its format text

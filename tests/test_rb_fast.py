@@ -179,8 +179,8 @@ def test_faults_pending_are_left_to_python():
 
 SCRIPT = """
 import hashlib, sys
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import make_workload
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import make_workload
 k = Kernel(cpus=3, buffer_size=64 << 10, clock="virtual", seed=5)
 for key in k.ftrace.event_keys():
     k.ftrace.set_event(key, True)

@@ -1,4 +1,4 @@
-"""Replaying recordings into a mounted fake (fakedebugfs.replay): the round
+"""Replaying recordings into a mounted fake (fakedebugfs.sources.replay): the round
 trip through an unmodified ``trace-cmd record`` gives the original's
 ``trace-cmd report``, line for line.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from fakedebugfs import Fake
-from fakedebugfs.replay import open_recording, read_tracedat
+from fakedebugfs.sources.replay import open_recording, read_tracedat
 from fakedebugfs import ReplayError
 
 from test_replay_readers import TOP_FILES, DatWriter, Pages, header_page

@@ -1,4 +1,4 @@
-"""The recording readers of :mod:`fakedebugfs.replay`, on recordings the tests make.
+"""The recording readers of :mod:`fakedebugfs.sources.replay`, on recordings the tests make.
 
 * trace.dat files written by unmodified trace-cmd (v7 zstd, v7 uncompressed,
   v6, and ``trace-cmd convert`` between them) under ``fakedebugfs run``:
@@ -29,13 +29,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKEDEBUGFS, read_chunks, wait_done
-from fakedebugfs.replay import (
-    LostEvents,
-    ReplayFormatError,
-    open_recording,
-    read_rawcapture,
-    read_tracedat,
-)
+from fakedebugfs.sources.replay import (LostEvents, ReplayFormatError, open_recording,
+    read_rawcapture, read_tracedat)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "replay"
 HAVE_TRACECMD = shutil.which("trace-cmd") is not None
@@ -360,8 +355,8 @@ def save_formats(tracing: Path, dest: Path, systems, layout: str = "events") -> 
 
 def kmem_fired(cpus: int, seed: int, count: int) -> list[tuple]:
     """(event, cpu, pid, ts, values) of every kmalloc/kfree the workload fires in process."""
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.workloads import make_workload
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.sources.workloads import make_workload
 
     kernel = Kernel(cpus=cpus, clock="virtual", seed=seed)
     out = []
@@ -665,15 +660,15 @@ def test_broken_raw_captures(tmp_path):
 
 
 def test_summary_command(tmp_path):
-    """``python -m fakedebugfs.replay.tracedat``: a summary, or the one-line error and status 1."""
+    """``python -m fakedebugfs.sources.replay.tracedat``: a summary, or the one-line error and status 1."""
     d = built_capture(tmp_path, "big", 4)
-    p = subprocess.run([sys.executable, "-m", "fakedebugfs.replay.tracedat", str(d)],
+    p = subprocess.run([sys.executable, "-m", "fakedebugfs.sources.replay.tracedat", str(d)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and not p.stderr, p.stderr
     assert "raw capture, big endian" in p.stdout and "test: 5" in p.stdout
     assert "cpu0: 4 events in 2 pages, 1 lost marks (42 counted)" in p.stdout
     (d / "cpu0").write_bytes((d / "cpu0").read_bytes()[:100])
-    p = subprocess.run([sys.executable, "-m", "fakedebugfs.replay.tracedat", str(d)],
+    p = subprocess.run([sys.executable, "-m", "fakedebugfs.sources.replay.tracedat", str(d)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and not p.stdout
     assert len(p.stderr.splitlines()) == 1 and "truncated in trace_pipe_raw pages of CPU 0" \

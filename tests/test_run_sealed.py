@@ -1,12 +1,12 @@
 """``fakedebugfs run``: sealed as root, rootless for everyone else.
 
 As root, the command runs without CAP_SYS_ADMIN and CAP_SYS_PTRACE
-(fakedebugfs.seal): it cannot mount the real tracefs or debugfs, unmount
+(fakedebugfs.sandbox.seal): it cannot mount the real tracefs or debugfs, unmount
 the fake, or walk into the host's mounts through /proc/<pid>/root, while
 perf (perf_event_open) keeps working; ``--unsealed`` gives them back.
 
 Without root, ``run`` enters a user namespace of its own
-(fakedebugfs.userns).  Those tests run the real CLI as uid 65534 with
+(fakedebugfs.sandbox.userns).  Those tests run the real CLI as uid 65534 with
 Debian's /usr/bin/python3 (root's interpreter lives under /root, which
 nobody else may enter), importing this checkout and the venv's
 site-packages.  Each starts in a private mount namespace of the test
@@ -190,7 +190,7 @@ def rootless(work: Path, run_args, fuse_mode=0o666, prelude="",
 
 
 def _userns_forbidden() -> str | None:
-    from fakedebugfs.userns import forbidding_setting
+    from fakedebugfs.sandbox.userns import forbidding_setting
 
     if setting := forbidding_setting():
         return f"this system forbids unprivileged user namespaces ({setting})"

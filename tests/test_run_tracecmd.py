@@ -5,7 +5,7 @@ serves a fake in a private mount namespace at /sys/kernel/debug and
 /sys/kernel/tracing.  The events trace-cmd records are compared with a list
 computed here, independently of the file system: the same deterministic
 workload (same seed, virtual clock) run in-process on a bare
-:class:`fakedebugfs.kernel.Kernel`, with probes of our own on its
+:class:`fakedebugfs.engine.kernel.Kernel`, with probes of our own on its
 tracepoints.  After every test the host's mounts must show nothing of it.
 """
 
@@ -74,8 +74,8 @@ def run(*args, timeout=120, **kw) -> subprocess.CompletedProcess:
 def expected_events(cpus: int, seed: int, count: int, workload: str = "kmem") -> list[tuple]:
     """Every kmalloc/kfree the workload fires, as trace-cmd report -R -t shows
     them: (event, cpu, pid, ts_ns, {field: text})."""
-    from fakedebugfs.kernel import Kernel
-    from fakedebugfs.workloads import make_workload
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.sources.workloads import make_workload
 
     kernel = Kernel(cpus=cpus, clock="virtual", seed=seed)
     ks = kernel.engine.kallsyms
@@ -170,7 +170,7 @@ def test_fake_is_at_both_paths_and_proc_files_are_bound():
     assert {"ktrace", "tracing"} <= set(out)
     assert {"tracing_on", "trace_pipe", "per_cpu", "events"} <= set(out)
     assert "tracefs" in out  # statfs() magic: the preload library's (issue 11)
-    from fakedebugfs.kernel import Kernel
+    from fakedebugfs.engine.kernel import Kernel
 
     first = Kernel(cpus=2).engine.kallsyms.proc_kallsyms().splitlines()[0]
     assert p.stdout.rstrip().endswith(first)

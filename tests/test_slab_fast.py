@@ -1,6 +1,6 @@
 """The kmem workload's compiled generation makes the Python path's events.
 
-``workloads/slab_fast.pyx`` runs the sequential parts of a block (SLUB's
+``sources/workloads/slab_fast.pyx`` runs the sequential parts of a block (SLUB's
 per-CPU freelists and the buddy lists as stacks, fresh slab pages and
 pfns, which task each CPU runs) in plain loops where ``slab_batch.py``
 (the reference) matches pushes and pops for a whole block with numpy.
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from fakedebugfs.engine.core.batch import Strings
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import slab_batch
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import slab_batch
 from test_batch import state
 
 pytestmark = pytest.mark.skipif(slab_batch.slab_fast is None,
@@ -209,8 +209,8 @@ def test_real_clock_batches(monkeypatch):
 def test_pure_environment_takes_the_python_path():
     """``FAKEDEBUGFS_PURE=1``: the compiled module is not loaded and the
     workload runs the Python path."""
-    code = ("from fakedebugfs.kernel import Kernel\n"
-            "from fakedebugfs.workloads import slab_batch\n"
+    code = ("from fakedebugfs.engine.kernel import Kernel\n"
+            "from fakedebugfs.sources.workloads import slab_batch\n"
             "wl = slab_batch.SlabWorkload(Kernel(cpus=2, clock='virtual'), seed=3)\n"
             "print(slab_batch.slab_fast, wl.gen, wl.run(20000))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

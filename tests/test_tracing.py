@@ -22,8 +22,8 @@ import pytest
 
 from conftest import read, read_chunks, wait_done, write
 
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import make_workload
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import make_workload
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs"
 KMEM = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free", "mm_page_alloc", "mm_page_free")

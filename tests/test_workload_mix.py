@@ -18,8 +18,8 @@ from collections import defaultdict
 import pytest
 
 from conftest import FAKEDEBUGFS
-from fakedebugfs.kernel import Kernel
-from fakedebugfs.workloads import make_workload
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.sources.workloads import make_workload
 
 SYSTEMS = ("sched", "irq", "timer", "signal", "block", "workqueue", "kmem", "raw_syscalls",
            "syscalls")

@@ -2,7 +2,7 @@
 plugin are layers over it).
 
 :class:`Fake` mounts a fake and drives it; :class:`MountOptions` is the table
-of its options; the errors are those of :mod:`fakedebugfs.control.errors`.
+of its options; the errors are those of :mod:`fakedebugfs.errors`.
 Names are imported on first use, so ``fakedebugfs mount`` (which needs only
 the options) does not load the client side.
 """
@@ -21,5 +21,5 @@ def __getattr__(name):
     if name in _WHERE:
         return getattr(import_module(_WHERE[name], __name__), name)
     if name in _ERRORS:
-        return getattr(import_module("..control.errors", __name__), name)
+        return getattr(import_module("fakedebugfs.errors"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

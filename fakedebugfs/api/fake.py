@@ -13,7 +13,7 @@
 waits until the mount is ready, and always stops and unmounts on exit, when
 the body raised or was interrupted too.  It talks to its server over the
 control socket (:mod:`fakedebugfs.control.protocol`); every refusal raises a
-typed :class:`~fakedebugfs.control.errors.FakeError` with the server's
+typed :class:`~fakedebugfs.errors.FakeError` with the server's
 message.  Unlike the CLI, the API starts with the ``none`` workload: a test
 sees exactly the events it injects.
 """
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from .. import runstate
-from ..control.client import ControlClient
-from ..control.errors import MountError, ServerGone
-from .options import MountOptions
+from fakedebugfs.control import runstate
+from fakedebugfs.control.client import ControlClient
+from fakedebugfs.errors import MountError, ServerGone
+from fakedebugfs.api.options import MountOptions
 
 STOP_TIMEOUT = 10.0  # seconds a server gets to unmount after SIGTERM
 
@@ -227,14 +227,14 @@ class Fake:
     def scenario(self, source: Union[str, os.PathLike]) -> int:
         """Apply a scenario file (or its text): checked whole first, then run
         in order; returns the number of steps (ScenarioError names the line)."""
-        from .scenario import apply_scenario
+        from fakedebugfs.api.scenario import apply_scenario
 
         return apply_scenario(self.call, source)
 
     def replay(self, path: Union[str, os.PathLike], *, wait: bool = True,
                timeout: Optional[float] = None, **options: Any) -> dict:
         """Replay a trace.dat (v6/v7) or a raw capture directory into this fake
-        (:mod:`fakedebugfs.replay`): the recording is checked whole first
+        (:mod:`fakedebugfs.sources.replay`): the recording is checked whole first
         (ReplayError with its one-line error: nothing replayed), its events
         defined, then replayed.  *options*: ``speed`` (None: as fast as
         possible), ``realtime``, ``loop``, ``events`` ("kmem,sched:sched_switch"),
@@ -244,8 +244,8 @@ class Fake:
         enabled).  With *wait*, returns the finished replay's status
         (``done``, ``committed``, ``lost_marks``, ``notes``...); otherwise its
         status at the start (``replay``: its number for ``replay_status``)."""
-        from .replay import follow, start
-        from ..replay.replay import ReplayOptions
+        from fakedebugfs.api.replay import follow, start
+        from fakedebugfs.sources.replay.replay import ReplayOptions
 
         st = start(self.call, path, ReplayOptions.make(**options))
         return follow(self.call, st["replay"], timeout=timeout) if wait else st

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..control.errors import MountError
+from fakedebugfs.errors import MountError
 
 #: what --enable names (kernel.TREES; not imported from there: every CLI
 #: command would load the whole engine for this tuple)
@@ -101,7 +101,7 @@ def choice(*names: str) -> Callable[[Any], str]:
 
 
 def workload_value(value) -> str:
-    from ..workloads import WORKLOADS
+    from fakedebugfs.sources.workloads import WORKLOADS
 
     if value not in WORKLOADS:
         raise ValueError(f"unknown workload {value!r} (choose from {', '.join(WORKLOADS)})")
@@ -196,7 +196,7 @@ class MountOptions:
                               "trace_pipe_raw hands out one page per read(), as the kernel "
                               "does (default: as many whole pages as the read asks for)")
     replay: Optional[str] = _opt(None, recording_value,
-                                 "replay this trace.dat or raw capture (fakedebugfs.replay) "
+                                 "replay this trace.dat or raw capture (fakedebugfs.sources.replay) "
                                  "once tracing is on with one of its events enabled", "FILE")
     profile: Optional[str] = _opt(None, profile_value,
                                   "serve the events of this kernel profile (fakedebugfs "
@@ -249,7 +249,7 @@ class MountOptions:
         return TREES if self.enable_all else (self.enable or ())
 
     def kernel_kwargs(self) -> dict:
-        """Arguments of :class:`fakedebugfs.kernel.Kernel`."""
+        """Arguments of :class:`fakedebugfs.engine.kernel.Kernel`."""
         return dict(cpus=self.cpus, buffer_size=self.buffer_size, clock=self.clock,
                     seed=self.seed, enable=self.enabled_trees(), events_file=self.events,
                     kmemtrace_abi=self.kmemtrace_abi, kmemtrace_subbufs=self.kmemtrace_subbufs,
@@ -259,9 +259,9 @@ class MountOptions:
 
 def build_server(options: MountOptions, mountpoint: str):
     """The server of a mount with *options* (kernel and workload made)."""
-    from ..kernel import Kernel
-    from ..server import Server
-    from ..workloads import make_workload
+    from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.server.server import Server
+    from fakedebugfs.sources.workloads import make_workload
 
     try:
         kernel = Kernel(**options.kernel_kwargs())

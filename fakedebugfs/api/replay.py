@@ -13,9 +13,9 @@ import sys
 import time
 from typing import Callable, Optional
 
-from ..control.errors import FakeError, ReplayError
-from ..control.replay import RUNNING
-from ..replay.replay import ReplayOptions
+from fakedebugfs.errors import FakeError, ReplayError
+from fakedebugfs.server.replays import RUNNING
+from fakedebugfs.sources.replay.replay import ReplayOptions
 
 POLL_S = 0.25  # seconds the server waits per replay_status while following
 

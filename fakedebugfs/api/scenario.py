@@ -19,7 +19,7 @@ JSON steps: ``{"emit": EVENT, "fields": {...}, "cpu", "pid", "comm", "ts", "repe
 "strict"}``, ``{"define": "SYSTEM:EVENT", "fields": [DECL, ...], "print_fmt"}``,
 ``{"fault": {"kind": ..., ...}}``, ``{"sleep": SECONDS}``.  The whole file is
 checked (here, then by the server) before any step is applied; a bad line is
-a :class:`~fakedebugfs.control.errors.ScenarioError` naming it.
+a :class:`~fakedebugfs.errors.ScenarioError` naming it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import os
 import shlex
 from typing import Union
 
-from ..control.errors import ScenarioError
+from fakedebugfs.errors import ScenarioError
 
 
 class ArgError(ValueError):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from .kmemtrace_records import Problem, V07, V08_ALLOC, V08_CORE, cpu_of, decode, detect_abi, seq_key
+from fakedebugfs.clients.kmemtrace_records import (Problem, V07, V08_ALLOC, V08_CORE, cpu_of,
+    decode, detect_abi, seq_key)
 
 MAX_LISTED = 20
 

@@ -15,12 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from ..engine.core.layouts import (
-    kmemtrace_alloc_v2008_08,
-    kmemtrace_event_v2008_07,
-    kmemtrace_event_v2008_08,
-    packer,
-)
+from fakedebugfs.engine.core.layouts import (kmemtrace_alloc_v2008_08, kmemtrace_event_v2008_07,
+    kmemtrace_event_v2008_08, packer)
 
 V08_CORE = packer(kmemtrace_event_v2008_08)
 V08_ALLOC = packer(kmemtrace_alloc_v2008_08)

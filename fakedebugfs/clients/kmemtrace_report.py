@@ -19,8 +19,9 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..engine.core.kallsyms import Kallsyms
-from .kmemtrace_records import Problem, Record, cpu_files, decode, detect_abi, seq_key
+from fakedebugfs.engine.core.kallsyms import Kallsyms
+from fakedebugfs.clients.kmemtrace_records import (Problem, Record, cpu_files, decode, detect_abi,
+    seq_key)
 
 KMALLOC, CACHE, PAGES = 0, 1, 2
 ISSUES = {
@@ -252,7 +253,7 @@ def symbolizer(kallsyms_path: str | None, raw: bool = False):
 
 
 def main(args) -> int:
-    from . import kmemtrace_chart
+    from fakedebugfs.clients import kmemtrace_chart
 
     try:
         if not cpu_files(args.directory):

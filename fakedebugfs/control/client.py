@@ -6,9 +6,9 @@ import json
 import socket
 from typing import Optional
 
-from .. import runstate
-from .errors import ProtocolError, ServerGone, from_reply
-from .protocol import PROTOCOL_VERSION, encode, request
+from fakedebugfs.control import runstate
+from fakedebugfs.errors import ProtocolError, ServerGone, from_reply
+from fakedebugfs.control.protocol import PROTOCOL_VERSION, encode, request
 
 
 class ControlClient:

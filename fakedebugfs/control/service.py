@@ -18,9 +18,9 @@ from typing import Callable
 
 import trio
 
-from ..version import __version__
-from ..instrument.inject import InjectError, Injector
-from .protocol import PROTOCOL_VERSION, ok, refused
+from fakedebugfs.version import __version__
+from fakedebugfs.sources.inject import InjectError, Injector
+from fakedebugfs.control.protocol import PROTOCOL_VERSION, ok, refused
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Refused(Exception):
 
 
 class ControlService:
-    """Answers control requests for one :class:`~fakedebugfs.server.Server`."""
+    """Answers control requests for one :class:`~fakedebugfs.server.server.Server`."""
 
     def __init__(self, server):
         self.server = server
@@ -54,7 +54,6 @@ class ControlService:
             "replay": self.replay, "replay_status": self.replay_status,
             "watch": self.watch, "remount": self.remount,
         }
-        self._replays = None  # control.replay.Replays, made on first use
 
     async def handle(self, req) -> dict:
         """The reply to one decoded request."""
@@ -100,7 +99,7 @@ class ControlService:
     def status(self, req) -> dict:
         status = self.server.status()
         status["injected"] = self.injector.injected
-        status["replayed"] = self._replays.committed() if self._replays else 0
+        status["replayed"] = self.server._replays.committed() if self.server._replays else 0
         return status
 
     # --- events -------------------------------------------------------------------
@@ -132,19 +131,16 @@ class ControlService:
             raise Refused("define", str(err)) from None
         return {"event": f"{system}:{name}", "id": getattr(ev, "id", None)}
 
-    # --- replays (fakedebugfs.replay) --------------------------------------------------
+    # --- replays (fakedebugfs.sources.replay) --------------------------------------------------
 
     def replays(self):
-        if self._replays is None:
-            from .replay import Replays
-
-            self._replays = Replays(self.kernel)
-        return self._replays
+        """The server's replay runner."""
+        return self.server.replays()
 
     async def replay(self, req) -> dict:
         """Open and check a recording, install its events, replay it in the
         background (kind ``replay`` if refused: nothing was replayed)."""
-        from ..replay import ReplayFormatError
+        from fakedebugfs.sources.replay import ReplayFormatError
 
         try:
             result = await self.replays().start(req)
@@ -160,7 +156,7 @@ class ControlService:
     # --- faults ---------------------------------------------------------------------
 
     def _faults(self):
-        table = getattr(self.kernel, "faults", None)
+        table = getattr(self.server, "faults", None)
         if table is None:
             raise Refused("fault", "this server has no fault table")
         return table
@@ -331,7 +327,7 @@ class ControlService:
     def watch(self, req) -> dict:
         """``run``: watch command *pid* (forked by *parent*, not yet exec'd)
         and inject its fork/exec/exit and context switches
-        (:mod:`fakedebugfs.control.watch`)."""
+        (:mod:`fakedebugfs.server.watch`)."""
         pid, parent = req["pid"], req["parent"]
         for name, value in (("pid", pid), ("parent", parent)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -16,6 +16,8 @@ import os
 import select
 from typing import Callable, Optional
 
+from fakedebugfs.engine.core.errors import kernel_error
+
 # the pid of the task whose write is being handled (the FUSE request's
 # header: the writer, which need not be the task that opened the file);
 # None when the FUSE binding cannot tell (then OpenFile.pid, the opener's)
@@ -30,9 +32,7 @@ DEFAULT_POLLMASK = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.P
 POLLIN_RDNORM = select.POLLIN | select.POLLRDNORM
 
 
-def fail(code: int, why: str = "") -> OSError:
-    """An errno for the caller, as the kernel returns ``-code``."""
-    return OSError(code, why or errno.errorcode.get(code, str(code)))
+fail = kernel_error  # an errno for the caller, as the kernel returns ``-code``
 
 
 class OpenFile:

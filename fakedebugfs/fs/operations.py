@@ -27,9 +27,9 @@ from typing import Callable, Optional
 import pyfuse3
 import trio
 
-from .fops import WRITER_PID, OpenFile, PollTable
-from .tree import Dir, File, InodeTable
-from .waitqueue import WaitQueue
+from fakedebugfs.fs.fops import WRITER_PID, OpenFile, PollTable
+from fakedebugfs.fs.tree import Dir, File, InodeTable
+from fakedebugfs.fs.waitqueue import WaitQueue
 
 # the writer's pid of a WRITE (patches/pyfuse3-*-ioctl.patch; None unpatched)
 _WRITE_PID = getattr(pyfuse3, "write_pid", None)
@@ -113,7 +113,7 @@ class TreeOperations(pyfuse3.Operations):
         self.open_files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
         # called before every open: what happened before a reader opens a
-        # file is in it (the server's watch of `run`'s command, control/watch.py)
+        # file is in it (the server's watch of `run`'s command, server/watch.py)
         self.on_open: Optional[Callable[[], None]] = None
 
     # --- attributes -----------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import stat
 from typing import Callable, Iterator, Optional
 
-from .fops import FileOperations
+from fakedebugfs.fs.fops import FileOperations
 
 ROOT_INODE = 1
 

@@ -213,7 +213,7 @@ def _parse_overrun(spec: dict) -> Fault:
 
 
 class FaultTable:
-    """The faults of one :class:`~fakedebugfs.kernel.Kernel`.
+    """The faults of one :class:`~fakedebugfs.engine.kernel.Kernel`.
 
     Engine faults are applied to the tracers at :meth:`add`; what is left of
     them is read back from the tracers' pending counts.  File faults wait

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ..fs.tree import Dir
-from . import ktrace
+from fakedebugfs.fs.tree import Dir
+from fakedebugfs.trees import ktrace
 
 
 def build_root(kernel) -> Dir:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import errno
 
-from ..engine.kmemtrace.tracer import Kmemtrace
-from ..fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, ValueFile, fail
-from ..fs.tree import Dir
-from ..fs.waitqueue import WaitQueue
+from fakedebugfs.engine.kmemtrace.tracer import Kmemtrace
+from fakedebugfs.fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, ValueFile, fail
+from fakedebugfs.fs.tree import Dir
+from fakedebugfs.fs.waitqueue import WaitQueue
 
 
 class RelayFile(FileOperations):
@@ -106,7 +106,7 @@ class KmemtraceTree:
 
 
 def create_tree(kernel) -> Dir:
-    """``kmemtrace/`` for *kernel* (a :class:`fakedebugfs.kernel.Kernel`)."""
+    """``kmemtrace/`` for *kernel* (a :class:`fakedebugfs.engine.kernel.Kernel`)."""
     return KmemtraceTree(kernel.kmemtrace).root
 
 

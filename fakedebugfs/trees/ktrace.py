@@ -29,21 +29,13 @@ import threading
 
 import trio
 
-from ..engine.ktrace.tracer import Ktrace
-from ..engine.core.layouts import PAGE_SIZE, ktrace_u32, packer
-from ..fs.cache import store_pages
-from ..fs.fops import (
-    POLLIN_RDNORM,
-    FileOperations,
-    OpenFile,
-    SeqFile,
-    ValueFile,
-    WriteFile,
-    fail,
-    kernel_bool_write,
-)
-from ..fs.tree import Dir
-from ..fs.waitqueue import WaitQueue
+from fakedebugfs.engine.ktrace.tracer import Ktrace
+from fakedebugfs.engine.core.layouts import PAGE_SIZE, ktrace_u32, packer
+from fakedebugfs.fs.cache import store_pages
+from fakedebugfs.fs.fops import (POLLIN_RDNORM, FileOperations, OpenFile, SeqFile, ValueFile,
+    WriteFile, fail, kernel_bool_write)
+from fakedebugfs.fs.tree import Dir
+from fakedebugfs.fs.waitqueue import WaitQueue
 
 U32 = packer(ktrace_u32)
 log = logging.getLogger(__name__)
@@ -324,7 +316,7 @@ def _runs(slots: list[int]):
 
 
 def create_tree(kernel) -> Dir:
-    """``ktrace/`` for *kernel* (a :class:`fakedebugfs.kernel.Kernel`)."""
+    """``ktrace/`` for *kernel* (a :class:`fakedebugfs.engine.kernel.Kernel`)."""
     return KtraceTree(kernel.ktrace).root
 
 

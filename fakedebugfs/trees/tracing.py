@@ -27,18 +27,19 @@ import errno
 import os
 import stat
 
-from ..engine.ftrace.control import (
-    DEFAULT_SAVED_CMDLINES, EVENT_BUF_SIZE, bitmap_parse, bool_write, nsecs_write, percent,
-    pid_write, saved_cmdlines_size, subbuf_order, trace_get_user)
-from ..engine.ftrace.kstrto import kstrtoul_from_user
-from ..engine.ftrace.registry import engine_profile
-from ..engine.ftrace.tracer import Ftrace
-from ..engine.core.layouts import PAGE_SIZE
-from ..fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail, writer_pid
-from ..fs.tree import Dir
-from ..fs.waitqueue import WaitQueue
-from .readme import readme_text
-from .tracing_pipes import TracePipe, TracePipeRaw, TraceText
+from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, EVENT_BUF_SIZE,
+    bitmap_parse, bool_write, nsecs_write, percent, pid_write, saved_cmdlines_size, subbuf_order,
+    trace_get_user)
+from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
+from fakedebugfs.engine.ftrace.registry import engine_profile
+from fakedebugfs.engine.ftrace.tracer import Ftrace
+from fakedebugfs.engine.core.layouts import PAGE_SIZE
+from fakedebugfs.fs.fops import (FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail,
+    writer_pid)
+from fakedebugfs.fs.tree import Dir
+from fakedebugfs.fs.waitqueue import WaitQueue
+from fakedebugfs.trees.readme import readme_text
+from fakedebugfs.trees.tracing_pipes import TracePipe, TracePipeRaw, TraceText
 
 HEADER_PAGE = (
     "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
@@ -544,7 +545,7 @@ def _dyn_event_release(line: bytes) -> None:
 
 
 def create_tree(kernel) -> Dir:
-    """``tracing/`` for *kernel* (a :class:`fakedebugfs.kernel.Kernel`)."""
+    """``tracing/`` for *kernel* (a :class:`fakedebugfs.engine.kernel.Kernel`)."""
     ft = getattr(kernel, "ftrace", None)
     if ft is None:
         ft = kernel.ftrace = Ftrace(kernel.engine)

@@ -37,10 +37,10 @@ import errno
 import heapq
 from typing import Iterator
 
-from ..engine.core.layouts import BUF_PAGE_HDR_SIZE, RB_COMMIT_MASK
-from ..engine.core.ringbuffer import Event, decode_page_events
-from ..fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, fail
-from ..fs.slices import slicer
+from fakedebugfs.engine.core.layouts import BUF_PAGE_HDR_SIZE, RB_COMMIT_MASK
+from fakedebugfs.engine.core.ringbuffer import Event, decode_page_events
+from fakedebugfs.fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, fail
+from fakedebugfs.fs.slices import slicer
 
 
 # --- trace: text made as it is read ----------------------------------------------------

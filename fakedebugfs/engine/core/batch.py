@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from . import fast
-from .lazynp import np
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.lazynp import np
 
 
 @dataclass(frozen=True)

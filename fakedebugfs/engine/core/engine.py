@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple, Sequence
 
-from .lazynp import np
+from fakedebugfs.engine.core.lazynp import np
 
-from . import fast
-from .batch import EventBatch, from_pending
-from .catalogue import TRACEPOINTS
-from .clock import MonotonicClock
-from .kallsyms import Kallsyms
-from .tracepoint import Tracepoint
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.batch import EventBatch, from_pending
+from fakedebugfs.engine.core.catalogue import TRACEPOINTS
+from fakedebugfs.engine.core.clock import MonotonicClock
+from fakedebugfs.engine.core.kallsyms import Kallsyms
+from fakedebugfs.engine.core.tracepoint import Tracepoint
 
 
 BATCH_MIN = 64  # Pending events below this many are fired one by one

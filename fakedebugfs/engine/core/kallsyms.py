@@ -32,7 +32,7 @@ FUNCTIONS = (
     ("do_anonymous_page", 0x4F0), ("__pte_alloc", 0xE0), ("pipe_write", 0x5E0),
     ("pipe_read", 0x3F0), ("free_pipe_info", 0xC0), ("schedule", 0xF0),
     ("do_exit", 0xB40), ("__x64_sys_exit_group", 0x20),
-    # the free sides and a few more allocators (workloads/slab.py)
+    # the free sides and a few more allocators (sources/workloads/slab.py)
     ("__d_free", 0x40), ("ext4_free_in_core_inode", 0x60), ("proc_alloc_inode", 0xA0),
     ("proc_free_inode", 0x40), ("sock_free_inode", 0x40), ("vm_area_free", 0x30),
     ("kfree_skbmem", 0xA0), ("kmalloc_reserve", 0x140), ("seq_release", 0x40),

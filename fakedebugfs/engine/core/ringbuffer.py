@@ -50,26 +50,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-from .lazynp import np
+from fakedebugfs.engine.core.lazynp import np
 
-from . import hugepages
-from .batch import payload_group
-from .layouts import (
-    BUF_PAGE_HDR_SIZE,
-    PAGE_SIZE,
-    RB_COMMIT_MASK,
-    RB_EVNT_MIN_SIZE,
-    RB_MAX_SMALL_DATA,
-    RB_MISSED_EVENTS,
-    RB_MISSED_STORED,
-    RINGBUF_TYPE_PADDING,
-    RINGBUF_TYPE_TIME_EXTEND,
-    RINGBUF_TYPE_TIME_STAMP,
-    TS_MASK,
-    TS_SHIFT,
-    buffer_data_page_header,
-    packer,
-)
+from fakedebugfs.engine.core import hugepages
+from fakedebugfs.engine.core.batch import payload_group
+from fakedebugfs.engine.core.layouts import (BUF_PAGE_HDR_SIZE, PAGE_SIZE, RB_COMMIT_MASK,
+    RB_EVNT_MIN_SIZE, RB_MAX_SMALL_DATA, RB_MISSED_EVENTS, RB_MISSED_STORED, RINGBUF_TYPE_PADDING,
+    RINGBUF_TYPE_TIME_EXTEND, RINGBUF_TYPE_TIME_STAMP, TS_MASK, TS_SHIFT, buffer_data_page_header,
+    packer)
 
 _PAGE_HDR = packer(buffer_data_page_header)
 MAX_BUFFER_BYTES = 1 << 30  # per CPU: larger sizes answer ENOMEM

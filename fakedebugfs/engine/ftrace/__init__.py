@@ -1,5 +1,5 @@
 """ftrace, the tracer behind ``tracing/`` (kernel/trace/trace.c, trace_events.c)."""
 
-from .tracer import DEFAULT_BUFFER_KB, TRACE_CLOCKS, Ftrace
+from fakedebugfs.engine.ftrace.tracer import DEFAULT_BUFFER_KB, TRACE_CLOCKS, Ftrace
 
 __all__ = ["Ftrace", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, NamedTuple, Optional
 
-from . import ctype as C
+from fakedebugfs.engine.ftrace import ctype as C
 
 
 class ExprError(ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..core.lazynp import np
+from fakedebugfs.engine.core.lazynp import np
 
 
 class SavedCmdlines:

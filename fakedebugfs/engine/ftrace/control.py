@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 from typing import Optional
 
-from .kstrto import ULLONG_MAX, kstrtoul_from_user, kstrtoull
+from fakedebugfs.engine.ftrace.kstrto import ULLONG_MAX, kstrtoul_from_user, kstrtoull
 
 BUF_PAGE_SIZE = 4080  # data bytes of a ring-buffer page (PAGE_SIZE - header)
 EVENT_BUF_SIZE = 127  # set_event's parser (EVENT_BUF_SIZE + 1 bytes)

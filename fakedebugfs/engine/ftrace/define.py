@@ -29,9 +29,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
-from . import ctype as C
-from .events import COMMON_FIELDS, EventType
-from .printfmt import PrintFmtError, compile_print_fmt
+from fakedebugfs.engine.ftrace import ctype as C
+from fakedebugfs.engine.ftrace.events import COMMON_FIELDS, EventType
+from fakedebugfs.engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
 
 MAX_EVENT_NAME_LEN = 64  # kernel/trace/trace.h: names are at most 63 bytes
 # the largest sub-buffer's data (512 KiB less its 16-byte header) less the
@@ -365,7 +365,7 @@ def _show(pf):
 def _trial(ev: DefinedEvent, pf) -> None:
     """Render a zero entry once, so a print fmt that names a field with the
     wrong kind (``%d`` of a string...) is refused at definition time."""
-    from .output import OutputContext
+    from fakedebugfs.engine.ftrace.output import OutputContext
 
     class _Syms:
         def sym(self, addr):

@@ -16,11 +16,11 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..core import fast
-from ..core.lazynp import np
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.lazynp import np
 
-from ..core.gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
-from ..core.layouts import packer, trace_entry
+from fakedebugfs.engine.core.gfp import SHOW_GFP_FLAGS, __GFP_ACCOUNT, show_gfp_flags
+from fakedebugfs.engine.core.layouts import packer, trace_entry
 
 COMMON_FIELDS = (
     ("unsigned short", "common_type", 0, 2, 0),
@@ -38,7 +38,7 @@ _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 def _strings():
     """``batch.Strings`` (imported on first use)."""
     if not _STRINGS:
-        from ..core.batch import Strings
+        from fakedebugfs.engine.core.batch import Strings
 
         _STRINGS.append(Strings)
     return _STRINGS[0]
@@ -174,7 +174,7 @@ class EventType:
         packed = self._pack_fast(pid, pos, vals, m, flags, preempt) if _pack_fast() else None
         if packed is not None:
             return packed
-        from ..core.batch import group_positions, payload_group
+        from fakedebugfs.engine.core.batch import group_positions, payload_group
 
         if pos is not None:
             pid = pid[pos]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import struct
 
-from .events import EventType
-from ..core.gfp import print_flags
+from fakedebugfs.engine.ftrace.events import EventType
+from fakedebugfs.engine.core.gfp import print_flags
 
 # TASK_REPORT states of sched_switch's prev_state (__print_flags table)
 TASK_STATES = ((0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"), (0x20, "Z"),

@@ -27,7 +27,7 @@ import errno
 import fnmatch
 from typing import Callable, Optional
 
-from .kstrto import kstrtoull
+from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 
 OPS = (b"~", b"!=", b"==", b"<=", b"<", b">=", b">", b"&")  # '<=' before '<'
 ERRORS = (

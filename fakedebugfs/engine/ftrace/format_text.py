@@ -3,7 +3,7 @@
 kernel profile and for anyone else who has a format's text (replayed
 recordings): :func:`event_from_format`.
 
-The text is parsed by :func:`fakedebugfs.replay.formats.parse_format` (one
+The text is parsed by :func:`fakedebugfs.sources.replay.formats.parse_format` (one
 parser for format files in the project); the fields keep the spelling the
 file prints (``char comm[16]``, ``__data_loc char[] name``) so the event's
 ``format`` file is the text it came from, byte for byte.  The event's text
@@ -20,10 +20,10 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .events import EventType, field_key
-from .printfmt import PrintFmtError, compile_print_fmt
-from .formatfile import parse_format
-from .kernel_enums import KERNEL_ENUMS
+from fakedebugfs.engine.ftrace.events import EventType, field_key
+from fakedebugfs.engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
+from fakedebugfs.engine.ftrace.formatfile import parse_format
+from fakedebugfs.engine.ftrace.kernel_enums import KERNEL_ENUMS
 
 _DECL = re.compile(r"^\s*field:\s*(?P<decl>[^;]*);\s*offset:\s*(?P<off>\d+);\s*size:\s*"
                    r"(?P<size>\d+);(?:\s*signed:\s*(?P<signed>\d+);)?", re.M)
@@ -134,7 +134,7 @@ _PRINT_FMT = re.compile(r"^print fmt: *(.*)", re.M | re.S)
 def _header(text: str) -> tuple:
     """``(name, id, print fmt)`` of a format text: a kernel's own text is
     read with three searches; anything else goes through the full parser
-    (:func:`fakedebugfs.replay.formats.parse_format`, ValueError if bad)."""
+    (:func:`fakedebugfs.sources.replay.formats.parse_format`, ValueError if bad)."""
     name, ident, pf = _NAME_LINE.search(text), _ID_NUM.search(text), _PRINT_FMT.search(text)
     if name and ident:
         return name[1], int(ident[1]), pf[1].strip() if pf else ""

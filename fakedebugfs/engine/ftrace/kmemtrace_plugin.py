@@ -29,7 +29,7 @@ wins unless said otherwise):
 
 from __future__ import annotations
 
-from .events import TRACE_KMEM_ALLOC, TRACE_KMEM_FREE
+from fakedebugfs.engine.ftrace.events import TRACE_KMEM_ALLOC, TRACE_KMEM_FREE
 
 # enum kmemtrace_type_id
 KMEMTRACE_TYPE_KMALLOC, KMEMTRACE_TYPE_CACHE, KMEMTRACE_TYPE_PAGES = 0, 1, 2
@@ -65,7 +65,7 @@ class NopTracer:
 
     def set_flag(self, name: str, on: bool) -> None:
         """``nop_set_flag``: accept one, refuse the other with EINVAL."""
-        from .tracer import einval
+        from fakedebugfs.engine.core.errors import einval
 
         if name == "test_nop_refuse":
             raise einval(name)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import errno
 
+from fakedebugfs.engine.core.errors import kernel_error
+
 ULLONG_MAX = (1 << 64) - 1
 FROM_USER_MAX = 66  # sizeof(buf) - 1 in kstrto_from_user for 64-bit types
 
 
-def _fail(code: int) -> OSError:
-    return OSError(code, errno.errorcode[code])
+_fail = kernel_error
 
 
 def fixup_radix(s: bytes, base: int) -> tuple[bytes, int]:

@@ -37,10 +37,10 @@ import re
 import time
 from typing import Callable, NamedTuple, Optional
 
-from .cexpr import (INT, UCHAR, UINT, ULONG, ExprError, IntT, Node, Parser, PtrT, SeqMark,
-                    as_bytes, constant, convert, element, field_infos, tokenize)
-from .kernel_enums import KERNEL_UNIONS
-from .pointer_text import bitmap_string, pointee_text
+from fakedebugfs.engine.ftrace.cexpr import (INT, UCHAR, UINT, ULONG, ExprError, IntT, Node,
+    Parser, PtrT, SeqMark, as_bytes, constant, convert, element, field_infos, tokenize)
+from fakedebugfs.engine.ftrace.kernel_enums import KERNEL_UNIONS
+from fakedebugfs.engine.ftrace.pointer_text import bitmap_string, pointee_text
 
 PrintFmtError = ExprError  # a print fmt this interpreter cannot compile
 TRACE_SEQ_SIZE = 4096  # struct trace_seq: one page per printed entry

@@ -23,13 +23,13 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Optional
 
-from ...native import cache_base
-from .events import EventType
+from fakedebugfs.native import cache_base
+from fakedebugfs.engine.ftrace.events import EventType
 # .format_text (format parsing, print fmts: ~10 ms of imports) is imported
 # when a profile event is first built, not at a mount's start
-from .profile import DEFAULT_PROFILE, Profile
-from .stacks import STACK_FUNCTIONS, show_stack
-from ..core.tracepoint import Tracepoint
+from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE, Profile
+from fakedebugfs.engine.ftrace.stacks import STACK_FUNCTIONS, show_stack
+from fakedebugfs.engine.core.tracepoint import Tracepoint
 
 
 # ftrace entries printed by trace_output.c's own functions, not their print fmt
@@ -65,7 +65,7 @@ class EventRegistry(MutableMapping):
         if self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev
         elif text is not None:
-            from .format_text import event_from_format
+            from fakedebugfs.engine.ftrace.format_text import event_from_format
 
             other = event_from_format(text, ev.system)
             own, theirs = ev.encode_values, other.encode_values
@@ -79,7 +79,7 @@ class EventRegistry(MutableMapping):
             text = self.text(key)
             if text is None:
                 raise KeyError(key)
-            from .format_text import event_from_format
+            from fakedebugfs.engine.ftrace.format_text import event_from_format
 
             ev = self._built[key] = event_from_format(text, key.split(":", 1)[0])
             if key in SHOW:  # entries the kernel prints with their own code
@@ -163,7 +163,7 @@ class LazyTracepoints(dict):
         text = self.events.text(key)  # (unpacked only for a key it will use)
         if text is None:
             return None
-        from .format_text import tracepoint_args
+        from fakedebugfs.engine.ftrace.format_text import tracepoint_args
 
         system, name = key.split(":", 1)
         tp = Tracepoint(sys.intern(system), name, tracepoint_args(text))

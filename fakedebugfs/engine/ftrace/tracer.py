@@ -17,22 +17,25 @@ import errno
 import heapq
 from typing import Iterator, Optional
 
-from ..core.lazynp import np
+from fakedebugfs.engine.core.lazynp import np
 
-from .events import FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT, TRACE_RAW_DATA, EventType
-from .events_sched import SCHED_EVENTS
-from .control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown, buffer_pages,
-                      marker_count, raw_marker_ok, subbuf_pages)
-from .trigger import KERNEL_STACK, EventTriggers, parse as parse_trigger, run_trigger
-from .kmemtrace_plugin import KmemTracer, NopTracer
-from .cmdlines import SavedCmdlines
-from .registry import LazyProbes, engine_profile, install_registry
-from .stacks import stack_payload
-from .output import OutputContext, context, timestamp, trace_header
-from ..core import fast
-from ..core.batch import split_per_cpu
-from ..core.layouts import BUF_PAGE_HDR_SIZE
-from ..core.ringbuffer import MAX_BUFFER_BYTES, CpuBuffer, Event, event_length
+from fakedebugfs.engine.ftrace.events import (FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT,
+    TRACE_RAW_DATA, EventType)
+from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
+from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown,
+    buffer_pages, marker_count, raw_marker_ok, subbuf_pages)
+from fakedebugfs.engine.ftrace.trigger import (KERNEL_STACK, EventTriggers, parse as parse_trigger,
+    run_trigger)
+from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer, NopTracer
+from fakedebugfs.engine.ftrace.cmdlines import SavedCmdlines
+from fakedebugfs.engine.ftrace.registry import LazyProbes, engine_profile, install_registry
+from fakedebugfs.engine.ftrace.stacks import stack_payload
+from fakedebugfs.engine.ftrace.output import OutputContext, context, timestamp, trace_header
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.batch import split_per_cpu
+from fakedebugfs.engine.core.errors import einval
+from fakedebugfs.engine.core.layouts import BUF_PAGE_HDR_SIZE
+from fakedebugfs.engine.core.ringbuffer import MAX_BUFFER_BYTES, CpuBuffer, Event, event_length
 
 DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64)
 TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
@@ -61,13 +64,9 @@ TRACE_OPTIONS = (
 
 def _jiffies(engine) -> int:
     """``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)."""
-    from .printfmt import HZ, INITIAL_JIFFIES  # imported when first printed
+    from fakedebugfs.engine.ftrace.printfmt import HZ, INITIAL_JIFFIES  # imported when first printed
 
     return (INITIAL_JIFFIES + engine.clock.now() // (1_000_000_000 // HZ)) & 0xFFFFFFFFFFFFFFFF
-
-
-def einval(why: str = "") -> OSError:
-    return OSError(errno.EINVAL, why or "Invalid argument")
 
 
 class EventProbe:
@@ -357,7 +356,7 @@ class TraceArray:
 
     def compile_event_filter(self, key: str, text: str):
         """``create_event_filter`` with ``set_str``: errors are logged."""
-        from .filter import FilterError, compile_filter
+        from fakedebugfs.engine.ftrace.filter import FilterError, compile_filter
 
         raw = text.encode(errors="surrogateescape")
         try:
@@ -420,7 +419,7 @@ class TraceArray:
         refused."""
         if system == "ftrace":
             raise ValueError("system 'ftrace' holds the tracer's own entries")
-        from .define import build_event
+        from fakedebugfs.engine.ftrace.define import build_event
 
         ev = build_event(system, name, fields, max(self.by_id) + 1, print_fmt)
         old = self.events.get(ev.key)
@@ -552,7 +551,8 @@ class TraceArray:
                 self.filters.pop(key, None)
                 self.filter_preds.pop(key, None)
             return
-        from .filter import E_BAD_SUBSYS_FILTER, FilterError, compile_filter
+        from fakedebugfs.engine.ftrace.filter import (E_BAD_SUBSYS_FILTER, FilterError,
+            compile_filter)
 
         shown = text.decode(errors="surrogateescape")
         for key in keys:

@@ -25,8 +25,9 @@ import errno
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .events import EventType
-from .kstrto import kstrtoull
+from fakedebugfs.engine.core.errors import kernel_error
+from fakedebugfs.engine.ftrace.events import EventType
+from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 
 AVAILABLE = "# Available triggers:\n# traceon traceoff stacktrace enable_event disable_event\n"
 COMMANDS = ("traceon", "traceoff", "stacktrace", "enable_event", "disable_event")
@@ -51,8 +52,7 @@ KERNEL_STACK = EventType("ftrace", "kernel_stack", 4, (
     '(void *)REC->caller[5], (void *)REC->caller[6], (void *)REC->caller[7]', _show_stack)
 
 
-def _err(code: int) -> OSError:
-    return OSError(code, errno.errorcode.get(code, str(code)))
+_err = kernel_error
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """kmemtrace, the 2008 relay tracer of kmem events (seeds 003 and 004)."""
 
-from .tracer import Kmemtrace
+from fakedebugfs.engine.kmemtrace.tracer import Kmemtrace
 
 __all__ = ["Kmemtrace"]

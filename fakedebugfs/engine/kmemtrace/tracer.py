@@ -37,19 +37,14 @@ from __future__ import annotations
 import operator
 import struct
 
-from ..core.lazynp import np
+from fakedebugfs.engine.core.lazynp import np
 
-from ..core import fast
-from ..core.batch import group_positions
-from ..core.ringbuffer import row_view
-from ..core.layouts import (
-    PAGE_SIZE,
-    kmemtrace_alloc_v2008_08,
-    kmemtrace_event_v2008_07,
-    kmemtrace_event_v2008_08,
-    packer,
-)
-from .relay import RelayChannel
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.batch import group_positions
+from fakedebugfs.engine.core.ringbuffer import row_view
+from fakedebugfs.engine.core.layouts import (PAGE_SIZE, kmemtrace_alloc_v2008_08,
+    kmemtrace_event_v2008_07, kmemtrace_event_v2008_08, packer)
+from fakedebugfs.engine.kmemtrace.relay import RelayChannel
 
 # the batch path in compiled code (kmemtrace_fast.pyx), None: the Python path
 _fast = fast.load("fakedebugfs.engine.kmemtrace.kmemtrace_fast")

@@ -1,5 +1,5 @@
 """ktrace, the tracer of the 2009 ktrace RFC (seed 001)."""
 
-from .tracer import DEFAULT_BUF_SIZE, Ktrace
+from fakedebugfs.engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
 
 __all__ = ["Ktrace", "DEFAULT_BUF_SIZE"]

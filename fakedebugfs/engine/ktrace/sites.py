@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import shlex
 
-from .tracer import KtraceSite
-from .format import parse_format
+from fakedebugfs.engine.ktrace.tracer import KtraceSite
+from fakedebugfs.engine.ktrace.format import parse_format
 
 KMEMTRACE_ALLOC_FORMAT = ("type_id %d call_site %lu ptr %lu "
                           "bytes_req %lu bytes_alloc %lu gfp_flags %lu node %d")

@@ -12,12 +12,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..core.lazynp import np
+from fakedebugfs.engine.core.lazynp import np
 
-from .format import KtraceFormat
-from ..core import fast
-from ..core.batch import Strings, fill_records, payload_group, split_per_cpu, struct_dtype
-from ..core.ringbuffer import CpuBuffer
+from fakedebugfs.engine.ktrace.format import KtraceFormat
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.batch import (Strings, fill_records, payload_group, split_per_cpu,
+    struct_dtype)
+from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 
 # the batch path in compiled code (ktrace_fast.pyx), None: the Python path
 _fast = fast.load("fakedebugfs.engine.ktrace.ktrace_fast")

@@ -22,15 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.ftrace.formatfile import EventHeader, PageHeader
-from .tracedat_layouts import (
-    RB_COMMIT_MASK,
-    RB_MISSED_EVENTS,
-    RB_MISSED_STORED,
-    TS_MSB,
-    TS_SHIFT,
-    page_layouts,
-)
+from fakedebugfs.engine.ftrace.formatfile import EventHeader, PageHeader
+from fakedebugfs.sources.replay.tracedat_layouts import (RB_COMMIT_MASK, RB_MISSED_EVENTS,
+    RB_MISSED_STORED, TS_MSB, TS_SHIFT, page_layouts)
 
 
 class PageError(Exception):

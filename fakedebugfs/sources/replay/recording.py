@@ -14,9 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .errors import ReplayFormatError
-from ..engine.ftrace.formatfile import EventFormat, EventHeader, Kallsyms, PageHeader
-from .ringpages import PageDecoder, PageError
+from fakedebugfs.sources.replay.errors import ReplayFormatError
+from fakedebugfs.engine.ftrace.formatfile import EventFormat, EventHeader, Kallsyms, PageHeader
+from fakedebugfs.sources.replay.ringpages import PageDecoder, PageError
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,9 @@ class Replays:
         """Open, check, install; then replay in the background."""
         import trio
 
-        from ..fs.slices import slicer
-        from ..replay import open_recording
-        from ..replay.replay import Replay, ReplayOptions
+        from fakedebugfs.fs.slices import slicer
+        from fakedebugfs.sources.replay import open_recording
+        from fakedebugfs.sources.replay.replay import Replay, ReplayOptions
 
         path = req["path"]
         if not isinstance(path, str) or not os.path.isabs(path):

@@ -13,10 +13,10 @@ import bisect
 import itertools
 import random
 
-from ..engine.core.kallsyms import FUNCTIONS
-from ..engine.ktrace.format import parse_format
-from .synthetic import (GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT, PAGE_OFFSET,
-                        SLAB_BASE, kmalloc_size)
+from fakedebugfs.engine.core.kallsyms import FUNCTIONS
+from fakedebugfs.engine.ktrace.format import parse_format
+from fakedebugfs.sources.workloads.synthetic import (GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT,
+    PAGE_OFFSET, SLAB_BASE, kmalloc_size)
 
 CACHES = (("names_cache", 4096, "getname_flags"), ("filp", 256, "alloc_empty_file"),
           ("dentry", 192, "__d_alloc"), ("vm_area_struct", 176, "vm_area_alloc"),

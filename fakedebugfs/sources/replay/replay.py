@@ -34,8 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from .install import Installed, install, selected
-from .recording import Recording
+from fakedebugfs.sources.replay.install import Installed, install, selected
+from fakedebugfs.sources.replay.recording import Recording
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``run`` asks the server (control request ``watch``) to watch its command
 before the command execs; the server opens the perf side-band buffers
-(:mod:`fakedebugfs.procevents`) and injects what they report:
+(:mod:`fakedebugfs.sources.procevents`) and injects what they report:
 
 * every ``DRAIN_EVERY`` (a task; not on each perf wake-up, which a busy
   command would make for every switch), and
@@ -19,8 +19,8 @@ import logging
 
 import trio
 
-from ..instrument.inject import InjectError
-from ..procevents import ProcessEvents
+from fakedebugfs.sources.inject import InjectError
+from fakedebugfs.sources.procevents import ProcessEvents
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 
 ::
 
-    from fakedebugfs.replay import open_recording
+    from fakedebugfs.sources.replay import open_recording
     rec = open_recording("trace.dat")          # or a raw capture directory
     for ev in rec.events():                    # merged by timestamp
         if ev.lost: ...                        # LostEvents(cpu, ts, count)
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 
-from .errors import ReplayFormatError
-from ..engine.ftrace.formatfile import EventFormat, Field, parse_format
-from .recording import Buffer, CpuData, Event, LostEvents, Recording
+from fakedebugfs.sources.replay.errors import ReplayFormatError
+from fakedebugfs.engine.ftrace.formatfile import EventFormat, Field, parse_format
+from fakedebugfs.sources.replay.recording import Buffer, CpuData, Event, LostEvents, Recording
 
 __all__ = [
     "Buffer", "CpuData", "Event", "EventFormat", "Field", "LostEvents", "Recording",
@@ -29,14 +29,14 @@ __all__ = [
 
 def read_tracedat(path) -> Recording:
     """Read and validate a trace.dat (v6 or v7); see :mod:`.tracedat`."""
-    from .tracedat import read_tracedat as read  # lazily: `python -m ….tracedat` runs it
+    from fakedebugfs.sources.replay.tracedat import read_tracedat as read  # lazily: `python -m ….tracedat` runs it
 
     return read(path)
 
 
 def read_rawcapture(path, endian: str | None = None, page_size: int | None = None) -> Recording:
     """Read and validate a raw capture directory or tar; see :mod:`.rawcapture`."""
-    from .rawcapture import read_rawcapture as read
+    from fakedebugfs.sources.replay.rawcapture import read_rawcapture as read
 
     return read(path, endian=endian, page_size=page_size)
 

@@ -24,17 +24,12 @@ import os
 import re
 import tarfile
 
-from .errors import ReplayFormatError
-from ..engine.ftrace.formatfile import (
-    DEFAULT_HEADER_EVENT,
-    FormatSyntaxError,
-    parse_cmdlines,
-    parse_format,
-    parse_header_event,
-    parse_header_page,
-)
-from .recording import Buffer, CpuData, Recording
-from .tracedat_layouts import RB_COMMIT_MASK, RB_MISSED_EVENTS, RB_MISSED_STORED
+from fakedebugfs.sources.replay.errors import ReplayFormatError
+from fakedebugfs.engine.ftrace.formatfile import (DEFAULT_HEADER_EVENT, FormatSyntaxError,
+    parse_cmdlines, parse_format, parse_header_event, parse_header_page)
+from fakedebugfs.sources.replay.recording import Buffer, CpuData, Recording
+from fakedebugfs.sources.replay.tracedat_layouts import (RB_COMMIT_MASK, RB_MISSED_EVENTS,
+    RB_MISSED_STORED)
 
 _CPU = re.compile(r"^(?:traces/|per_cpu/)?cpu(\d+)(/trace_pipe_raw)?$")
 _FORMAT = re.compile(r"^(events|formats)/([^/]+)/([^/]+)/format$")

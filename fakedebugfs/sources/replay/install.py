@@ -25,11 +25,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..engine.ftrace.events import EventType, field_key
-from ..engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
-from ..engine.ftrace.tracer import TRACE_CLOCKS
-from ..engine.ftrace.formatfile import EventFormat
-from .recording import Recording
+from fakedebugfs.engine.ftrace.events import EventType, field_key
+from fakedebugfs.engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
+from fakedebugfs.engine.ftrace.tracer import TRACE_CLOCKS
+from fakedebugfs.engine.ftrace.formatfile import EventFormat
+from fakedebugfs.sources.replay.recording import Recording
 
 log = logging.getLogger(__name__)
 

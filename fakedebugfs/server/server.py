@@ -23,15 +23,16 @@ from typing import Callable, Optional
 import pyfuse3
 import trio
 
-from . import runstate
-from .control.errors import MountError
-from .control.protocol import MAX_LINE, encode, refused
-from .control.service import ControlService
-from .fs import waitqueue
-from .fs.operations import TreeOperations, has_ioctl_support, settle_heap
-from .fs.slices import slicer
-from .kernel import Kernel
-from .trees import build_root
+from fakedebugfs.control import runstate
+from fakedebugfs.errors import MountError
+from fakedebugfs.control.protocol import MAX_LINE, encode, refused
+from fakedebugfs.control.service import ControlService
+from fakedebugfs.fs import waitqueue
+from fakedebugfs.fs.operations import TreeOperations, has_ioctl_support, settle_heap
+from fakedebugfs.fs.slices import slicer
+from fakedebugfs.engine.kernel import Kernel
+from fakedebugfs.instrument.faults import FaultTable
+from fakedebugfs.trees import build_root
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +75,18 @@ class Server:
         self.rate = rate
         self.batch_ms = batch_ms
         self.done = workload is None
+        self.faults = FaultTable(kernel)  # scripted faults (instrument/faults.py)
+        self._replays = None  # server.replays.Replays, made on first use
         self.service = ControlService(self)
         self.ops: Optional[TreeOperations] = None  # once mounted
         self.nursery: Optional[trio.Nursery] = None  # once mounted
-        self.watches = None  # control.watch.Watches: `run`'s command, once watched
+        self.watches = None  # server.watch.Watches: `run`'s command, once watched
 
     def watch(self, pid: int, parent: int, parent_comm: str) -> None:
         """Inject the process events and context switches of *pid* and its
-        descendants (:mod:`fakedebugfs.control.watch`); OSError if refused."""
+        descendants (:mod:`fakedebugfs.server.watch`); OSError if refused."""
         if self.watches is None:
-            from .control.watch import Watches  # `run`'s: not needed by a mount
+            from fakedebugfs.server.watch import Watches  # `run`'s: not needed by a mount
 
             self.watches = Watches(self.service.injector, self.kernel.engine.nr_cpus)
             if self.nursery is not None:
@@ -91,6 +94,14 @@ class Server:
         self.watches.add(pid, parent, parent_comm)
         if self.ops is not None:
             self.ops.on_open = self.watches.sync
+
+    def replays(self):
+        """The replay runner (:mod:`fakedebugfs.server.replays`), made on first use."""
+        if self._replays is None:
+            from fakedebugfs.server.replays import Replays
+
+            self._replays = Replays(self.kernel)
+        return self._replays
 
     def open_nodes(self) -> set:
         """The tree nodes of every open file."""
@@ -236,7 +247,7 @@ class Server:
 
     async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
         root = build_root(self.kernel)
-        ops = self.ops = TreeOperations(root, faults=self.kernel.faults)
+        ops = self.ops = TreeOperations(root, faults=self.faults)
         options = set(pyfuse3.default_options)
         options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
         paths = runstate.paths(self.mountpoint)

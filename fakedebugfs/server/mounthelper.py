@@ -47,7 +47,7 @@ def parse_options(text: str) -> tuple[bool, dict]:
 
 def server_of(mountpoint: str) -> str:
     """The mount point whose server serves *mountpoint*."""
-    from . import runstate
+    from fakedebugfs.control import runstate
 
     if runstate.read_state(mountpoint) is None and os.environ.get("FAKEDEBUGFS_MOUNT"):
         return os.environ["FAKEDEBUGFS_MOUNT"]
@@ -56,8 +56,8 @@ def server_of(mountpoint: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Run as mount.fuse3 runs us; one line on stderr and exit 1 on refusal."""
-    from .control.client import ControlClient
-    from .control.errors import FakeError
+    from fakedebugfs.control.client import ControlClient
+    from fakedebugfs.errors import FakeError
 
     _source, mountpoint, _, options = argv
     try:

@@ -46,13 +46,13 @@ from typing import Iterator
 
 import numpy as np
 
-from ..engine.core import fast
-from ..engine.core.batch import EventBatch, Strings, group_positions
-from .slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES, SLAB_BASE, TASKS,
-                   FIRST_PFN, get_order, kmalloc_bytes_alloc)
+from fakedebugfs.engine.core import fast
+from fakedebugfs.engine.core.batch import EventBatch, Strings, group_positions
+from fakedebugfs.sources.workloads.slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES,
+    SLAB_BASE, TASKS, FIRST_PFN, get_order, kmalloc_bytes_alloc)
 
 # the compiled generation (slab_fast.pyx), None for the Python path (the reference)
-slab_fast = fast.load("fakedebugfs.workloads.slab_fast")
+slab_fast = fast.load("fakedebugfs.sources.workloads.slab_fast")
 
 BLOCK_ALLOCS = 8192  # allocations (ticks) per generated block
 # run() slices below this many events fire one by one: the break-even with

@@ -7,9 +7,9 @@ The server's driver paces it (``--rate``) and wakes readers between batches.
 
 from __future__ import annotations
 
-from .classic import ClassicWorkload
-from .slab import SlabFaultsWorkload
-from .synthetic import SyntheticWorkload
+from fakedebugfs.sources.workloads.classic import ClassicWorkload
+from fakedebugfs.sources.workloads.slab import SlabFaultsWorkload
+from fakedebugfs.sources.workloads.synthetic import SyntheticWorkload
 
 
 class Deferred:
@@ -17,7 +17,7 @@ class Deferred:
     ``name`` and ``imports`` excepted).  ``imports``: the modules making it
     needs; the server imports them in a thread shortly after mounting, so
     that a new mount answers first (:meth:`Server.drive_workload
-    <fakedebugfs.server.Server.drive_workload>`)."""
+    <fakedebugfs.server.server.Server.drive_workload>`)."""
 
     def __init__(self, make, name: str, imports=()):
         self.make, self.name, self.imports = make, name, tuple(imports)
@@ -40,7 +40,7 @@ def SlabWorkload(kernel, **kwargs):
         raise ValueError(f"the kmem workload's seed must not be negative, got {kwargs['seed']}")
 
     def make():
-        from .slab_batch import SlabWorkload as workload
+        from fakedebugfs.sources.workloads.slab_batch import SlabWorkload as workload
 
         return workload(kernel, **kwargs)
     return Deferred(make, kwargs.get("name", "kmem"),

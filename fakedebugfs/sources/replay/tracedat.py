@@ -10,7 +10,7 @@ possibly compressed in chunks with zstd or zlib).  Every buffer (instance)
 is read, and the whole file is validated before :func:`read_tracedat`
 returns.
 
-``python -m fakedebugfs.replay.tracedat FILE|DIR`` prints a summary.
+``python -m fakedebugfs.sources.replay.tracedat FILE|DIR`` prints a summary.
 """
 
 from __future__ import annotations
@@ -23,28 +23,13 @@ import zlib
 
 from construct import Const, ConstructError, StreamError
 
-from .errors import ReplayFormatError
-from ..engine.ftrace.formatfile import (
-    FormatSyntaxError,
-    parse_cmdlines,
-    parse_format,
-    parse_header_event,
-    parse_header_page,
-)
-from .recording import Buffer, CpuData, Recording
-from .tracedat_layouts import (
-    HEADER_EVENT_TAG,
-    HEADER_PAGE_TAG,
-    OPTION_IDS,
-    OPTION_NAMES,
-    SECTION_COMPRESSED,
-    SECTION_OPTIONS,
-    TAG_FLYRECORD,
-    TAG_LATENCY,
-    TAG_OPTIONS,
-    dat_layouts,
-    initial_format,
-)
+from fakedebugfs.sources.replay.errors import ReplayFormatError
+from fakedebugfs.engine.ftrace.formatfile import (FormatSyntaxError, parse_cmdlines, parse_format,
+    parse_header_event, parse_header_page)
+from fakedebugfs.sources.replay.recording import Buffer, CpuData, Recording
+from fakedebugfs.sources.replay.tracedat_layouts import (HEADER_EVENT_TAG, HEADER_PAGE_TAG,
+    OPTION_IDS, OPTION_NAMES, SECTION_COMPRESSED, SECTION_OPTIONS, TAG_FLYRECORD, TAG_LATENCY,
+    TAG_OPTIONS, dat_layouts, initial_format)
 
 MAX_OPTIONS_SECTIONS = 1 << 16  # a loop of DONE offsets is corruption
 
@@ -565,12 +550,12 @@ def read_tracedat(path) -> Recording:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fakedebugfs.replay.tracedat FILE|DIR``: print a summary."""
-    from . import open_recording
+    """``python -m fakedebugfs.sources.replay.tracedat FILE|DIR``: print a summary."""
+    from fakedebugfs.sources.replay import open_recording
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("usage: python -m fakedebugfs.replay.tracedat TRACE.DAT|RAW-CAPTURE-DIR",
+        print("usage: python -m fakedebugfs.sources.replay.tracedat TRACE.DAT|RAW-CAPTURE-DIR",
               file=sys.stderr)
         return 2
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional
 
-from ..control.errors import MountError
+from fakedebugfs.errors import MountError
 
 
 def serve(server, ready: Optional[Callable[[], None]] = None) -> None:

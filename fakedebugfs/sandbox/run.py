@@ -32,14 +32,14 @@ it ends, the bind mounts go, the server is stopped and unmounts, and ``run``
 exits with the command's status (128 + N when signal N killed it).
 
 Sealed (the default): the command is started without CAP_SYS_ADMIN and
-CAP_SYS_PTRACE in its bounding and inheritable sets (:mod:`fakedebugfs.seal`),
+CAP_SYS_PTRACE in its bounding and inheritable sets (:mod:`fakedebugfs.sandbox.seal`),
 so it cannot mount the real tracefs or debugfs, unmount the fake, enter
 another mount namespace or walk into one through ``/proc/<pid>/root``;
 perf_event_open(2) and bpf(2) need CAP_PERFMON and CAP_BPF, which it keeps.
 ``--unsealed`` starts it with every capability ``run`` has.
 
 Rootless: without root, ``run`` first enters a user namespace of its own
-(:mod:`fakedebugfs.userns`), where it is uid 0 over a new mount namespace.
+(:mod:`fakedebugfs.sandbox.userns`), where it is uid 0 over a new mount namespace.
 There it cannot mount a real tracefs or debugfs: it covers every tracefs
 and debugfs mount it inherited (and /sys/kernel/{tracing,debug}) with the
 fake, and mounts over the ``/proc/mounts`` symlink a copy of the mount
@@ -62,7 +62,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import procevents, runstate, seal, userns
+from fakedebugfs.sources import procevents
+from fakedebugfs.control import runstate
+from fakedebugfs.sandbox import seal, userns
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,7 @@ def mountinfo() -> list[tuple[str, str]]:
 
 
 def preload_path() -> str:
-    from .native import build
+    from fakedebugfs.native import build
 
     try:
         return str(build("splice_preload"))
@@ -290,7 +292,7 @@ def undo_mounts(made: list[str]) -> None:
 
 def start_server(server, mnt: str, log_path: str) -> int:
     """Fork the server (in this namespace); return its pid once mounted."""
-    from .api.launcher import fork_server
+    from fakedebugfs.server.launcher import fork_server
 
     parent = os.getpid()
 
@@ -348,7 +350,7 @@ def stop_server(pid: int, mnt: str) -> None:
 
 def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None) -> int:
     """fork + exec with default signal handling, *sealed* (see
-    :mod:`fakedebugfs.seal`); errors are reported through a close-on-exec
+    :mod:`fakedebugfs.sandbox.seal`); errors are reported through a close-on-exec
     pipe (exit 127 / 126 like a shell).  The command never starts unsealed
     by accident: if the seal fails, it does not start.  *before_exec(pid)*
     runs here while the child waits to exec."""
@@ -448,10 +450,10 @@ def command_env(preload: str, mnt: str) -> dict:
 def watch_command(pid: int, mnt: str) -> None:
     """Ask the server to watch command *pid* (forked, not yet exec'd): its
     fork/exec/exit and context switches become events
-    (:mod:`fakedebugfs.control.watch`).  Where the kernel refuses
+    (:mod:`fakedebugfs.server.watch`).  Where the kernel refuses
     (perf_event_paranoid 3, seccomp), the run goes on unwatched."""
-    from .control.client import ControlClient
-    from .control.errors import FakeError
+    from fakedebugfs.control.client import ControlClient
+    from fakedebugfs.errors import FakeError
 
     try:
         with ControlClient(mnt) as client:
@@ -476,9 +478,9 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     with *options* (:class:`~fakedebugfs.api.options.MountOptions`), or
     against the one mounted at *attach*.  Returns COMMAND's exit status;
     RunError (one line) when it cannot be arranged."""
-    from .api.options import build_server
-    from .control.errors import MountError
-    from .server import check_can_mount
+    from fakedebugfs.api.options import build_server
+    from fakedebugfs.errors import MountError
+    from fakedebugfs.server.server import check_can_mount
 
     if not argv:
         raise RunError("no command given (fakedebugfs run [options] -- COMMAND ...)")
@@ -537,8 +539,8 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
 def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
     """``run --attach MNT``: COMMAND sees the fake mounted at MNT (the Python
     API's ``Fake.run``) instead of one of its own; that fake stays mounted."""
-    from .control.client import ControlClient
-    from .control.errors import FakeError
+    from fakedebugfs.control.client import ControlClient
+    from fakedebugfs.errors import FakeError
 
     mnt = runstate.canonical(attach)
     if runstate.mounted_fstype(mnt) != runstate.FSTYPE:

@@ -37,7 +37,7 @@ import struct
 
 from construct import Int16ul, Int32sl, Int32ul, Int64ul, Struct
 
-from .engine.core.layouts import packer
+from fakedebugfs.engine.core.layouts import packer
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,13 @@ notifier has them.
 
 from __future__ import annotations
 
-from .engine.core.clock import make_clock
-from .engine.core.engine import Engine
-from .engine.core.layouts import PAGE_SIZE
-from .engine.ftrace.tracer import Ftrace
-from .engine.kmemtrace.tracer import Kmemtrace
-from .engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
-from .engine.ktrace.sites import DEFAULT_SITES, parse_event_file, user_site
-from .instrument.faults import FaultTable
+from fakedebugfs.engine.core.clock import make_clock
+from fakedebugfs.engine.core.engine import Engine
+from fakedebugfs.engine.core.layouts import PAGE_SIZE
+from fakedebugfs.engine.ftrace.tracer import Ftrace
+from fakedebugfs.engine.kmemtrace.tracer import Kmemtrace
+from fakedebugfs.engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
+from fakedebugfs.engine.ktrace.sites import DEFAULT_SITES, parse_event_file, user_site
 
 
 TREES = ("ktrace", "tracing", "kmemtrace")  # what --enable-all turns on (api.options.TREES)
@@ -38,7 +37,6 @@ class Kernel:
                                    options.get("kmemtrace_subbuf_events", 8192))
         self.ftrace = Ftrace(self.engine)  # tracing/ (seed 000 + tracefs)
         self.modules: dict[str, list[str]] = {}
-        self.faults = FaultTable(self)  # scripted faults (instrument/faults.py)
         if events_file:
             with open(events_file) as fp:
                 try:

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from ..engine.core.engine import Pending
-from ..engine.ftrace.ctype import is_char, lookup
+from fakedebugfs.engine.core.engine import Pending
+from fakedebugfs.engine.ftrace.ctype import is_char, lookup
 
 VIRTUAL_STEP_NS = 1000  # an un-stamped injected event moves the virtual clock on
 MARKER_EVENT = "ftrace:print"
@@ -123,7 +123,7 @@ def _from_format_field(name: str, ctype: str, size: int, signed: int) -> FieldSp
 def _from_ktrace(name: str, tp, index: int) -> FieldSpec:
     """An argument of a ktrace event, typed by its format's conversion
     (``%d`` 4 bytes signed, ``%lu`` 8 unsigned, ``%s`` a string ...)."""
-    from ..engine.ktrace.format import parse_format
+    from fakedebugfs.engine.ktrace.format import parse_format
 
     convs = parse_format(tp.format)
     if index >= len(convs):
@@ -181,7 +181,7 @@ class Prepared:
 
 
 class Injector:
-    """Checks and fires injected events on one :class:`~fakedebugfs.kernel.Kernel`."""
+    """Checks and fires injected events on one :class:`~fakedebugfs.engine.kernel.Kernel`."""
 
     def __init__(self, kernel):
         self.kernel = kernel

@@ -39,8 +39,8 @@ from __future__ import annotations
 import collections
 import random
 
-from ..engine.core.kallsyms import FUNCTIONS
-from ..engine.ktrace.format import parse_format
+from fakedebugfs.engine.core.kallsyms import FUNCTIONS
+from fakedebugfs.engine.ktrace.format import parse_format
 
 GFP_KERNEL = 0xCC0
 GFP_ATOMIC = 0x820  # __GFP_HIGH | __GFP_KSWAPD_RECLAIM

@@ -1,0 +1,2 @@
+"""Helpers shared by the test files (tests never import each other; what
+two of them need lives here)."""
