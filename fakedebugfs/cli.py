@@ -163,9 +163,9 @@ def _start_mount_replay(mountpoint: str, path: str) -> None:
 
 def _die_with_parent() -> None:
     """PR_SET_PDEATHSIG: the Python API's server goes when its test goes."""
-    import ctypes
+    from fakedebugfs.native import libc
 
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+    libc.set_pdeathsig(signal.SIGTERM)
     if os.getppid() == 1:
         raise CliError("the parent is gone")
 

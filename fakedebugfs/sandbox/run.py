@@ -2,7 +2,7 @@
 against a fake of its own.
 
 trace-cmd and libtracefs find the tracing directory only through
-``/proc/mounts`` (DESIGN section 4), so the command runs in a private mount
+``/proc/mounts`` (docs/tracefs.md#how-tools-find-the-tracing-directory), so the command runs in a private mount
 namespace arranged like a real kernel's:
 
     /sys/kernel/tracing   a real tracefs mount (for its ``tracefs`` line in
@@ -25,7 +25,7 @@ of it is visible in the host's mounts, and when the last process of the
 namespace exits the kernel drops every mount made in it, whatever happened.
 
 The command gets ``LD_PRELOAD`` with ``splice_preload.so`` appended, which
-makes splice() from fake files work (DESIGN section 3).  SIGINT, SIGTERM,
+makes splice() from fake files work (docs/fuse.md#splice).  SIGINT, SIGTERM,
 SIGHUP and SIGQUIT sent to ``run`` are forwarded to the command (a
 terminal's own signals reach it directly, being in our process group).  When
 it ends, the bind mounts go, the server is stopped and unmounts, and ``run``
@@ -50,7 +50,6 @@ namespace, which is the invoking user outside it.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import logging
@@ -62,6 +61,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fakedebugfs.native import libc
 from fakedebugfs.sources import procevents
 from fakedebugfs.control import runstate
 from fakedebugfs.sandbox import seal, userns
@@ -74,7 +74,6 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 UMOUNT_NOFOLLOW = 8
-PR_SET_PDEATHSIG = 1
 SI_KERNEL = 0x80
 
 TRACEFS = "/sys/kernel/tracing"
@@ -84,34 +83,16 @@ FTRACE_ENABLED = "/proc/sys/kernel/ftrace_enabled"
 KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                        ctypes.c_ulong, ctypes.c_void_p]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-_libc.unshare.argtypes = [ctypes.c_int]
-
 
 class RunError(Exception):
     pass
 
 
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _b(s):
-    return None if s is None else os.fsencode(s)
-
-
-def mount(source, target, fstype=None, flags=0) -> None:
-    _check(_libc.mount(_b(source), _b(target), _b(fstype), flags, None),
-           f"mount {source} on {target}")
+mount = libc.mount
 
 
 def umount(target, flags=MNT_DETACH | UMOUNT_NOFOLLOW) -> None:
-    _check(_libc.umount2(_b(target), flags), f"umount {target}")
+    libc.umount2(target, flags)
 
 
 def mountinfo() -> list[tuple[str, str]]:
@@ -144,7 +125,7 @@ def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> 
         if rootless:
             userns.enter()
         else:
-            _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+            libc.unshare(CLONE_NEWNS, "unshare(CLONE_NEWNS)")
     except userns.UsernsError as err:
         raise RunError(str(err)) from None
     except OSError as err:
@@ -299,7 +280,7 @@ def start_server(server, mnt: str, log_path: str) -> int:
     def prepare():
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         os.setsid()
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.set_pdeathsig(signal.SIGTERM)
         if os.getppid() != parent:  # run died before the prctl took hold
             os._exit(1)
 
@@ -366,7 +347,7 @@ def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None) -> 
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             # if run is killed outright, COMMAND goes too (nothing left behind)
-            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.set_pdeathsig(signal.SIGKILL)
             try:
                 if sealed:
                     seal.drop_capabilities()

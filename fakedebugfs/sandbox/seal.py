@@ -23,9 +23,10 @@ bpftrace and libbpf tools keep the access root has outside.
 from __future__ import annotations
 
 import ctypes
-import os
 
 from construct import Array, Int32sl, Int32ul, Struct
+
+from fakedebugfs.native import libc
 
 CAP_SYS_PTRACE = 19  # include/uapi/linux/capability.h
 CAP_SYS_ADMIN = 21
@@ -42,13 +43,8 @@ cap_user_header = Struct("version" / Int32ul, "pid" / Int32sl)
 cap_user_data = Array(2, Struct("effective" / Int32ul, "permitted" / Int32ul,
                                 "inheritable" / Int32ul))
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _call(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+_call = libc.check
+_libc = libc.LIBC
 
 
 def _capget() -> tuple[bytes, ctypes.Array]:

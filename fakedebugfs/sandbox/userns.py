@@ -7,8 +7,8 @@ bind mounts over directories and files, and mount over the
 ``/proc/mounts`` symlink itself.  It cannot mount tracefs or debugfs (they
 are not FS_USERNS_MOUNT), so no real ``tracefs`` line can be made: the
 ``tracefs`` and ``debugfs`` lines that trace-cmd and libtracefs look for
-in ``/proc/mounts`` (DESIGN section 4) come from a mounts file written here
-and mounted over that symlink.
+in ``/proc/mounts`` (docs/tracefs.md#how-tools-find-the-tracing-directory)
+come from a mounts file written here and mounted over that symlink.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+
+from fakedebugfs.native import libc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -38,8 +40,7 @@ SETTINGS = (
      "kernel.apparmor_restrict_unprivileged_userns"),
 )
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.unshare.argtypes = [ctypes.c_int]
+_libc = libc.LIBC
 
 
 class UsernsError(Exception):

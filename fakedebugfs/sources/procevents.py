@@ -28,7 +28,6 @@ A run on the virtual clock is not watched: it must stay deterministic.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import logging
 import mmap
@@ -38,6 +37,7 @@ import struct
 from construct import Int16ul, Int32sl, Int32ul, Int64ul, Struct
 
 from fakedebugfs.engine.core.layouts import packer
+from fakedebugfs.native import libc
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,6 @@ _U64 = struct.Struct("<Q")
 
 DATA_PAGES = 16  # ring buffer pages per CPU (a power of two)
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def open_task_events(pid: int, cpu: int) -> int:
@@ -120,11 +119,8 @@ def open_task_events(pid: int, cpu: int) -> int:
         wakeup_events=1, bp_type=0, config1=0, config2=0, branch_sample_type=0,
         sample_regs_user=0, sample_stack_user=0, clockid=0, sample_regs_intr=0,
         aux_watermark=0, sample_max_stack=0, reserved_2=0))
-    fd = _libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"perf_event_open: {os.strerror(err)}")
-    return fd
+    return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC),
+                      "perf_event_open")
 
 
 def comm_of(pid: int) -> str:
