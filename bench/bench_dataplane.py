@@ -9,7 +9,7 @@ Rows (``run() -> list[dict]`` with name, fake, real, unit):
   ``batch_hint`` events (the batch path), the detail giving the rate in
   runs of 16 (one event at a time).  No real figure: the real kernel's
   cost per event is not comparable (``find /usr`` with the kmem events on
-  makes about 0.7 M events/s, DESIGN section 7).
+  makes about 0.7 M events/s, docs/figures.md#the-real-kernel).
 * ``control_op_ms[rate R, pQ]``: ``open + read + close`` of
   ``tracing/tracing_on`` every 5 ms for PROBE_SECONDS while CLIENTS readers
   (``cat trace_pipe``, ``cat per_cpu/cpuN/trace_pipe_raw``, loops of

@@ -3,7 +3,7 @@
 Rows (``run() -> list[dict]`` with name, fake, real, unit):
 
 * ``kmemtrace_relay_read_records_per_s``: records per second that
-  ``tests/c/kmemtrace_reader.c -d -q`` (seed 004 ABI, read() of 256 KiB
+  ``tests/c/kmemtrace_reader.c -d -q`` (August 2008 ABI, read() of 256 KiB
   until 0 on every ``kmemtrace/cpuN``) decodes while draining full relay
   channels: a ``--workload kmem --rate 0 --count COUNT`` mount with
   SUBBUFS x 512 KiB sub-buffers per CPU (nothing overrun), read once the

@@ -1,4 +1,4 @@
-"""ktrace/ (seed 001): the mmap + ioctl read path and poll wake-ups.
+"""ktrace/ (the 2009 ktrace RFC): the mmap + ioctl read path and poll wake-ups.
 
 Rows (``run() -> list[dict]`` with name, fake, real, unit):
 

@@ -2,8 +2,9 @@
 packing, the kernel's strict_strtoul, jhash, and the ktrace tracer's
 produced/consumed protocol.  No FUSE here.
 
-Expected bytes are written out by hand from the layouts of DESIGN section 5
-(and include/linux/ring_buffer.h), not computed with the code under test.
+Expected bytes are written out by hand from the layouts of
+docs/tracefs.md#ring-buffer-page-format (and include/linux/ring_buffer.h),
+not computed with the code under test.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""kmemtrace/ (seeds 003 and 004) against real mounts.
+"""kmemtrace/ (both 2008 relay ABIs, docs/kmemtrace.md) against real mounts.
 
-Readers know only the ABI: tests/c/kmemtrace_reader.c speaks seed 004's
-layout, the 2008-07 test decodes seed 003's with the construct layout.
+Readers know only the ABI: tests/c/kmemtrace_reader.c speaks the August
+2008 layout, the 2008-07 test decodes the July 2008 one with the construct layout.
 What the records must say is computed here, independently of the tracer:
 the same deterministic workload runs in-process on a virtual clock, a probe
 records the kmem tracepoints' values, and this file turns them into the
@@ -65,7 +65,7 @@ def as_alloc(name, v):
 
 
 def expected_v08(events) -> list[tuple]:
-    """Seed 004 records without sequence numbers: (cpu, event, type, fields...)."""
+    """August 2008 records without sequence numbers: (cpu, event, type, fields...)."""
     out = []
     for name, cpu, _, v in events:
         if name.endswith("alloc") or name == "kmalloc":

@@ -1,7 +1,7 @@
-"""ktrace/ (seed 001) against real mounts, driven only through the file system.
+"""ktrace/ (the 2009 ktrace RFC) against real mounts, driven only through the file system.
 
 The readers here know nothing of fakedebugfs' internals: tests/c/ktrace_reader.c
-speaks the RFC's ioctls and DESIGN section 2, and ``fakedebugfs ktrace-read``
+speaks the RFC's ioctls and docs/ktrace.md#the-buffer-protocol, and ``fakedebugfs ktrace-read``
 is the reference Python reader.  Every mount is made with the real CLI
 (the ``fake`` fixture) and unmounted at the end, whatever happened.
 """

@@ -235,7 +235,7 @@ def test_a_run_killed_outright_is_swept_by_the_next(tmp_path):
 
 def test_splice_preload(cc):
     """splice() from a fake file into a pipe moves the bytes read() gives;
-    without the preload it sees end of file (DESIGN section 3)."""
+    without the preload it sees end of file (docs/fuse.md#splice)."""
     splice_cat = cc("splice_cat.c")
     path = "/sys/kernel/tracing/events/header_page"
     # (no `cmp -s`: it trusts st_size, which is 0 for the fake's files)

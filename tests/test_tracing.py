@@ -1,4 +1,4 @@
-"""``tracing/`` on real mounts: seed 000's kmemtrace session, trace_pipe,
+"""``tracing/`` on real mounts: the 2.6.29 kmemtrace plugin's session, trace_pipe,
 trace_pipe_raw pages, errnos, and a comparison with the real tracefs.
 
 Expected values come from an independent run of the same deterministic
@@ -89,7 +89,7 @@ def minimal_line(name, v, sym) -> str:
     return "  -      %s     %s0x%x   %s%s" % (kind, " " * 23, ptr, " " * 7, sym(site))
 
 
-# --- seed 000: the shell session ----------------------------------------------
+# --- the 2.6.29 kmemtrace plugin: its shell session -------------------------
 
 def test_kmemtrace_session(fake):
     count, seed = 1500, 7

@@ -187,7 +187,7 @@ class MountOptions:
     events: Optional[str] = _opt(None, file_value,
                                  "extra ktrace events, one 'NAME FORMAT' a line", "FILE")
     kmemtrace_abi: str = _opt("2008-08", choice("2008-08", "2008-07"),
-                              "kmemtrace relay layout: seed 004 (default) or seed 003")
+                              "kmemtrace relay layout: August 2008 (default) or July 2008")
     kmemtrace_subbufs: int = _opt(20, count_value,
                                   "relay sub-buffers per CPU (kmemtrace.subbufs, default 20)", "N")
     kmemtrace_subbuf_events: int = _opt(8192, count_value,

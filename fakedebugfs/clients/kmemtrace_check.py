@@ -1,5 +1,5 @@
 """``kmemtrace-check``: is one ``cpuN.out`` file well formed? (kmemtrace_check
-of seed 003's usage guide: errors mean a relay bug, kmemtrace misusing relay,
+of the July 2008 kmemtrace RFC's usage guide: errors mean a relay bug, kmemtrace misusing relay,
 or timestamps collected out of order.)
 
 Checks every record: a known event id and type id; ``event_size`` equal to

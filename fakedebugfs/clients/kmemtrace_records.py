@@ -1,8 +1,8 @@
 """Decoding kmemtrace relay data (the ``cpuN.out`` files ``kmemtraced`` saves).
 
-Both ABIs of ``engine/layouts.py`` are understood: ``2008-08`` (seed 004:
+Both ABIs of ``engine/layouts.py`` are understood: ``2008-08`` (August 2008:
 event id 0 alloc / 1 free, 24-byte core, 24 more bytes for allocations) and
-``2008-07`` (seed 003: event id 1 alloc / 2 free, 56 bytes each).  Both say
+``2008-07`` (July 2008: event id 1 alloc / 2 free, 56 bytes each).  Both say
 abi_version 1, so the layout is told by the first record's ``event_size``
 (48 or 24 against 56) unless given.  Unknown trailing bytes of a larger
 ``event_size`` are skipped, as the ABI text asks.

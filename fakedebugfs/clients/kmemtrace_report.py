@@ -1,5 +1,5 @@
-"""``kmemtrace-report``: what kmemtrace-user's report printed (seed 003's
-kmemtrace.txt): memory allocated and fragmentation per call site and per
+"""``kmemtrace-report``: what kmemtrace-user's report printed (the July 2008
+RFC's kmemtrace.txt): memory allocated and fragmentation per call site and per
 allocation size, totals, cross-CPU allocations and frees, and inconsistent
 behaviour (slab frees of the wrong kind, bytes_alloc < bytes_req, frees of
 unknown pointers, double frees).

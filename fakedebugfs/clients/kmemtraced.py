@@ -1,7 +1,7 @@
 """``kmemtraced``: log kmemtrace's relay files to ``cpuN.out`` (kmemtrace-user).
 
 One reader per CPU, bound to that CPU when the machine has it, as the
-seed's usage guide asks: ``poll()`` before ``read()``, every ``read()`` until
+July 2008 kmemtrace RFC's usage guide asks: ``poll()`` before ``read()``, every ``read()`` until
 it returns 0, bytes appended to ``OUTDIR/cpuN.out``.  Ctrl-C, SIGTERM or
 ``--duration`` stop the readers; each drains its buffer (relay reads never
 block, and the sub-buffer being filled never makes poll readable), then

@@ -1,4 +1,5 @@
-"""The reference ktrace reader (seed 001's protocol, DESIGN section 2).
+"""The reference ktrace reader (the 2009 ktrace RFC's interface,
+docs/ktrace.md#the-buffer-protocol).
 
 It knows only what a program on a kernel with the RFC applied would know:
 ``ktrace/info`` for names and formats, ``buffers/cpuN`` with poll, mmap and

@@ -1,7 +1,7 @@
 """Pushing bytes into the kernel's page cache of a mappable file.
 
 ``notify_store`` makes new content visible in existing mappings at once
-(DESIGN section 3); a file nobody has looked up yet has no cache to fill,
+(docs/fuse.md#mmap-and-the-page-cache); a file nobody has looked up yet has no cache to fill,
 which is not an error.
 """
 

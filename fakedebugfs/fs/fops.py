@@ -195,7 +195,7 @@ def strict_strtoul(data: bytes, base: int = 10) -> int:
 
 
 def kernel_bool_write(data: bytes, limit: int = 64) -> bool:
-    """``trace_debugfs_write`` of seed 001: at most ``limit - 1`` bytes,
+    """``trace_debugfs_write`` of the 2009 ktrace RFC: at most ``limit - 1`` bytes,
     ``strict_strtoul`` base 10, any nonzero value means 1."""
     if len(data) >= limit:
         raise fail(errno.EINVAL)

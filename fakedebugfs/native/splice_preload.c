@@ -7,7 +7,7 @@
  * moves per_cpu/cpuN/trace_pipe_raw into a pipe with splice().  A FUSE file
  * opened with direct_io has no page cache behind it, so the kernel's splice
  * answers 0 (end of file) and trace-cmd records nothing while exiting 0
- * (DESIGN section 3).  This wrapper emulates splice() for such files with
+ * (docs/fuse.md#splice).  This wrapper emulates splice() for such files with
  * read() and write(), as the kernel's generic copy_splice_read() would:
  *
  *  - fd_in must be a regular file on a fuse.fakedebugfs mount (fstatfs

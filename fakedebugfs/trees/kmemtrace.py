@@ -1,4 +1,4 @@
-"""``kmemtrace/``: the debugfs files of kmemtrace (seeds 003/004, mm/kmemtrace.c
+"""``kmemtrace/``: the debugfs files of kmemtrace (the 2008 relay patches, mm/kmemtrace.c
 ``kmemtrace_setup_late``).
 
     kmemtrace/cpuN            0400  relay_file_operations (relay_late_setup_files)
@@ -10,8 +10,8 @@
 never the padding; poll says readable once a whole sub-buffer is finished.
 The files cannot be written (EINVAL) or seeked; read-only u32 attributes
 refuse writes with EACCES, as ``fops_u32_ro`` does.  The ``enabled`` file is
-in the August 2008 mm/kmemtrace.c, not in seed 004's list of files; the
-July code (seed 003) has no such file.
+in the August 2008 mm/kmemtrace.c, not in the August 2008 ABI document's list of
+files; the July 2008 RFC code has no such file (docs/kmemtrace.md#files).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ktrace/``: the debugfs files of the ktrace RFC (seed 001, ``create_debugfs``).
+"""``ktrace/``: the debugfs files of the 2009 ktrace RFC (``create_debugfs``).
 
     ktrace/enabled          0664  global switch, "%u\\n"; strict base-10 writes
     ktrace/info             0444  "version 1.0.0" and one line per event
@@ -7,7 +7,7 @@
     ktrace/events/<name>    0660  per-event switch, like enabled
     ktrace/buffers/cpuN     0440  poll, mmap of the page array, KTRACE_BUF_* ioctls
 
-The buffer protocol is DESIGN section 2.  Pages the writer finishes are
+The buffer protocol is docs/ktrace.md#the-buffer-protocol.  Pages the writer finishes are
 pushed into the page cache of ``buffers/cpuN`` (``notify_store``) so a
 reader's mapping sees them at once; readers are woken when pages complete
 and when tracing is disabled.

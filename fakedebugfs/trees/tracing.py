@@ -1,6 +1,7 @@
 """``tracing/``: the tracefs files of the ftrace tracer (``tracer_init_tracefs``,
 ``event_trace_add_tracer``), with modes and semantics of the 6.18 kernel
-(``fixtures/tracefs/``) and seed 000's ``kmemtrace`` tracer.
+(``fixtures/tracefs/``) and the ``kmemtrace`` tracer of the 2.6.29 kmemtrace
+ftrace plugin (docs/tracefs.md#the-kmemtrace-tracer).
 
     tracing/                    0700
       tracing_on                0640  "1\\n"; kstrtoul, nonzero on

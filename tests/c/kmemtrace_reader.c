@@ -1,5 +1,5 @@
 /*
- * A kmemtrace relay reader that knows only seed 004's ABI (August 2008):
+ * A kmemtrace relay reader that knows only the August 2008 ABI:
  * the 24-byte core (u8 event id 0 alloc / 1 free, u8 type id, u16 event
  * size, s32 sequence number, u64 call site, u64 pointer) and, for
  * allocations, u64 bytes requested, u64 bytes allocated, u32 GFP flags,

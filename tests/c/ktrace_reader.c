@@ -1,6 +1,6 @@
 /*
- * ktrace_reader: a ktrace client that knows only the RFC (seed 001) and the
- * buffer protocol of DESIGN section 2.
+ * ktrace_reader: a ktrace client that knows only the 2009 ktrace RFC and the
+ * buffer protocol of docs/ktrace.md#the-buffer-protocol.
  *
  * It reads ktrace/info for event ids and names, opens every
  * ktrace/buffers/cpuN, asks its size (KTRACE_BUF_GET_SIZE), maps it

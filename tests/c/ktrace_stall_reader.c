@@ -9,7 +9,8 @@
  * When STOP_FILE exists it writes 0 to ktrace/enabled (the tail pages are
  * finished), drains without stalling and prints one JSON line:
  *   {"read": N, "overflow": N, "rounds": N, "bad_rounds": N, "pages": N}
- * Only the RFC's interface is used (seed 001 and DESIGN section 2). */
+ * Only the RFC's interface is used (the 2009 ktrace RFC and
+ * docs/ktrace.md#the-buffer-protocol). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -58,7 +59,7 @@ static uint32_t get(int fd, unsigned long cmd)
 	return v;
 }
 
-/* Data events in one ring-buffer page (DESIGN section 5). */
+/* Data events in one ring-buffer page (docs/tracefs.md#ring-buffer-page-format). */
 static uint64_t count_events(const unsigned char *page)
 {
 	uint64_t commit, n = 0;

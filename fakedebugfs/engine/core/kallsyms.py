@@ -2,7 +2,7 @@
 
 Call sites in generated events are addresses inside these functions, so
 every view can symbolise them: ``%pS`` as ``name+0xoff/0xsize`` in tracefs
-text, a bare name in the seed's kmem_minimalistic table.
+text, a bare name in the kmemtrace plugin's kmem_minimalistic table.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import bisect
 
 TEXT_BASE = 0xFFFFFFFF81000000
 
-# (function, size in bytes): the allocation call sites of seed 000's sample
+# (function, size in bytes): the allocation call sites of the 2.6.29 kmemtrace plugin's sample
 # and the usual slab hot spots of a 6.x kernel.
 FUNCTIONS = (
     ("getname_flags", 0x1E0), ("putname", 0x70), ("d_alloc", 0x90),

@@ -74,7 +74,7 @@ trace_entry = Struct(
     "common_pid" / Int32sl,
 )
 
-# --- seed 001: ktrace (include/linux/ktrace.h, kernel/ktrace.c) ------------
+# --- 2009 ktrace RFC (include/linux/ktrace.h, kernel/ktrace.c) -------------
 
 # ring_buffer_probe(): a u16 event id in front of the packed probe arguments
 ktrace_record_header = Struct("event_id" / Int16ul)
@@ -82,7 +82,7 @@ ktrace_record_header = Struct("event_id" / Int16ul)
 # KTRACE_BUF_* ioctls carry one u32
 ktrace_u32 = Struct("value" / Int32ul)
 
-# --- seed 003: kmemtrace relay ABI, July 2008 (include/linux/kmemtrace.h) --
+# --- kmemtrace relay ABI, July 2008 RFC (include/linux/kmemtrace.h) -------
 
 # struct kmemtrace_event { u8 event_id; u8 type_id; u16 event_size; s32 node;
 #   u64 call_site; u64 ptr; u64 bytes_req; u64 bytes_alloc; u64 gfp_flags;
@@ -100,7 +100,7 @@ kmemtrace_event_v2008_07 = Struct(
     "timestamp" / Int64sl,
 )
 
-# --- seed 004: kmemtrace relay ABI, August 2008 (Documentation/ABI) -------
+# --- kmemtrace relay ABI, August 2008 (Documentation/ABI) -----------------
 
 # core part of every event
 kmemtrace_event_v2008_08 = Struct(

@@ -849,7 +849,7 @@ class CpuBuffer:
             pos += psize
             read = 0
 
-    # --- ktrace reader protocol (DESIGN section 2) ---------------------------
+    # --- ktrace reader protocol (docs/ktrace.md#the-buffer-protocol) ---------
 
     def advance_reader(self, nbytes: int) -> None:
         """``ring_buffer_advance_reader``: the reader is done with *nbytes* of

@@ -1,4 +1,5 @@
-"""kmemtrace, the 2008 relay tracer of kmem events (seeds 003 and 004)."""
+"""kmemtrace, the 2008 relay tracer of kmem events (the July and August 2008
+patches; docs/kmemtrace.md)."""
 
 from fakedebugfs.engine.kmemtrace.tracer import Kmemtrace
 

@@ -4,14 +4,14 @@ Probes on the kmem tracepoints turn every allocation and free into one
 binary record written to a relay channel (:mod:`.relay`), in one of the two
 layouts of ``engine/layouts.py``:
 
-``2008-08`` (seed 004 and the August 2008 mm/kmemtrace.c, the default)
+``2008-08`` (the August 2008 ABI document and mm/kmemtrace.c, the default)
     event id 0 alloc / 1 free; a 24-byte core (ids, ``u16`` size, ``s32``
     sequence number, call site, pointer); allocations add requested and
     allocated bytes, ``u32`` GFP flags and ``s32`` target CPU (48 bytes).
     The sequence number is one global counter (``atomic_add_return``) taken
     only once relay space is reserved, so the records of all CPUs, merged,
     number 1, 2, 3, ... with no gaps.
-``2008-07`` (seed 003)
+``2008-07`` (the July 2008 kmemtrace RFC)
     event id 1 alloc / 2 free; every record is 56 bytes: ids, size, ``s32``
     target CPU, call site, pointer, requested, allocated, ``u64`` GFP flags
     and the ``s64`` timestamp.  NULL pointers are not traced ("Don't trace
@@ -27,7 +27,7 @@ kmemtrace_event)), 64 for 2008-08 (its 524288-byte default = 8192 * 64).
 callback adds one per refused sub-buffer switch.  A full buffer keeps
 refusing, and every record that arrives meanwhile asks again, so each
 dropped record counts exactly once: records read + total_overruns = events
-traced (the seeds' "number of bytes which were dropped" is not what the
+traced (the 2008 documents' "number of bytes which were dropped" is not what the
 code counts).  A fault (:meth:`Kmemtrace.lose_events`) drops the next records
 of a CPU the same way, each counted once in ``total_overruns``.
 """

@@ -1,4 +1,4 @@
-"""ktrace, the tracer of the 2009 ktrace RFC (seed 001)."""
+"""ktrace, the tracer of the 2009 ktrace RFC (docs/ktrace.md)."""
 
 from fakedebugfs.engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
 

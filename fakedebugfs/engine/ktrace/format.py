@@ -1,5 +1,5 @@
-"""ktrace probe argument packing (seed 001: ``contain_string_arguments``,
-``ring_buffer_probe``, ``string_probe``).
+"""ktrace probe argument packing (the 2009 ktrace RFC's
+``contain_string_arguments``, ``ring_buffer_probe``, ``string_probe``).
 
 A ktrace event's arguments are the fields of a packed struct
 (``DEFINE_KTRACE_STRUCT``) whose member sizes follow the conversions of its

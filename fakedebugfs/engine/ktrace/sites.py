@@ -1,9 +1,9 @@
 """ktrace's default event catalogue: the ``DO_TRACE`` sites of the simulated
 kernel.
 
-The kmemtrace markers of seed 003 (``kmemtrace_alloc``/``kmemtrace_free``
+The kmemtrace markers of the July 2008 kmemtrace RFC (``kmemtrace_alloc``/``kmemtrace_free``
 with their original format strings) sit on the kmem tracepoints, with the
-``type_id`` of seed 003's ``enum kmemtrace_type_id`` (0 kmalloc, 1 cache,
+``type_id`` of that patch's ``enum kmemtrace_type_id`` (0 kmalloc, 1 cache,
 2 pages).  Syscall entry/exit, sched_switch and process fork/exit/exec are the
 set the RFC's author benchmarked; ``process_exec`` has a ``%s`` argument.
 """

@@ -1,9 +1,9 @@
-"""The ktrace tracer of seed 001 (kernel/ktrace.c), without its debugfs files.
+"""The ktrace tracer of the 2009 ktrace RFC (kernel/ktrace.c), without its debugfs files.
 
 Holds the event registry (``struct ktrace_entry`` in a 64-bucket hash table),
 the global ``ktrace_enabled`` flag, and one overwrite-mode ring buffer per
 CPU served page by page through mmap and the ``KTRACE_BUF_*`` ioctls under
-the produced/consumed protocol of DESIGN section 2.
+the produced/consumed protocol of docs/ktrace.md#the-buffer-protocol.
 """
 
 from __future__ import annotations
