@@ -35,7 +35,7 @@ import time
 from fakedebugfs.control import runstate
 from fakedebugfs.api.options import MountOptions
 from fakedebugfs.api.scenario import (ArgError, add_define_arguments, add_emit_arguments,
-    add_fault_arguments, define_step, emit_step, fault_step, apply_scenario)
+    add_fault_arguments, define_step, emit_step, emit_timeout, fault_step, apply_scenario)
 from fakedebugfs.errors import FakeError, MountError, RequestError
 
 USAGE_ERROR = 2
@@ -275,7 +275,8 @@ def cmd_emit(args) -> int:
     if not args.event:
         raise CliError("name an event (SYSTEM:EVENT) or give --file SCENARIO", USAGE_ERROR)
     step = emit_step(args)
-    reply = control(args.mountpoint, "emit", events=step["events"], strict=step["strict"])
+    step.pop("op")
+    reply = control(args.mountpoint, "emit", io_timeout=emit_timeout(step), **step)
     if args.verbose:
         print(f"{reply['emitted']} emitted")
     return 0

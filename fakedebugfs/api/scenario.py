@@ -31,6 +31,7 @@ import os
 import shlex
 from typing import Union
 
+from fakedebugfs.control.protocol import MAX_REPEAT
 from fakedebugfs.errors import ScenarioError
 
 
@@ -114,7 +115,26 @@ def emit_step(args) -> dict:
         ev["comm"] = args.comm
     if args.ts is not None:
         ev["ts"] = args.ts
-    return {"op": "emit", "events": [ev] * args.repeat, "strict": args.strict}
+    return _emit(ev, args.repeat, args.strict)
+
+
+def _emit(ev: dict, repeat: int, strict: bool) -> dict:
+    """An emit step: *ev* fired *repeat* times (the server repeats it, in
+    turns: no list of *repeat* copies is built on either side)."""
+    if repeat < 1:
+        raise ArgError(f"--repeat must be at least 1, got {repeat}")
+    if repeat > MAX_REPEAT:
+        raise ArgError(f"--repeat must be at most {MAX_REPEAT}, got {repeat}")
+    step = {"op": "emit", "events": [ev], "strict": bool(strict)}
+    if repeat != 1:
+        step["repeat"] = repeat
+    return step
+
+
+def emit_timeout(step: dict) -> float:
+    """Seconds a client waits for an emit step's reply (a long repeat takes
+    a while: 50,000 events a second assumed at worst)."""
+    return 60.0 + step.get("repeat", 1) * len(step["events"]) / 50_000
 
 
 def define_step(args) -> dict:
@@ -191,7 +211,7 @@ def json_step(obj) -> dict:
         repeat = obj.get("repeat", 1)
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
             raise ArgError(f"repeat must be a whole number >= 1, got {repeat!r}")
-        return {"op": "emit", "events": [ev] * repeat, "strict": bool(obj.get("strict"))}
+        return _emit(ev, repeat, bool(obj.get("strict")))
     if "define" in obj:
         system, _, name = _event_name(str(obj["define"])).partition(":")
         step = {"op": "define", "system": system, "name": name, "fields": obj.get("fields") or []}

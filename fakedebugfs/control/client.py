@@ -7,8 +7,9 @@ import socket
 from typing import Optional
 
 from fakedebugfs.control import runstate
-from fakedebugfs.errors import ProtocolError, ServerGone, from_reply
-from fakedebugfs.control.protocol import PROTOCOL_VERSION, encode, request
+from fakedebugfs.errors import ProtocolError, RequestError, ServerGone, from_reply
+from fakedebugfs.control.protocol import (MAX_LINE, PROTOCOL_VERSION, encode, request,
+    send_with_fds, too_long)
 
 
 class ControlClient:
@@ -21,7 +22,7 @@ class ControlClient:
         self.mountpoint = str(mountpoint)
         self.timeout = timeout
         self._sock: Optional[socket.socket] = None
-        self._buf = b""
+        self._buf = bytearray()
 
     def _connect(self) -> socket.socket:
         state = runstate.read_state(self.mountpoint)
@@ -35,17 +36,23 @@ class ControlClient:
             sock.close()
             raise ServerGone(f"{self.mountpoint}: server not answering "
                              f"({err.strerror or err})") from None
-        self._buf = b""
+        self._buf = bytearray()
         return sock
 
-    def call(self, cmd: str, io_timeout: Optional[float] = None, **args) -> dict:
-        """Send one request; its results, or the typed error it got."""
+    def call(self, cmd: str, io_timeout: Optional[float] = None,
+             pass_fds: Optional[list] = None, **args) -> dict:
+        """Send one request; its results, or the typed error it got.
+        *pass_fds*: file descriptors sent with it (SCM_RIGHTS: ``replay``'s
+        ``fd``)."""
+        data = encode(request(cmd, **args))
+        if len(data) > MAX_LINE:
+            raise RequestError(too_long())
         if self._sock is None:
             self._sock = self._connect()
         sock = self._sock
         sock.settimeout(self.timeout if io_timeout is None else io_timeout)
         try:
-            sock.sendall(encode(request(cmd, **args)))
+            send_with_fds(sock, data, pass_fds)
             line = self._readline(sock)
         except (OSError, ServerGone) as err:
             self.close()
@@ -66,12 +73,16 @@ class ControlClient:
         return reply
 
     def _readline(self, sock: socket.socket) -> bytes:
-        while b"\n" not in self._buf:
+        at = self._buf.find(b"\n")
+        while at < 0:
             chunk = sock.recv(1 << 16)
             if not chunk:
                 raise ServerGone(f"{self.mountpoint}: connection closed")
+            start = len(self._buf)
             self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
+            at = self._buf.find(b"\n", start)
+        line = bytes(self._buf[:at])
+        del self._buf[:at + 1]
         return line
 
     def close(self) -> None:

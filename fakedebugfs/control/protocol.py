@@ -30,8 +30,9 @@ Commands (arguments -> results):
     -> ``pid``, ``mountpoint``, ``workload``, ``emitted``, ``injected``, ``done``,
     ``ktrace`` {enabled, overflow, entries}, ``kmemtrace`` {...}, ``ftrace`` {per CPU
     entries/overrun/dropped/read}
-``emit`` ``events``: [{``event``, ``cpu``, ``pid``, ``comm``, ``ts``, ``fields``}], ``strict``
-    -> ``emitted``. All events are checked before any is fired.
+``emit`` ``events``: [{``event``, ``cpu``, ``pid``, ``comm``, ``ts``, ``fields``}], ``strict``,
+    ``repeat`` (fire the list that many times, in turns between FUSE requests; at
+    most ``MAX_REPEAT``) -> ``emitted``. All events are checked before any is fired.
 ``define`` ``system``, ``name``, ``fields`` [C declarations], ``print_fmt`` (optional)
     -> ``event`` ("system:name"), ``id``
 ``fault`` ``spec`` {``kind``, ...} -> ``fault`` {``id``, ...};
@@ -48,7 +49,10 @@ Commands (arguments -> results):
 ``kallsyms`` -> ``text``: the engine's symbols in ``/proc/kallsyms`` form
 ``replay`` ``path`` (absolute), ``speed`` (None: as fast as possible), ``loop``,
     ``events`` [patterns], ``cpu_map`` {from: to}, ``keep_timestamps``, ``buffer``,
-    ``into`` (an instance), ``wait_enabled`` -> ``replay`` (its number) and its status: the recording is
+    ``into`` (an instance), ``wait_enabled``, ``fd`` (true: the recording is the
+    file descriptor sent with the request as SCM_RIGHTS, ``path`` then only names it;
+    the client opens it, so FIFOs, ``/dev/stdin`` and ``<(...)`` work)
+    -> ``replay`` (its number) and its status: the recording is
     opened and checked whole (kind ``replay`` with its one-line error if broken:
     nothing replayed), its events defined, then it is replayed in the background
 ``replay_status`` ``replay`` (default: the last), ``wait`` (s, at most 600) ->
@@ -63,9 +67,112 @@ Commands (arguments -> results):
 from __future__ import annotations
 
 import json
+from typing import Iterator, Optional
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 << 20  # bytes of one request line (a large bulk emit fits)
+MAX_DEPTH = 16  # nesting of arrays and objects in a request (an emit needs 4)
+MAX_REPEAT = 1 << 32  # an emit's ``repeat``
+MAX_FDS = 4  # file descriptors (SCM_RIGHTS) a connection may hold unused
+
+
+class BadRequest(ValueError):
+    """A request line that is not a request (kind ``request``)."""
+
+
+def too_long() -> str:
+    return (f"request line longer than {MAX_LINE} bytes (the control protocol's "
+            f"limit): send less at once")
+
+
+class LineReader:
+    """A connection's bytes cut into lines.  Only each new chunk is searched
+    for a newline (linear in what arrives, whatever the line's length), and
+    a line is given up (:attr:`overflow`) as soon as it passes *limit*."""
+
+    def __init__(self, limit: int = MAX_LINE):
+        self.limit = limit
+        self.buf = bytearray()
+        self.overflow = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The complete lines *data* ends (without their newline)."""
+        start = 0
+        while True:
+            at = data.find(b"\n", start)
+            if at < 0:
+                break
+            if len(self.buf) + at - start > self.limit:
+                self.overflow = True
+                return
+            self.buf += data[start:at]
+            line, self.buf = bytes(self.buf), bytearray()
+            yield line
+            start = at + 1
+        if len(self.buf) + len(data) - start > self.limit:
+            self.overflow = True
+            return
+        self.buf += data[start:]
+
+
+def depth_ok(obj, limit: int = MAX_DEPTH) -> bool:
+    """Whether *obj* nests arrays and objects at most *limit* deep (walked
+    without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        values = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in values if isinstance(v, (dict, list)))
+    return True
+
+
+def decode(line: bytes) -> dict:
+    """A request line's object; BadRequest (one line) for anything else:
+    not JSON, not UTF-8, nested past MAX_DEPTH (the decoder's recursion
+    included), not an object."""
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        obj = None
+        deep = True
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("a request is one JSON object per line") from None
+    else:
+        deep = isinstance(obj, (dict, list)) and not depth_ok(obj)
+    if deep:
+        raise BadRequest(f"a request nests arrays and objects at most {MAX_DEPTH} deep")
+    if not isinstance(obj, dict):
+        raise BadRequest("a request is a JSON object")
+    return obj
+
+
+def fds_of(ancdata) -> list[int]:
+    """The file descriptors of a recvmsg's SCM_RIGHTS messages."""
+    import array
+    import socket
+
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            arr = array.array("i")
+            arr.frombytes(data[:len(data) - len(data) % arr.itemsize])
+            fds.extend(arr)
+    return fds
+
+
+def send_with_fds(sock, data: bytes, fds: Optional[list] = None) -> None:
+    """``sendall`` of *data*, its first byte carrying *fds* (SCM_RIGHTS)."""
+    import array
+    import socket
+
+    if fds:
+        sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                      array.array("i", fds))])
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
 
 
 def encode(obj: dict) -> bytes:
@@ -81,5 +188,12 @@ def ok(**results) -> dict:
     return {"v": PROTOCOL_VERSION, "ok": True, **results}
 
 
+MAX_ERROR = 4096  # characters of a refusal's one line
+
+
 def refused(kind: str, error: str, **details) -> dict:
+    """A refusal: *error* made one line, at most MAX_ERROR characters."""
+    error = " ".join(str(error).splitlines())
+    if len(error) > MAX_ERROR:
+        error = error[:MAX_ERROR - 3] + "..."
     return {"v": PROTOCOL_VERSION, "ok": False, "kind": kind, "error": error, **details}

@@ -14,16 +14,17 @@ import logging
 import math
 import os
 import re
-from typing import Callable
+from typing import Callable, Optional
 
 import trio
 
 from fakedebugfs.version import __version__
 from fakedebugfs.sources.inject import InjectError, Injector
-from fakedebugfs.control.protocol import PROTOCOL_VERSION, ok, refused
+from fakedebugfs.control.protocol import MAX_REPEAT, PROTOCOL_VERSION, ok, refused
 
 log = logging.getLogger(__name__)
 
+REPEAT_RUN = 512  # events a repeated emit fires at once between looks at the FUSE queue
 WAIT_POLL = 0.005  # seconds between checks of a wait condition
 READERS_DEFAULT = "tracing/per_cpu/cpu*/trace_pipe_raw"
 _DECL_NAME = re.compile(r"([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*$")
@@ -46,6 +47,7 @@ class ControlService:
         self.kernel = server.kernel
         self.injector = Injector(self.kernel)
         self.scenarios = 0  # running now
+        self.fds: list = []  # the connection's SCM_RIGHTS fds, while a request is handled
         self.commands: dict[str, Callable] = {
             "hello": self.hello, "status": self.status, "emit": self.emit,
             "define": self.define, "fault": self.fault, "faults": self.faults,
@@ -55,8 +57,11 @@ class ControlService:
             "watch": self.watch, "remount": self.remount,
         }
 
-    async def handle(self, req) -> dict:
-        """The reply to one decoded request."""
+    async def handle(self, req, fds: Optional[list] = None) -> dict:
+        """The reply to one decoded request; *fds*: the connection's file
+        descriptors sent with SCM_RIGHTS, for a request that takes one
+        (``replay`` with ``fd``)."""
+        self.fds = fds if fds is not None else []
         try:
             if not isinstance(req, dict):
                 raise Refused("request", "a request is a JSON object")
@@ -81,9 +86,11 @@ class ControlService:
             return refused("request", f"missing argument {err.args[0]!r}")
         except (ValueError, TypeError) as err:
             return refused("request", str(err))
+        except RecursionError:
+            return refused("request", "a request nested too deep to handle")
         except Exception as err:  # a client's bytes never stop the server
-            log.exception("control request %r failed", req)
-            return refused("error", f"internal error: {err!r}")
+            log.exception("control request %.100s failed", req.get("cmd"))
+            return refused("error", f"internal error: {type(err).__name__}: {str(err)[:200]}")
 
     # --- information ------------------------------------------------------------
 
@@ -116,11 +123,31 @@ class ControlService:
                 ts=ev.get("ts"), fields=ev.get("fields") or {}, strict=strict))
         return out
 
-    def emit(self, req) -> dict:
-        """Check every event, then fire them all (or none)."""
+    async def emit(self, req) -> dict:
+        """Check every event, then fire them all (or none); ``repeat`` times
+        over in turns of the slicer (FUSE requests answered in between)."""
         events = req["events"] if "events" in req else [req]
+        repeat = _repeat(req)
         prepared = self._prepare(events, bool(req.get("strict")))
-        return {"emitted": self.injector.fire(prepared)}
+        return {"emitted": await self._fire(prepared, repeat)}
+
+    async def _fire(self, prepared: list, repeat: int = 1) -> int:
+        """Fire *prepared* *repeat* times; the first round fires (or refuses)
+        at once, the rest in slicer turns of at most REPEAT_RUN events."""
+        fired = self.injector.fire(prepared)
+        left = repeat - 1
+        if not left or not prepared:
+            return fired
+        from fakedebugfs.fs.slices import slicer
+
+        per = max(1, REPEAT_RUN // len(prepared))
+        while left:
+            async with slicer.turn(slicer.WRITER) as turn:
+                while left and not turn.over():
+                    n = min(per, left)
+                    fired += self.injector.fire(prepared * n)
+                    left -= n
+        return fired
 
     def define(self, req) -> dict:
         system, name = req["system"], req["name"]
@@ -229,6 +256,7 @@ class ControlService:
                 check(step["spec"])
             return None
         if op == "emit":
+            _repeat(step)
             return self._check_emit(step, defined)
         raise Refused("scenario", f"unknown step {op!r} (emit, define, fault, sleep)")
 
@@ -252,9 +280,9 @@ class ControlService:
         elif op == "fault":
             self.fault(step)
         elif prepared is not None:
-            self.injector.fire(prepared)
+            await self._fire(prepared, _repeat(step))
         else:
-            self.emit(step)
+            await self.emit(step)
 
     # --- waiting --------------------------------------------------------------------
 
@@ -371,6 +399,15 @@ class ControlService:
         except KeyError as err:
             raise Refused("request", str(err.args[0])) from None
         return {}
+
+
+def _repeat(req) -> int:
+    """An emit's ``repeat`` (1 without one); Refused outside 1..MAX_REPEAT."""
+    repeat = req.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
+        raise Refused("request", f"repeat must be a whole number from 1 to {MAX_REPEAT}, "
+                                 f"got {str(repeat)[:40]}")
+    return repeat
 
 
 def _declared_names(decls) -> set:

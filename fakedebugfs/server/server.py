@@ -25,13 +25,15 @@ import trio
 
 from fakedebugfs.control import runstate
 from fakedebugfs.errors import MountError
-from fakedebugfs.control.protocol import MAX_LINE, encode, refused
+from fakedebugfs.control.protocol import (MAX_FDS, MAX_LINE, BadRequest, LineReader, decode,
+    encode, fds_of, refused, too_long)
 from fakedebugfs.control.service import ControlService
 from fakedebugfs.fs import waitqueue
-from fakedebugfs.fs.operations import TreeOperations, has_ioctl_support, settle_heap
+from fakedebugfs.fs.operations import TreeOperations, settle_heap
 from fakedebugfs.fs.slices import slicer
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.instrument.faults import FaultTable
+from fakedebugfs.server.fusecheck import fuse_options, mount_problem
 from fakedebugfs.trees import build_root
 
 log = logging.getLogger(__name__)
@@ -49,27 +51,30 @@ IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 # loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
 GIL_SWITCH = 0.0005
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
+BIG_LINE = 1 << 20  # request lines longer than this are decoded in a worker thread
 
 
 def check_can_mount(mountpoint: str) -> None:
-    """Refuse early, with a clear message, what would fail later."""
-    if not has_ioctl_support():
-        raise MountError(
-            "the installed pyfuse3 has no ioctl handler; ktrace buffers need it. "
-            "Run `make install` (it builds pyfuse3 3.5.0 with patches/pyfuse3-3.5.0-*.patch)")
+    """Refuse early, with the cause and its fix (:mod:`fakedebugfs.server.fusecheck`),
+    what would fail later."""
     if not os.path.isdir(mountpoint):
         raise MountError(f"{mountpoint}: not a directory")
     if runstate.is_mounted(mountpoint):
         raise MountError(f"{mountpoint}: something is already mounted there "
                          f"(`fakedebugfs umount {mountpoint}`)")
-    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
-        raise MountError("/dev/fuse is missing or not accessible (install fuse3, load the fuse module)")
+    problem = mount_problem()
+    if problem:
+        raise MountError(problem)
 
 
 class Server:
     def __init__(self, kernel: Kernel, mountpoint: str, workload=None, rate: float = 0,
-                 batch_ms: float = BATCH_MS):
+                 batch_ms: float = BATCH_MS, uid: Optional[int] = None,
+                 gid: Optional[int] = None):
         self.kernel = kernel
+        # the files' owner (tracefs' uid=, gid=): by default whoever mounts
+        self.uid = os.geteuid() if uid is None else uid
+        self.gid = os.getegid() if gid is None else gid
         self.mountpoint = runstate.canonical(mountpoint)
         self.workload = workload
         self.rate = rate
@@ -214,47 +219,67 @@ class Server:
 
     async def _control_client(self, stream) -> None:
         """One client: a request per line, a reply per line, in order
-        (:mod:`fakedebugfs.control.protocol`)."""
-        buf = b""
+        (:mod:`fakedebugfs.control.protocol`).  Reading is linear in what
+        arrives (:class:`LineReader`); a line past MAX_LINE is refused as
+        soon as it passes it, with the limit named, and the connection
+        closed.  File descriptors sent along (SCM_RIGHTS: a replay's
+        recording) wait in ``fds`` for the request that takes them."""
+        reader = LineReader(MAX_LINE)
+        sock, fds = stream.socket, []
         async with stream:
-            while True:
-                try:
-                    data = await stream.receive_some(65536)
-                except trio.BrokenResourceError:
-                    return
-                if not data:
-                    return
-                buf += data
-                if len(buf) > MAX_LINE:
-                    await stream.send_all(encode(refused("request", "request line too long")))
-                    return
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
+            try:
+                while True:
                     try:
-                        await stream.send_all(encode(await self.handle_line(line)))
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        data, anc, _flags, _addr = await sock.recvmsg(
+                            65536, socket.CMSG_SPACE(MAX_FDS * 4))
+                    except OSError:
                         return
+                    fds.extend(fds_of(anc))
+                    while len(fds) > MAX_FDS:  # more than any request takes
+                        os.close(fds.pop(0))
+                    if not data:
+                        return
+                    for line in reader.feed(data):
+                        reply = await self.handle_line(line, fds)
+                        if not await _send(stream, reply):
+                            return
+                    if reader.overflow:
+                        await _send(stream, refused("request", too_long(), limit=MAX_LINE))
+                        return
+            finally:
+                for fd in fds:
+                    os.close(fd)
 
-    async def handle_line(self, line: bytes) -> dict:
-        """The reply to one request line (never raises)."""
+    async def handle_line(self, line: bytes, fds: Optional[list] = None) -> dict:
+        """The reply to one request line (never raises: whatever decoding or
+        handling raises is a refused reply, and the server goes on)."""
         try:
-            req = json.loads(line)
-        except ValueError:
-            return refused("request", "a request is one JSON object per line")
-        return await self.service.handle(req)
+            if len(line) > BIG_LINE:  # the decoder holds the loop: do it beside
+                req = await trio.to_thread.run_sync(decode, line)
+            else:
+                req = decode(line)
+        except BadRequest as err:
+            return refused("request", str(err))
+        except Exception as err:  # noqa: BLE001 (MemoryError, ...)
+            return refused("request", f"unreadable request: {type(err).__name__}")
+        try:
+            return await self.service.handle(req, fds)
+        except Exception as err:  # noqa: BLE001: a client's bytes never stop the server
+            log.error("control request %.200s failed: %s", req.get("cmd"), type(err).__name__)
+            return refused("request", f"internal error: {type(err).__name__}")
 
     # --- the whole life of a mount ---------------------------------------------
 
     async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
         root = build_root(self.kernel)
-        ops = self.ops = TreeOperations(root, faults=self.faults)
-        options = set(pyfuse3.default_options)
-        options |= {"fsname=fakedebugfs", "subtype=fakedebugfs", "allow_other"}
+        ops = self.ops = TreeOperations(root, uid=self.uid, gid=self.gid, faults=self.faults)
+        options = set(pyfuse3.default_options) | fuse_options()
         paths = runstate.paths(self.mountpoint)
         try:
             pyfuse3.init(ops, self.mountpoint, options)
         except RuntimeError as err:
-            raise MountError(f"cannot mount {self.mountpoint}: {err}") from None
+            raise MountError(f"cannot mount {self.mountpoint}: {err}"
+                             f"{mount_hint()}") from None
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH)
         slicer.attach()  # long work waits while requests are queued
@@ -383,6 +408,27 @@ def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
         if turn.over():
             break
     return fired
+
+
+async def _send(stream, reply: dict) -> bool:
+    """Send one reply; False if the client is gone."""
+    try:
+        data = encode(reply)
+    except Exception as err:  # noqa: BLE001: a reply that is not JSON is our bug
+        log.error("unencodable control reply: %s", type(err).__name__)
+        data = encode(refused("error", f"internal error: unencodable reply ({type(err).__name__})"))
+    try:
+        await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return True
+
+
+def mount_hint() -> str:
+    """Why a mount failed, when a check can tell (libfuse says only
+    "fuse_session_mount failed"; fusermount3's reason went to stderr)."""
+    problem = mount_problem()
+    return f": {problem}" if problem else " (fusermount3's reason is in the server's log)"
 
 
 def _close() -> None:
