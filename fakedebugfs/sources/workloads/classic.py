@@ -15,12 +15,9 @@ import random
 
 from fakedebugfs.engine.core.kallsyms import FUNCTIONS
 from fakedebugfs.engine.ktrace.format import parse_format
-from fakedebugfs.sources.workloads.synthetic import (GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT,
-    PAGE_OFFSET, SLAB_BASE, kmalloc_size)
-
-CACHES = (("names_cache", 4096, "getname_flags"), ("filp", 256, "alloc_empty_file"),
-          ("dentry", 192, "__d_alloc"), ("vm_area_struct", 176, "vm_area_alloc"),
-          ("skbuff_head_cache", 232, "__alloc_skb"))
+from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
+from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, SLAB_BASE, kmalloc_size
+from fakedebugfs.sources.workloads.synthetic import CACHE_SITES
 SYSCALLS = (0, 1, 3, 9, 11, 202, 228, 257, 262)
 COMMS = ("bash", "sshd", "systemd", "find", "cc1", "kworker/u4:2", "python3", "sleep")
 
@@ -110,11 +107,12 @@ class ClassicWorkload:
         self._fire("kmalloc", cpu, (site, ptr, req, alloc, gfp, -1))
 
     def _cache(self, cpu):
-        name, size, fn = self.rng.choice(CACHES)
+        name, fn = self.rng.choice(CACHE_SITES)
+        object_size, size = CACHES[name]
         site = self.engine.kallsyms.address(fn, self.rng.randrange(8, 64))
         ptr = self._ptr(size)
         self.live[cpu].append(("kmem_cache_free", site, ptr, name))
-        self._fire("kmem_cache_alloc", cpu, (site, ptr, size, size, GFP_KERNEL, -1, name))
+        self._fire("kmem_cache_alloc", cpu, (site, ptr, object_size, size, GFP_KERNEL, -1, name))
 
     def _page(self, cpu):
         order = self.rng.choice((0, 0, 0, 1, 2))

@@ -37,53 +37,18 @@ import random
 import zlib
 from dataclasses import dataclass
 
-PAGE_SIZE = 4096
-KMALLOC_MAX_CACHE_SIZE = 8192
-SLAB_BASE = 0xFFFF888100000000
-PAGE_OFFSET = 0xFFFF888000000000
+from fakedebugfs.engine.core.gfp import (GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL,
+    GFP_KERNEL_ACCOUNT, GFP_NOFS, GFP_PGTABLE_USER, __GFP_NOMEMALLOC, __GFP_NORETRY,
+    __GFP_NOWARN, __GFP_ZERO)
+from fakedebugfs.engine.core.slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET,
+    SLAB_BASE, get_order, kmalloc_size)
+
 PRETRACE_BASE = 0xFFFF8880F0000000  # objects allocated before tracing began
 FIRST_PFN = 0x110000
 
-# GFP flags of 6.18 (include/linux/gfp_types.h, as the kmalloc format prints them)
-__GFP_HIGHMEM, __GFP_MOVABLE, __GFP_HIGH, __GFP_IO, __GFP_FS = 0x2, 0x8, 0x20, 0x40, 0x80
-__GFP_ZERO, __GFP_DIRECT_RECLAIM, __GFP_KSWAPD_RECLAIM = 0x100, 0x400, 0x800
-__GFP_NOWARN, __GFP_NORETRY, __GFP_COMP = 0x2000, 0x10000, 0x40000
-__GFP_NOMEMALLOC, __GFP_HARDWALL, __GFP_ACCOUNT = 0x80000, 0x100000, 0x400000
-__GFP_RECLAIM = __GFP_DIRECT_RECLAIM | __GFP_KSWAPD_RECLAIM
-GFP_ATOMIC = __GFP_HIGH | __GFP_KSWAPD_RECLAIM  # 0x820
-GFP_KERNEL = __GFP_RECLAIM | __GFP_IO | __GFP_FS  # 0xcc0
-GFP_KERNEL_ACCOUNT = GFP_KERNEL | __GFP_ACCOUNT  # 0x400cc0
-GFP_NOFS = __GFP_RECLAIM | __GFP_IO  # 0xc40
-GFP_HIGHUSER_MOVABLE = GFP_KERNEL | __GFP_HARDWALL | __GFP_HIGHMEM | __GFP_MOVABLE  # 0x100cca
-GFP_PGTABLE_USER = GFP_KERNEL_ACCOUNT | __GFP_ZERO  # 0x400dc0
 GFP_SKB_DATA = GFP_ATOMIC | __GFP_NOMEMALLOC | __GFP_NOWARN  # kmalloc_reserve's first try
 
 MIGRATE_UNMOVABLE, MIGRATE_MOVABLE = 0, 1
-
-
-def kmalloc_bytes_alloc(size: int) -> int:
-    """Bytes SLUB gives ``kmalloc(size)``: ``kmalloc_size_index`` up to 192
-    (8, 16, 32, 64, 96, 128, 192), powers of two to 8 KiB, pages beyond."""
-    for cls in (8, 16, 32, 64, 96, 128, 192):
-        if size <= cls:
-            return cls
-    if size <= KMALLOC_MAX_CACHE_SIZE:
-        return 1 << (size - 1).bit_length()
-    return PAGE_SIZE << get_order(size)
-
-
-def get_order(size: int) -> int:
-    """``get_order``: the page order holding *size* bytes."""
-    return max(0, (size - 1) // PAGE_SIZE).bit_length()
-
-
-# name -> (object_size, size): /sys/kernel/slab/<name>/{object_size,slab_size}
-CACHES = {
-    "names_cache": (4096, 4096), "filp": (184, 192), "dentry": (192, 192),
-    "ext4_inode_cache": (1120, 1128), "proc_inode_cache": (688, 696),
-    "sock_inode_cache": (768, 832), "vm_area_struct": (192, 192),
-    "skbuff_head_cache": (224, 256), "anon_vma_chain": (64, 64),
-}
 
 
 @dataclass(frozen=True)
@@ -302,7 +267,7 @@ class SteppedSlabWorkload:
             self._fire("mm_page_alloc", cpu, (pfn, order, gfp, site.migratetype, call_site, obj.ptr))
         else:
             req = req or rng.choice(site.sizes)
-            alloc = alloc or kmalloc_bytes_alloc(req)
+            alloc = alloc or kmalloc_size(req)
             if alloc > KMALLOC_MAX_CACHE_SIZE:  # kmalloc_large: whole pages
                 order = get_order(alloc)
                 pfn = self.pages.alloc(order)

@@ -48,8 +48,9 @@ import numpy as np
 
 from fakedebugfs.engine.core import fast
 from fakedebugfs.engine.core.batch import EventBatch, Strings, group_positions
-from fakedebugfs.sources.workloads.slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SITES,
-    SLAB_BASE, TASKS, FIRST_PFN, get_order, kmalloc_bytes_alloc)
+from fakedebugfs.engine.core.slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SLAB_BASE,
+    get_order, kmalloc_size)
+from fakedebugfs.sources.workloads.slab import FIRST_PFN, SITES, TASKS
 
 # the compiled generation (slab_fast.pyx), None for the Python path (the reference)
 slab_fast = fast.load("fakedebugfs.sources.workloads.slab_fast")
@@ -127,7 +128,7 @@ class Sites:
                 elif site.kind == "pages":
                     self.is_page[i, j], self.order[i, j] = True, pick
                 else:
-                    given = kmalloc_bytes_alloc(pick)
+                    given = kmalloc_size(pick)
                     self.req[i, j], self.abytes[i, j] = pick, given
                     if given > KMALLOC_MAX_CACHE_SIZE:  # kmalloc_large: whole pages
                         self.is_page[i, j], self.order[i, j] = True, get_order(given)

@@ -39,19 +39,16 @@ from __future__ import annotations
 import collections
 import random
 
+from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
 from fakedebugfs.engine.core.kallsyms import FUNCTIONS
+from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, SLAB_BASE, kmalloc_size
 from fakedebugfs.engine.ktrace.format import parse_format
 
-GFP_KERNEL = 0xCC0
-GFP_ATOMIC = 0x820  # __GFP_HIGH | __GFP_KSWAPD_RECLAIM
-GFP_KERNEL_ACCOUNT = 0x400CC0
-KMALLOC_SIZES = (8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
-SLAB_BASE = 0xFFFF888100000000
-PAGE_OFFSET = 0xFFFF888000000000
 HRTIMER_BASE = 0xFFFF88807DC1E000
-CACHES = (("names_cache", 4096, "getname_flags"), ("filp", 256, "alloc_empty_file"),
-          ("dentry", 192, "__d_alloc"), ("vm_area_struct", 176, "vm_area_alloc"),
-          ("skbuff_head_cache", 232, "__alloc_skb"))
+# the slab caches it allocates from, with the function that does (call sites)
+CACHE_SITES = (("names_cache", "getname_flags"), ("filp", "alloc_empty_file"),
+               ("dentry", "__d_alloc"), ("vm_area_struct", "vm_area_alloc"),
+               ("skbuff_head_cache", "__alloc_skb"))
 # programs tasks exec (comm: the path's basename) and kernel threads (names kept whole)
 PROGRAMS = ("/usr/bin/bash", "/usr/sbin/sshd", "/usr/bin/find", "/usr/lib/gcc/cc1",
             "/usr/bin/python3", "/usr/bin/sleep", "/usr/bin/cat", "/usr/bin/make")
@@ -70,12 +67,6 @@ PRIO = 120
 LIVE_MAX = 4096  # allocations alive at once (all CPUs)
 
 
-def kmalloc_size(size: int) -> int:
-    """The kmalloc size class SLUB serves *size* from."""
-    for cls in KMALLOC_SIZES:
-        if size <= cls:
-            return cls
-    return 1 << (size - 1).bit_length()
 
 
 class Task:
@@ -265,13 +256,14 @@ class SyntheticWorkload:
         self._ev(cpu, self.current[cpu], "kmem:kmalloc", (site, ptr, req, alloc, gfp, -1))
 
     def _cache(self, cpu, name=None):
-        cache = next((c for c in CACHES if c[0] == name), None) or self.rng.choice(CACHES)
-        name, size, fn = cache
+        cache = next((c for c in CACHE_SITES if c[0] == name), None) or self.rng.choice(CACHE_SITES)
+        name, fn = cache
+        object_size, size = CACHES[name]
         site = self._addr(fn, self.rng.randrange(8, 64))
         ptr = self._ptr(size)
         self.live[cpu].append(("kmem_cache_free", site, ptr, name))
         self._ev(cpu, self.current[cpu], "kmem:kmem_cache_alloc",
-                 (site, ptr, size, size, GFP_KERNEL, -1, name))
+                 (site, ptr, object_size, size, GFP_KERNEL, -1, name))
 
     def _page(self, cpu):
         order = self.rng.choice((0, 0, 0, 1, 2))
