@@ -14,7 +14,13 @@
   operator (``~ != == <= < >= > &``) and a quoted string (string fields:
   ``== != ~``, globs) or a number (``kstrtoll``/``kstrtoull`` base 0 of
   the alphanumeric run, cast to the field's size and sign); each failure
-  is EINVAL with its message and position.
+  is EINVAL with its message and position;
+* a field name may carry the two modifiers a filter takes: ``.ustring``
+  (a user-space string) and ``.function`` (``==``/``!=`` a function name
+  or address: the field, a ``long``, must lie inside that function of the
+  engine's kallsyms).  Any other ``.suffix`` (the hist trigger's ``.hex``,
+  ``.sym``, ``.log2``...) is "Invalid operator" where the field name
+  ends, as in the kernel.
 
 The errors carry the text the filter file then shows (``append_filter_err``)
 and the ``error_log`` entry (``tracing_log_err``).  The compiled program is
@@ -30,18 +36,20 @@ from typing import Callable, Optional
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 
 OPS = (b"~", b"!=", b"==", b"<=", b"<", b">=", b">", b"&")  # '<=' before '<'
-ERRORS = (
+ERRORS = (  # FILT_ERR_* of 6.18, in order
     "No error", "Invalid operator", "Too many '('", "Too few '('", "Missing matching quote",
-    "Operand too long", "Expecting string field", "Expecting numeric field",
-    "Illegal operation for field type", "Field not found", "Illegal integer value",
-    "Couldn't find or set field in one of a subsystem's events",
+    "Missing '{'", "Missing '}'", "Operand too long", "Expecting string field",
+    "Expecting numeric field", "Illegal operation for field type", "Field not found",
+    "Illegal integer value", "Couldn't find or set field in one of a subsystem's events",
     "Too many terms in predicate expression", "Meaningless filter expression",
-    "Only 'ip' field is supported for function trace", "Invalid value (did you forget quotes)?",
+    "Invalid cpulist", "Only 'ip' field is supported for function trace",
+    "Invalid value (did you forget quotes)?", "Function not found", "Error", "No filter found",
 )
 (E_NONE, E_INVALID_OP, E_TOO_MANY_OPEN, E_TOO_MANY_CLOSE, E_MISSING_QUOTE,
- E_OPERAND_TOO_LONG, E_EXPECT_STRING, E_EXPECT_DIGIT, E_ILLEGAL_FIELD_OP, E_FIELD_NOT_FOUND,
- E_ILLEGAL_INTVAL, E_BAD_SUBSYS_FILTER, E_TOO_MANY_PREDS, E_INVALID_FILTER,
- E_IP_FIELD_ONLY, E_INVALID_VALUE) = range(16)
+ E_MISSING_BRACE_OPEN, E_MISSING_BRACE_CLOSE, E_OPERAND_TOO_LONG, E_EXPECT_STRING,
+ E_EXPECT_DIGIT, E_ILLEGAL_FIELD_OP, E_FIELD_NOT_FOUND, E_ILLEGAL_INTVAL, E_BAD_SUBSYS_FILTER,
+ E_TOO_MANY_PREDS, E_INVALID_FILTER, E_INVALID_CPULIST, E_IP_FIELD_ONLY, E_INVALID_VALUE,
+ E_NO_FUNCTION, E_ERRNO, E_NO_FILTER) = range(22)
 MAX_FILTER_STR_VAL = 256
 COMMON = {"common_type": (2, 0), "common_flags": (1, 0), "common_preempt_count": (1, 0),
           "common_pid": (4, 1)}
@@ -196,10 +204,13 @@ def _kstrtoll(text: bytes) -> int:
     return value
 
 
-def parse_pred(s: bytes, start: int, pos: int, event) -> tuple[int, Pred]:
+def parse_pred(s: bytes, start: int, pos: int, event, kallsyms=None) -> tuple[int, Pred]:
     """One predicate at ``s[start:]``: (its length, the test).  *pos* is
     the position the kernel reports from (one past the predicate's first
-    character)."""
+    character).  A field may carry the kernel's two modifiers: ``.ustring``
+    (a user-space string: read the same here) and ``.function`` (the value
+    is an address inside the function named or addressed, looked up in
+    *kallsyms*)."""
     st = s[start:]
     i = 0
     while i < len(st) and isspace(st[i]):
@@ -212,6 +223,11 @@ def parse_pred(s: bytes, start: int, pos: int, event) -> tuple[int, Pred]:
     field = find_field(event, st[b:i].decode("latin-1"))
     if field is None:
         raise _fail(errno.EINVAL, E_FIELD_NOT_FOUND, pos + i)
+    if st.startswith(b".ustring", i):  # a user-space string: the same text here
+        i += 8
+    function = st.startswith(b".function", i)
+    if function:
+        i += 9
     while i < len(st) and isspace(st[i]):
         i += 1
     op = next((o for o in OPS if st.startswith(o, i)), None)
@@ -221,12 +237,52 @@ def parse_pred(s: bytes, start: int, pos: int, event) -> tuple[int, Pred]:
     while i < len(st) and isspace(st[i]):
         i += 1
     b = i
+    if function:
+        return _function_pred(st, i, pos, op, field, kallsyms)
     c = st[i] if i < len(st) else 0
     if c in b"'\"" and c:
         return _string_pred(st, i, b, pos, op, field)
     if 0x30 <= c <= 0x39 or c == 0x2D:
         return _number_pred(st, i, b, pos, op, field)
     raise _fail(errno.EINVAL, E_INVALID_VALUE, pos + i)
+
+
+def _function_pred(st: bytes, i: int, pos: int, op: bytes, field: Field, kallsyms):
+    """``FILTER_PRED_FN_FUNCTION``: a ``long``-sized field, ``==``/``!=``,
+    then an address (``kstrtoul`` base 0 of the alphanumeric run) or a
+    function name (everything up to a space, as the kernel reads it);
+    either must fall in a known function, whose whole body then matches."""
+    b = i
+    if field.size != 8:
+        raise _fail(errno.EINVAL, E_ILLEGAL_FIELD_OP, pos + i)
+    if op not in (b"==", b"!="):
+        raise _fail(errno.EINVAL, E_INVALID_OP, pos + i)
+    if i < len(st) and 0x30 <= st[i] <= 0x39:
+        while i < len(st) and isalnum(st[i]):
+            i += 1
+        if i - b >= 24:
+            raise _fail(errno.EINVAL, E_OPERAND_TOO_LONG, pos + i)
+        try:
+            ip = kstrtoull(st[b:i], 0)
+        except OSError:
+            raise _fail(errno.EINVAL, E_INVALID_VALUE, pos + i) from None
+    else:
+        while i < len(st) and not isspace(st[i]):
+            i += 1
+        name = st[b:i].decode("latin-1")
+        ip = 0
+        if kallsyms is not None and name in kallsyms.names:
+            ip = kallsyms.addrs[kallsyms.names.index(name)]
+        if not ip:
+            raise _fail(errno.EINVAL, E_NO_FUNCTION, pos + i)
+    found = kallsyms.lookup(ip) if kallsyms is not None else None
+    if found is None:  # kallsyms_lookup_size_offset
+        raise _fail(errno.EINVAL, E_NO_FUNCTION, pos + i)
+    _name, offset, size = found
+    start = ip - offset
+    end = start + size
+    key, eq = field.name, op == b"=="
+    return i, (lambda r: (start <= _value(r.get(key, 0)) < end) == eq)
 
 
 def _string_pred(st: bytes, i: int, b: int, pos: int, op: bytes, field: Field):
@@ -328,7 +384,7 @@ def _text(v) -> bytes:
 
 # --- predicate_parse ------------------------------------------------------------------
 
-def predicate_parse(s: bytes, nr_parens: int, nr_preds: int, event):
+def predicate_parse(s: bytes, nr_parens: int, nr_preds: int, event, kallsyms=None):
     """The kernel's first pass, then the branch program's second and third
     passes: a list of (pred, when_to_branch, target) and the TRUE/FALSE
     ends."""
@@ -355,7 +411,7 @@ def predicate_parse(s: bytes, nr_parens: int, nr_preds: int, event):
         if len(prog) >= nr_preds:
             raise _fail(errno.EPERM, E_TOO_MANY_PREDS, p - 1)
         inverts.append(invert)
-        length, pred = parse_pred(s, p - 1, p, event)
+        length, pred = parse_pred(s, p - 1, p, event, kallsyms)
         prog.append([pred, 0, len(prog) - 1])
         p = p - 1 + length
         N = len(prog)
@@ -429,14 +485,16 @@ def run_program(full, rec: dict) -> bool:
     return bool(full[i][2])
 
 
-def compile_filter(event, text) -> Pred:
+def compile_filter(event, text, kallsyms=None) -> Pred:
     """``process_preds`` of *text* (str or bytes, already cut at a NUL and
-    right-stripped) on *event*: the match function, or FilterError."""
+    right-stripped) on *event*: the match function, or FilterError.
+    *kallsyms* (the engine's :class:`~fakedebugfs.engine.core.kallsyms.Kallsyms`)
+    resolves ``.function`` operands; without it none is found."""
     s = text if isinstance(text, bytes) else text.encode(errors="surrogateescape")
     nr_parens, nr_preds = calc_stack(s)
     if not nr_preds:
         raise _fail(errno.EINVAL)
-    full = predicate_parse(s, nr_parens, nr_preds, event)
+    full = predicate_parse(s, nr_parens, nr_preds, event, kallsyms)
     return lambda rec: run_program(full, rec)
 
 
