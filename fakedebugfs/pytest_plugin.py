@@ -20,7 +20,7 @@ test fails, the server's log is attached to its report ("fakedebugfs log").
     @pytest.mark.fakedebugfs(cpus=4, clock="virtual")
     def test_tool_reports_allocations(fakedebugfs):
         fakedebugfs.emit("kmem:kmalloc", cpu=1, pid=42, comm="app", bytes_req=8)
-        out = fakedebugfs.sandbox.run(["mytool", "--once"], capture_output=True, text=True)
+        out = fakedebugfs.run(["mytool", "--once"], capture_output=True, text=True)
         assert "8 bytes" in out.stdout
 """
 
