@@ -1,6 +1,6 @@
 """Decoding kmemtrace relay data (the ``cpuN.out`` files ``kmemtraced`` saves).
 
-Both ABIs of ``engine/layouts.py`` are understood: ``2008-08`` (August 2008:
+Both ABIs of ``engine/core/layouts.py`` are understood: ``2008-08`` (August 2008:
 event id 0 alloc / 1 free, 24-byte core, 24 more bytes for allocations) and
 ``2008-07`` (July 2008: event id 1 alloc / 2 free, 56 bytes each).  Both say
 abi_version 1, so the layout is told by the first record's ``event_size``

@@ -2,7 +2,7 @@
 
 Probes on the kmem tracepoints turn every allocation and free into one
 binary record written to a relay channel (:mod:`.relay`), in one of the two
-layouts of ``engine/layouts.py``:
+layouts of ``engine/core/layouts.py``:
 
 ``2008-08`` (the August 2008 ABI document and mm/kmemtrace.c, the default)
     event id 0 alloc / 1 free; a 24-byte core (ids, ``u16`` size, ``s32``
