@@ -27,16 +27,14 @@ import gc
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
-import time
 
 from fakedebugfs.control import runstate
 from fakedebugfs.api.options import MountOptions
 from fakedebugfs.api.scenario import (ArgError, add_define_arguments, add_emit_arguments,
     add_fault_arguments, define_step, emit_step, emit_timeout, fault_step, apply_scenario)
-from fakedebugfs.errors import FakeError, MountError, RequestError
+from fakedebugfs.errors import FakeError, RequestError
+from fakedebugfs.version import __version__
 
 USAGE_ERROR = 2
 
@@ -98,36 +96,25 @@ def mount_options(args) -> MountOptions:
         raise CliError(str(err), USAGE_ERROR) from None
 
 
-def build_server(args, mountpoint: str):
-    """The server for *args*' mount options."""
-    from fakedebugfs.api.options import build_server as build
-
-    try:
-        return build(mount_options(args), mountpoint)
-    except MountError as err:
-        raise CliError(str(err)) from None
-
-
 # --- mount / umount -----------------------------------------------------------
 
 def cmd_mount(args) -> int:
-    from fakedebugfs.server.server import check_can_mount
+    """:mod:`fakedebugfs.api.mount`; an error before mounting reaches the
+    API's ``--ready-fd`` too."""
+    from fakedebugfs.api import mount
 
-    opts = mount_options(args)
+    ready = mount.ready_reporter(runstate.canonical(args.mountpoint), args.ready_fd)
     try:
-        check_can_mount(args.mountpoint)
-    except MountError as err:
-        raise CliError(str(err)) from None
-    if args.die_with_parent:
-        _die_with_parent()
-    if opts.replay:
-        _check_recording(opts.replay)
-    server = build_server(args, args.mountpoint)
-    if args.foreground:
-        return _serve(server, opts, args.ready_fd)
-    _daemonize(server, args.mountpoint)
-    if opts.replay:
-        _start_mount_replay(server.mountpoint, opts.replay)
+        opts = mount_options(args)
+        server = mount.prepare(opts, args.mountpoint, args.die_with_parent)
+        if args.foreground:
+            mount.mount_foreground(server, opts, ready)
+            return 0
+        mount.mount_background(server, opts)
+    except (CliError, FakeError) as err:
+        if args.ready_fd is not None:
+            ready(str(err))
+        raise
     _exit_now(0)
 
 
@@ -140,104 +127,13 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _check_recording(path: str) -> None:
-    """``mount --replay``: a broken recording is refused before mounting."""
-    from fakedebugfs.sources.replay import ReplayFormatError, open_recording
-
-    try:
-        open_recording(path)
-    except (ReplayFormatError, OSError) as err:
-        raise CliError(f"--replay: {err}") from None
-
-
-def _start_mount_replay(mountpoint: str, path: str) -> None:
-    """``mount --replay``: install the recording's events now; replay it once
-    a tracer has one of them enabled with tracing on."""
-    from fakedebugfs.control.client import ControlClient
-    from fakedebugfs.api.replay import start
-    from fakedebugfs.sources.replay.replay import ReplayOptions
-
-    with ControlClient(mountpoint) as client:
-        start(client.call, path, ReplayOptions.make(wait_enabled=True))
-
-
-def _die_with_parent() -> None:
-    """PR_SET_PDEATHSIG: the Python API's server goes when its test goes."""
-    from fakedebugfs.native import libc
-
-    libc.set_pdeathsig(signal.SIGTERM)
-    if os.getppid() == 1:
-        raise CliError("the parent is gone")
-
-
-def _serve(server, opts, ready_fd) -> int:
-    from fakedebugfs.server.launcher import serve
-
-    def signal_ready(message: str = "ok"):
-        if ready_fd is not None:
-            os.write(ready_fd, f"{message}\n".encode())
-            os.close(ready_fd)
-        elif message == "ok":
-            print(f"mounted {server.mountpoint}", flush=True)
-        else:
-            print(f"fakedebugfs mount: {message}", file=sys.stderr, flush=True)
-
-    def ready():
-        if not opts.replay:
-            return signal_ready()
-        import threading
-
-        def replay_then_ready():  # the loop must run to answer the request
-            try:
-                _start_mount_replay(server.mountpoint, opts.replay)
-            except Exception as err:  # noqa: BLE001 - reported, then the mount goes
-                signal_ready(f"--replay: {err}")
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-            signal_ready()
-        threading.Thread(target=replay_then_ready, daemon=True).start()
-
-    try:
-        serve(server, ready)
-    except MountError as err:
-        if ready_fd is not None:
-            os.write(ready_fd, f"{err}\n".encode())
-        raise CliError(str(err)) from None
-    return 0
-
-
-def _daemonize(server, mountpoint: str) -> int:
-    """Fork the server; return once it is mounted (or report why not)."""
-    from fakedebugfs.server.launcher import fork_server
-
-    _, message = fork_server(server, str(runstate.paths(mountpoint)["log"]), prepare=os.setsid)
-    if message != "ok":
-        raise CliError(message)
-    return 0
-
-
 def cmd_umount(args) -> int:
-    """Stop the server (SIGTERM) and make sure the mount is gone, even when
-    the server was killed and left a dead mount behind.  Refuses a mount
-    point where something else is mounted."""
-    mnt = args.mountpoint
-    fstype = runstate.mounted_fstype(mnt)
-    if fstype is not None and fstype != runstate.FSTYPE:
-        raise CliError(f"{mnt}: not a fakedebugfs mount (it is {fstype}); use umount(8)")
-    state = runstate.read_state(mnt)
-    pid = state.get("pid") if state else None
-    if pid and runstate.alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while runstate.alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    if runstate.is_mounted(mnt):
-        for cmd in (["fusermount3", "-u", "-z", mnt], ["umount", "-l", mnt]):
-            if subprocess.run(cmd, capture_output=True).returncode == 0:
-                break
-    runstate.clear_state(mnt, drop_log=True)
-    if runstate.is_mounted(mnt):
-        raise CliError(f"{mnt}: still mounted")
+    """Stop the server and make sure the mount is gone, even when the server
+    was killed and left a dead mount behind; an error where nothing of ours
+    is mounted, or something else is."""
+    from fakedebugfs.api.mount import umount
+
+    umount(args.mountpoint)
     return 0
 
 
@@ -392,6 +288,9 @@ def _cmd_run(args) -> int:
     argv = list(args.command)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    if not argv:
+        raise CliError("no command given (fakedebugfs run [options] -- COMMAND ...)",
+                       USAGE_ERROR)
     try:
         return run(argv, mount_options(args), attach=args.attach, unsealed=args.unsealed)
     except RunError as err:
@@ -449,7 +348,7 @@ def seconds(text: str) -> float:
 
 def _sub(sub, name: str, func, **kwargs) -> argparse.ArgumentParser:
     p = sub.add_parser(name, **kwargs)
-    p.set_defaults(func=func)
+    p.set_defaults(func=func, subcommand=name)
     return p
 
 
@@ -665,6 +564,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
         "A FUSE file system serving the kernel's debugfs tracing trees "
         "(ktrace/, tracing/, kmemtrace/) from an in-process tracer engine, "
         "with events, faults and scenarios injected on demand."))
+    p.add_argument("--version", action="version", version=f"fakedebugfs {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            parser_class=Parser)
     for group in (_mount_commands, _instrument_commands, _replay_commands, _client_commands,
@@ -708,7 +608,7 @@ def main(argv=None) -> int:
 
 
 def _fail(args, message: str, code: int) -> int:
-    print(f"fakedebugfs {args.command}: {message}", file=sys.stderr)
+    print(f"fakedebugfs {getattr(args, 'subcommand', '')}: {message}", file=sys.stderr)
     return code
 
 

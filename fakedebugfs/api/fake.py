@@ -33,10 +33,17 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from fakedebugfs.control import runstate
 from fakedebugfs.control.client import ControlClient
-from fakedebugfs.errors import MountError, ServerGone
+from fakedebugfs.errors import MountError, ServerGone, WaitTimeout
 from fakedebugfs.api.options import MountOptions
+from fakedebugfs.server import launcher
 
-STOP_TIMEOUT = 10.0  # seconds a server gets to unmount after SIGTERM
+STOP_TIMEOUT = launcher.STOP_TIMEOUT
+KILL_GRACE = 2.0  # seconds a command's process group gets after SIGTERM, before SIGKILL
+READERS_POLL = 0.2  # seconds per wait request while a reader is watched
+
+
+class ReaderGone(WaitTimeout):
+    """:meth:`Fake.wait_readers`: the awaited reader exited before opening the files."""
 
 
 @dataclass
@@ -79,6 +86,9 @@ class Fake:
         self._proc: Optional[subprocess.Popen] = None
         self._client: Optional[ControlClient] = None
         self._log_text = ""
+        # run/popen's commands (and whether each has a process group of its
+        # own), ended by close()
+        self._commands: list[tuple[subprocess.Popen, bool]] = []
 
     # --- life -------------------------------------------------------------------
 
@@ -108,26 +118,14 @@ class Fake:
         return self
 
     def _spawn(self) -> None:
-        r, w = os.pipe()
-        argv = [*_cli(), "mount", str(self.root), "--foreground", "--ready-fd", str(w),
-                "--die-with-parent", *self.options.argv()]
-        log = open(runstate.paths(str(self.root))["log"], "wb")
-        try:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, pass_fds=(w,),
-                                          start_new_session=True)
-        finally:
-            os.close(w)
-            log.close()
-        with os.fdopen(r, "rb") as fp:
-            message = _read_line(fp, self.ready_timeout).decode(errors="replace").strip()
-        if message != "ok":
-            code = self._proc.poll()
-            detail = message or self._tail_of_log() or f"server exited with status {code}"
-            raise MountError(f"{self.root}: {detail}")
+        self._proc = launcher.spawn_server(str(self.root), self.options.argv(),
+                                           self.ready_timeout)
 
     def close(self) -> None:
-        """Stop the server and make sure nothing stays mounted; idempotent."""
+        """End every command started with :meth:`run`/:meth:`popen` (and its
+        process group), stop the server and make sure nothing stays
+        mounted; idempotent."""
+        self.end_commands()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -135,9 +133,10 @@ class Fake:
             self._log_text = self.log() or self._log_text
         proc, self._proc = self._proc, None
         if proc is not None:
-            _stop(proc)
+            launcher.stop_server(proc.pid)
+            proc.poll()
         if self.root is not None:
-            _unmount(str(self.root))
+            launcher.unmount(str(self.root))
             runstate.clear_state(str(self.root), drop_log=True)
             if self._own_dir:
                 shutil.rmtree(self.root, ignore_errors=True)
@@ -256,25 +255,61 @@ class Fake:
         return self._wait("idle", timeout)
 
     def wait_done(self, timeout: float = 300.0) -> float:
-        """Wait until the workload reached its ``count``."""
-        return self._wait("done", timeout)
+        """Wait until the workload reached its ``count`` and, for a fake
+        mounted with ``replay=`` (the marker's too), until that replay has
+        ended (it starts once a tracer enables one of its events; ReplayError
+        if it failed).  Returns seconds waited; WaitTimeout otherwise."""
+        start = time.monotonic()
+        self._wait("done", timeout)
+        if self.options.replay:
+            from fakedebugfs.api.replay import follow
+
+            left = max(0.0, timeout - (time.monotonic() - start))
+            try:
+                follow(self.call, 1, timeout=left)  # the mount's replay is the first
+            except TimeoutError as err:
+                raise WaitTimeout(f"not done after {timeout:g} s: {err}") from None
+        return round(time.monotonic() - start, 6)
 
     def wait_consumed(self, timeout: float = 30.0, tracers: Optional[Sequence[str]] = None,
-                      complete_pages: bool = False) -> float:
-        """Wait until readers have taken every event in the buffers (of
-        *tracers*; with *complete_pages*, every whole page: what trace-cmd
-        takes before it is stopped)."""
+                      complete_pages: bool = True) -> float:
+        """Wait until readers have taken the events in the buffers (of
+        *tracers*).  By default (*complete_pages*), every whole page: what
+        ``trace-cmd record`` (or any reader of ``trace_pipe_raw``) takes
+        while it runs; the page being written is read only when the
+        recorder stops.  ``complete_pages=False`` waits for every event, as
+        a reader of ``trace_pipe`` or ``ktrace-read`` takes them."""
         args = {"complete_pages": complete_pages}
         if tracers is not None:
             args["tracers"] = list(tracers)
         return self._wait("consumed", timeout, **args)
 
     def wait_readers(self, path: str = "tracing/per_cpu/cpu*/trace_pipe_raw",
-                     timeout: float = 30.0) -> float:
+                     timeout: float = 30.0,
+                     proc: Optional[subprocess.Popen] = None) -> float:
         """Wait until every file matching the glob *path* (relative to the
         mount) is held open by some reader: by default, until a recorder
-        such as ``trace-cmd record`` reads every CPU's ``trace_pipe_raw``."""
-        return self._wait("readers", timeout, path=path)
+        such as ``trace-cmd record`` reads every CPU's ``trace_pipe_raw``.
+        The reader is *proc*, else the commands of :meth:`popen` still
+        running: once none runs, :class:`ReaderGone` (a WaitTimeout) is
+        raised at once with its exit status, not after *timeout*."""
+        watched = [proc] if proc is not None else \
+            [p for p, _ in self._commands if p.poll() is None]
+        if not watched:
+            return self._wait("readers", timeout, path=path)
+        start = time.monotonic()
+        while True:
+            left = timeout - (time.monotonic() - start)
+            try:
+                self._wait("readers", max(0.0, min(left, READERS_POLL)), path=path)
+                return round(time.monotonic() - start, 6)
+            except WaitTimeout as err:
+                if all(p.poll() is not None for p in watched):
+                    codes = ", ".join(f"{_name(p)} exited with status {p.returncode}"
+                                      for p in watched)
+                    raise ReaderGone(f"the reader is gone ({codes}): {err}") from None
+                if left <= READERS_POLL:
+                    raise
 
     def _wait(self, until: str, timeout: float, **args) -> float:
         """The server waits (polling its state); the socket waits a little longer."""
@@ -288,46 +323,80 @@ class Fake:
         (/sys/kernel/tracing and /sys/kernel/debug are this fake)."""
         return [*_cli(), "run", "--attach", str(self._root()), "--", *map(str, argv)]
 
-    def run(self, argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
-        """``subprocess.run`` of *argv* in this fake's ``run`` namespace."""
-        return subprocess.run(self.command(argv), **kwargs)
-
     def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
-        """``subprocess.Popen`` of *argv* in this fake's ``run`` namespace."""
-        return subprocess.Popen(self.command(argv), **kwargs)
+        """``subprocess.Popen`` of *argv* in this fake's ``run`` namespace, in
+        a session (and process group) of its own: when the fake closes,
+        whatever still runs in that group (the command, a recorder's
+        children) is ended, SIGTERM then SIGKILL."""
+        own = kwargs.setdefault("start_new_session", True) or kwargs.get("process_group") == 0
+        proc = subprocess.Popen(self.command(argv), **kwargs)
+        self._commands.append((proc, bool(own)))
+        return proc
+
+    def run(self, argv: Sequence[str], *, input: Any = None, capture_output: bool = False,
+            timeout: Optional[float] = None, check: bool = False,
+            **kwargs: Any) -> subprocess.CompletedProcess:
+        """``subprocess.run`` of *argv* in this fake's ``run`` namespace (a
+        process group of its own, as :meth:`popen`; on a timeout or an
+        interrupt the whole group is killed)."""
+        if capture_output:
+            kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+        if input is not None:
+            kwargs["stdin"] = subprocess.PIPE
+        kwargs.setdefault("start_new_session", True)
+        with self.popen(argv, **kwargs) as proc:
+            try:
+                out, err = proc.communicate(input, timeout=timeout)
+            except BaseException:
+                _end_group(proc, kwargs["start_new_session"], grace=0)
+                raise
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        if check:
+            done.check_returncode()
+        return done
+
+    def end_commands(self) -> None:
+        """End what :meth:`run`/:meth:`popen` started and still runs, with
+        its process group (done by :meth:`close`)."""
+        commands, self._commands = self._commands, []
+        for proc, own in commands:
+            _end_group(proc, own, KILL_GRACE)
 
 
-def _read_line(fp, timeout: float) -> bytes:
-    """The first line of *fp* within *timeout* seconds (b"" at EOF or timeout)."""
-    import select
-
-    deadline = time.monotonic() + timeout
-    data = b""
-    while not data.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fp], [], [], left)[0]:
-            return b""
-        chunk = os.read(fp.fileno(), 256)
-        if not chunk:
-            break
-        data += chunk
-    return data
+def _name(proc: subprocess.Popen) -> str:
+    argv = proc.args if isinstance(proc.args, (list, tuple)) else [proc.args]
+    tail = list(argv)
+    if "--" in tail:
+        tail = tail[tail.index("--") + 1:]
+    return os.path.basename(str(tail[0])) if tail else str(proc.pid)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
+def _end_group(proc: subprocess.Popen, own: bool, grace: float) -> None:
+    """SIGTERM *proc*'s process group (*own*: it has one, see Fake.popen), then
+    SIGKILL after *grace* seconds; without a group of its own, only *proc*."""
+    if not own:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def _unmount(mnt: str) -> None:
-    """A server that died leaves a dead mount: take it away."""
-    if not runstate.is_mounted(mnt):
         return
-    for cmd in (["fusermount3", "-u", "-z", mnt], ["umount", "-l", mnt]):
-        if subprocess.run(cmd, capture_output=True).returncode == 0:
-            return
+
+    def signal_group(sig) -> bool:  # a session leader's pid is its group's id
+        try:
+            os.killpg(proc.pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        if not signal_group(sig):
+            break
+        deadline = time.monotonic() + wait
+        while True:
+            proc.poll()  # reaps the leader (a zombie still counts in the group)
+            if not signal_group(0):
+                proc.poll()
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+    proc.poll()

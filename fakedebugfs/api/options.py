@@ -91,6 +91,15 @@ def int_value(value) -> int:
     return value
 
 
+def id_value(value) -> int:
+    """A user or group id, as tracefs' ``uid=``/``gid=`` take them
+    (``tracefs_parse_param``: decimal, below 2**32 - 1)."""
+    value = count_value(value)
+    if value >= 2**32 - 1:
+        raise ValueError(f"not a user or group id: {value}")
+    return value
+
+
 def choice(*names: str) -> Callable[[Any], str]:
     def check(value) -> str:
         if value not in names:
@@ -201,6 +210,12 @@ class MountOptions:
     profile: Optional[str] = _opt(None, profile_value,
                                   "serve the events of this kernel profile (fakedebugfs "
                                   "capture-profile; default: the shipped 6.18 one)", "DIR")
+    uid: Optional[int] = _opt(None, id_value,
+                              "owner of the files, as tracefs' uid= mount option (default: "
+                              "the user who mounts)", "UID")
+    gid: Optional[int] = _opt(None, id_value,
+                              "group of the files, as tracefs' gid= mount option (default: "
+                              "the mounting user's group)", "GID")
     verbose: bool = _opt(False, flag, "log requests and errors")
 
     @classmethod
@@ -269,4 +284,5 @@ def build_server(options: MountOptions, mountpoint: str):
                                  count=options.count)
     except (ValueError, OSError) as err:
         raise MountError(str(err)) from None
-    return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms)
+    return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms,
+                  uid=options.uid, gid=options.gid)

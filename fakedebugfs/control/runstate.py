@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 
@@ -84,9 +85,17 @@ def mounted_fstype(mountpoint: str) -> str | None:
     with open("/proc/self/mounts") as fp:
         for line in fp:
             fields = line.split()
-            if len(fields) > 2 and fields[1].replace("\\040", " ") == real:
+            if len(fields) > 2 and unescape(fields[1]) == real:
                 found = fields[2]
     return found
+
+
+def unescape(field: str) -> str:
+    """A /proc/mounts field: the kernel writes space, tab, newline and
+    backslash as octal escapes (``\\040 \\011 \\012 \\134``, ``mangle()``)."""
+    if "\\" not in field:
+        return field
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def is_mounted(mountpoint: str) -> bool:

@@ -1,13 +1,28 @@
-"""Starting a mount's server: in this process (``--foreground``), forked
-(``fakedebugfs mount``, ``fakedebugfs run``) or as a child process that dies
-with its parent (the Python API)."""
+"""A mount's server from start to end, the one way for the CLI, the Python
+API and ``fakedebugfs run``.
+
+Start: in this process (:func:`serve`, ``mount --foreground``), forked
+(:func:`fork_server`: ``fakedebugfs mount``, ``fakedebugfs run``) or as a
+child process that dies with its parent (:func:`spawn_server`: the Python
+API).  End: :func:`stop_server` (SIGTERM, then SIGKILL), :func:`unmount`
+(what a server that died left mounted: ``fusermount3 -u -z``, or a lazy
+umount2 as root) and :func:`umount_fake`, both for ``fakedebugfs umount``.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
 
+from fakedebugfs.control import runstate
 from fakedebugfs.errors import MountError
+
+STOP_TIMEOUT = 10.0  # seconds a server gets to unmount after SIGTERM
 
 
 def serve(server, ready: Optional[Callable[[], None]] = None) -> None:
@@ -55,3 +70,141 @@ def _redirect_stdio(log_path: str) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     os.close(null)
+
+
+def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30.0,
+                 python: Optional[str] = None) -> subprocess.Popen:
+    """``fakedebugfs mount MOUNTPOINT --foreground`` with mount options
+    *argv*, as a child in a session of its own that dies with this process
+    (PR_SET_PDEATHSIG); returns once it is mounted.  MountError with the
+    server's reason otherwise (the child is then stopped)."""
+    r, w = os.pipe()
+    cmd = [python or sys.executable, "-m", "fakedebugfs", "mount", mountpoint, "--foreground",
+           "--ready-fd", str(w), "--die-with-parent", *argv]
+    log_path = runstate.paths(mountpoint)["log"]
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, pass_fds=(w,),
+                                start_new_session=True)
+    finally:
+        os.close(w)
+        log.close()
+    with os.fdopen(r, "rb") as fp:
+        message = read_line(fp, ready_timeout).decode(errors="replace").strip()
+    if message != "ok":
+        code = proc.poll()
+        stop_server(proc.pid)
+        proc.poll()
+        detail = message or _last_line(log_path) or (
+            f"server exited with status {code}" if code is not None
+            else f"not mounted after {ready_timeout:g} s")
+        raise MountError(f"{mountpoint}: {detail}")
+    return proc
+
+
+def read_line(fp, timeout: float) -> bytes:
+    """The first line of *fp* within *timeout* seconds (b"" at EOF or timeout)."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fp], [], [], left)[0]:
+            return b""
+        chunk = os.read(fp.fileno(), 256)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _last_line(path) -> str:
+    try:
+        with open(path, errors="replace") as fp:
+            lines = [line.strip() for line in fp if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def stop_server(pid: int, timeout: float = STOP_TIMEOUT) -> bool:
+    """SIGTERM server *pid* (it unmounts on the way out), SIGKILL after
+    *timeout* seconds; True once it is gone.  A child of ours is reaped."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        _reap(pid)
+        return True
+    if _wait_gone(pid, timeout):
+        return True
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return _wait_gone(pid, 5.0)
+
+
+def _reap(pid: int) -> bool:
+    """Reap child *pid* if it has ended; True when it is gone (or not ours)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child (or reaped already)
+        return not runstate.alive(pid)
+    return bool(done)
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not _reap(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def unmount(mnt: str) -> bool:
+    """Take away what a server left mounted at *mnt* (a server that died
+    leaves a mount whose every access fails with ENOTCONN); True when
+    nothing is mounted there any more."""
+    if not runstate.is_mounted(mnt):
+        return True
+    if os.geteuid() == 0:
+        from fakedebugfs.native import libc
+
+        try:
+            libc.umount2(mnt, 2 | 8)  # MNT_DETACH | UMOUNT_NOFOLLOW
+        except OSError:
+            pass
+    if runstate.is_mounted(mnt):
+        from fakedebugfs.server.fusecheck import fusermount
+
+        cmd = fusermount()
+        if cmd is not None:
+            subprocess.run([cmd, "-u", "-z", mnt], capture_output=True)
+    return not runstate.is_mounted(mnt)
+
+
+def umount_fake(mountpoint: str) -> str:
+    """``fakedebugfs umount``: stop the server of the fake at *mountpoint*
+    (resolved as umount(8) resolves it: symlinks followed) and make sure
+    the mount is gone, also when its server died.  MountError when nothing
+    of ours is mounted there, or something else is.  Returns the mount point."""
+    if not os.path.lexists(mountpoint):
+        raise MountError(f"{mountpoint}: no such file or directory")
+    mnt = os.path.realpath(mountpoint)  # a dead mount's lstat fails: realpath keeps it
+    fstype = runstate.mounted_fstype(mnt)
+    if fstype is not None and fstype != runstate.FSTYPE:
+        raise MountError(f"{mountpoint}: not a fakedebugfs mount (it is {fstype}); "
+                         "use umount(8)")
+    state = runstate.read_state(mnt)
+    pid = state.get("pid") if state else None
+    if fstype is None and not (pid and runstate.alive(pid)):
+        runstate.clear_state(mnt, drop_log=True)
+        raise MountError(f"{mountpoint}: not mounted")
+    if pid and runstate.alive(pid):
+        stop_server(pid)
+    gone = unmount(mnt)
+    runstate.clear_state(mnt, drop_log=True)
+    if not gone:
+        raise MountError(f"{mountpoint}: still mounted")
+    return mnt
