@@ -25,14 +25,16 @@ a :class:`~fakedebugfs.errors.ScenarioError` naming it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
 from typing import Union
 
-from fakedebugfs.control.protocol import MAX_REPEAT
+from fakedebugfs.control.protocol import MAX_REPEAT, decode
 from fakedebugfs.errors import ScenarioError
+
+
+MAX_SCENARIO = 16 << 20  # bytes of a scenario file (a longer one is refused, not read)
 
 
 class ArgError(ValueError):
@@ -235,7 +237,7 @@ def parse_scenario(text: str, name: str = "scenario") -> list[dict]:
             continue
         try:
             if stripped.startswith("{"):
-                step = json_step(json.loads(stripped))
+                step = json_step(decode(stripped.encode(), "JSON step"))
             else:
                 step = word_step(shlex.split(stripped, comments=True))
         except (ArgError, ValueError, KeyError) as err:
@@ -254,11 +256,22 @@ def load_scenario(source: Union[str, os.PathLike]) -> list[dict]:
     """The steps of a scenario file (or of the text itself, if it has a newline)."""
     if isinstance(source, str) and "\n" in source:
         return parse_scenario(source)
+    name = os.fspath(source)
     try:
-        with open(source) as fp:
-            return parse_scenario(fp.read(), os.fspath(source))
+        with open(source, "rb") as fp:
+            data = fp.read(MAX_SCENARIO + 1)
     except OSError as err:
-        raise ScenarioError(f"{os.fspath(source)}: {err.strerror}") from None
+        raise ScenarioError(f"{name}: {err.strerror}") from None
+    if len(data) > MAX_SCENARIO:
+        raise ScenarioError(f"{name}: longer than {MAX_SCENARIO} bytes (the limit of a "
+                            f"scenario file)")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ScenarioError(f"{name}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})",
+                            line) from None
+    return parse_scenario(text, name)
 
 
 def apply_scenario(call, source: Union[str, os.PathLike]) -> int:

@@ -128,7 +128,7 @@ def depth_ok(obj, limit: int = MAX_DEPTH) -> bool:
     return True
 
 
-def decode(line: bytes) -> dict:
+def decode(line: bytes, what: str = "request") -> dict:
     """A request line's object; BadRequest (one line) for anything else:
     not JSON, not UTF-8, nested past MAX_DEPTH (the decoder's recursion
     included), not an object."""
@@ -138,13 +138,13 @@ def decode(line: bytes) -> dict:
         obj = None
         deep = True
     except (ValueError, UnicodeDecodeError):
-        raise BadRequest("a request is one JSON object per line") from None
+        raise BadRequest(f"a {what} is one JSON object per line") from None
     else:
         deep = isinstance(obj, (dict, list)) and not depth_ok(obj)
     if deep:
-        raise BadRequest(f"a request nests arrays and objects at most {MAX_DEPTH} deep")
+        raise BadRequest(f"a {what} nests arrays and objects at most {MAX_DEPTH} deep")
     if not isinstance(obj, dict):
-        raise BadRequest("a request is a JSON object")
+        raise BadRequest(f"a {what} is a JSON object")
     return obj
 
 

@@ -13,13 +13,13 @@ import fnmatch
 import logging
 import math
 import os
-import re
 from typing import Callable, Optional
 
 import trio
 
 from fakedebugfs.version import __version__
 from fakedebugfs.sources.inject import InjectError, Injector
+from fakedebugfs.engine.kernel import same_definition
 from fakedebugfs.control.protocol import MAX_REPEAT, PROTOCOL_VERSION, ok, refused
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 REPEAT_RUN = 512  # events a repeated emit fires at once between looks at the FUSE queue
 WAIT_POLL = 0.005  # seconds between checks of a wait condition
 READERS_DEFAULT = "tracing/per_cpu/cpu*/trace_pipe_raw"
-_DECL_NAME = re.compile(r"([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*$")
 
 
 class Refused(Exception):
@@ -215,19 +214,25 @@ class ControlService:
         if not isinstance(steps, list):
             raise Refused("scenario", "steps must be a list")
         checked = self._check_steps(steps)
+        self._check_clock(steps)
         self.scenarios += 1
         try:
-            for step, prepared in zip(steps, checked):
-                await self._run_step(step, prepared)
+            for i, (step, prepared) in enumerate(zip(steps, checked)):
+                try:
+                    await self._run_step(step, prepared)
+                except (Refused, InjectError, ValueError, TypeError) as err:
+                    label = f"line {step['line']}" if step.get("line") else f"step {i + 1}"
+                    raise Refused("scenario", f"{label}: {err} (the steps before it were "
+                                  f"applied)", **_where(step, i)) from None
         finally:
             self.scenarios -= 1
         return {"applied": len(steps)}
 
     def _check_steps(self, steps: list) -> list:
-        defined: dict[str, set] = {}
+        defined: dict = {}  # key -> the event an earlier step defines
         checked = []
         for i, step in enumerate(steps):
-            where = {"line": step.get("line"), "index": i} if isinstance(step, dict) else {"index": i}
+            where = _where(step, i)
             try:
                 checked.append(self._check_step(step, defined))
             except (Refused, InjectError, KeyError, ValueError, TypeError) as err:
@@ -247,9 +252,7 @@ class ControlService:
                 raise Refused("scenario", f"sleep takes a number of seconds >= 0, got {seconds!r}")
             return None
         if op == "define":
-            key = f"{step['system']}:{step['name']}"
-            defined[key] = _declared_names(step.get("fields") or [])
-            return None
+            return self._check_define(step, defined)
         if op == "fault":
             check = getattr(self._faults(), "check", None)
             if check is not None:
@@ -260,16 +263,60 @@ class ControlService:
             return self._check_emit(step, defined)
         raise Refused("scenario", f"unknown step {op!r} (emit, define, fault, sleep)")
 
+    def _check_define(self, step, defined: dict) -> None:
+        """A define step made (not registered): refused as ``define`` would
+        refuse it, or if an earlier step defined the event otherwise."""
+        system, name, fields = step["system"], step["name"], step.get("fields") or []
+        print_fmt = step.get("print_fmt")
+        try:
+            ev = self.kernel.check_define(system, name, fields, print_fmt)
+        except (ValueError, TypeError) as err:
+            raise Refused("define", str(err)) from None
+        earlier = defined.get(ev.key)
+        if earlier is not None and not same_definition(earlier, ev, print_fmt):
+            raise Refused("define", f"event {ev.key} is defined on an earlier line "
+                                    f"with another format")
+        if earlier is None:
+            defined[ev.key] = ev
+        return None
+
     def _check_emit(self, step, defined: dict):
         events = step["events"]
+        if not isinstance(events, list):
+            raise Refused("request", "events must be a list")
         late = [ev for ev in events if isinstance(ev, dict) and ev.get("event") in defined]
         for ev in late:  # defined by an earlier step: names checked now, values when fired
-            unknown = sorted(set(ev.get("fields") or {}) - defined[ev["event"]])
+            names = {f[1].split("[", 1)[0] for f in defined[ev["event"]].fields}
+            fields = ev.get("fields") or {}
+            if not isinstance(fields, dict):
+                raise Refused("scenario", f"{ev['event']}: fields must be an object")
+            unknown = sorted(set(fields) - names)
             if unknown:
                 raise Refused("scenario", f"{ev['event']} has no field {unknown[0]!r}")
-        if late:
-            return None
-        return self._prepare(events, bool(step.get("strict")))
+            self.injector.check_task(ev["event"], ev.get("cpu", 0), ev.get("pid", 0),
+                                     ev.get("comm"), ev.get("ts"))
+        now = self._prepare([ev for ev in events if not any(ev is e for e in late)],
+                            bool(step.get("strict")))
+        return None if late else now
+
+    def _check_clock(self, steps: list) -> None:
+        """The given timestamps of every emit step, in order, against each
+        CPU's last event: the trace clock never goes back (Refused naming
+        the step before anything is applied)."""
+        last = list(self.kernel.engine.last_ts)
+        for i, step in enumerate(steps):
+            if step.get("op") != "emit":
+                continue
+            for ev in step["events"]:
+                ts, cpu = ev.get("ts"), ev.get("cpu", 0)  # checked by _check_steps
+                if ts is None:
+                    continue
+                if ts < last[cpu]:
+                    label = f"line {step['line']}" if step.get("line") else f"step {i + 1}"
+                    raise Refused("scenario", f"{label}: {ev['event']}: ts {ts} is before CPU "
+                                  f"{cpu}'s last event ({last[cpu]}): the trace clock never "
+                                  f"goes back", **_where(step, i))
+                last[cpu] = ts
 
     async def _run_step(self, step: dict, prepared) -> None:
         op = step["op"]
@@ -389,7 +436,7 @@ class ControlService:
     # --- ktrace modules ---------------------------------------------------------------
 
     def insmod(self, req) -> dict:
-        names = self.kernel.insmod(req["module"], [tuple(e) for e in req["events"]])
+        names = self.kernel.insmod(req["module"], req["events"])
         self.kernel.engine.batch_done()
         return {"events": names}
 
@@ -401,6 +448,12 @@ class ControlService:
         return {}
 
 
+def _where(step, index: int) -> dict:
+    """The details of a refusal naming scenario step *index*."""
+    line = step.get("line") if isinstance(step, dict) else None
+    return {"line": line, "index": index} if isinstance(line, int) else {"index": index}
+
+
 def _repeat(req) -> int:
     """An emit's ``repeat`` (1 without one); Refused outside 1..MAX_REPEAT."""
     repeat = req.get("repeat", 1)
@@ -408,13 +461,3 @@ def _repeat(req) -> int:
         raise Refused("request", f"repeat must be a whole number from 1 to {MAX_REPEAT}, "
                                  f"got {str(repeat)[:40]}")
     return repeat
-
-
-def _declared_names(decls) -> set:
-    """Field names of C declarations (``unsigned long addr``, ``char comm[16]``)."""
-    names = set()
-    for decl in decls:
-        match = _DECL_NAME.search(str(decl))
-        if match:
-            names.add(match.group(1))
-    return names

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import gc
 import importlib
-import json
 import logging
 import os
 import signal

@@ -33,6 +33,7 @@ from fakedebugfs.engine.ftrace.ctype import is_char, lookup
 VIRTUAL_STEP_NS = 1000  # an un-stamped injected event moves the virtual clock on
 MARKER_EVENT = "ftrace:print"
 TASK_COMM_LEN = 16
+TS_MAX = (1 << 64) - 1  # the trace clock is a u64 of nanoseconds
 
 
 class InjectError(ValueError):
@@ -204,7 +205,7 @@ class Injector:
                 strict: bool = False) -> Prepared:
         """Check one injection without firing it (InjectError)."""
         fields = dict(fields or {})
-        cpu = self._check_task(event, cpu, pid, comm, ts)
+        cpu = self.check_task(event, cpu, pid, comm, ts)
         if event == MARKER_EVENT:
             return Prepared(event, cpu, pid, comm, ts, self._marker_bytes(fields, strict))
         specs = self.specs(event)
@@ -223,7 +224,8 @@ class Injector:
                 values.append(spec.check(event, spec.default()))
         return Prepared(event, cpu, pid, comm, ts, tuple(values))
 
-    def _check_task(self, event, cpu, pid, comm, ts) -> int:
+    def check_task(self, event, cpu, pid, comm, ts) -> int:
+        """The CPU, task and timestamp of an injection checked (InjectError)."""
         nr = self.kernel.engine.nr_cpus
         for label, value in (("cpu", cpu), ("pid", pid)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -236,8 +238,10 @@ class Injector:
                                  or len(comm.encode()) >= TASK_COMM_LEN):
             raise InjectError(f"{event}: comm must be a string of at most "
                               f"{TASK_COMM_LEN - 1} bytes, got {comm!r}")
-        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or ts < 0):
-            raise InjectError(f"{event}: ts must be a non-negative integer (ns), got {ts!r}")
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)
+                               or not 0 <= ts <= TS_MAX):
+            raise InjectError(f"{event}: ts must be an integer from 0 to {TS_MAX} (ns, a u64), "
+                              f"got {str(ts)[:40]}")
         return cpu
 
     @staticmethod
@@ -294,6 +298,9 @@ class Injector:
             if ts < last[p.cpu]:
                 raise InjectError(f"{p.key}: ts {ts} is before CPU {p.cpu}'s last event "
                                   f"({last[p.cpu]}): the trace clock never goes back")
+            if ts > TS_MAX - VIRTUAL_STEP_NS:
+                raise InjectError(f"{p.key}: ts {ts} leaves the u64 trace clock no room "
+                                  f"(at most {TS_MAX - VIRTUAL_STEP_NS})")
             last[p.cpu] = ts
             if virtual:
                 now = max(now, ts)

@@ -92,6 +92,38 @@ def parse_event_file(text: str) -> list[tuple[str, str]]:
     return events
 
 
+NAME_MAX = 255  # a name is a file of ktrace/events/
+FORMAT_MAX = 4096
+
+
+def check_module(module, events) -> list[tuple[str, str]]:
+    """A module's ``[(name, format)]`` before anything is loaded: the module
+    a name of letters, digits, ``_`` and ``-``; each event a C identifier (it
+    names the event's file in ``ktrace/events/``, as the module's
+    ``DEFINE_KTRACE`` names it) and a format string.  ValueError (one line,
+    nothing loaded) otherwise."""
+    if not isinstance(module, str) or not module.replace("-", "_").isidentifier() \
+            or len(module) > NAME_MAX:
+        raise ValueError(f"bad module name {str(module)[:80]!r} (letters, digits, _ and -)")
+    if not isinstance(events, (list, tuple)):
+        raise ValueError("events must be a list of [name, format] pairs")
+    out = []
+    for item in events:
+        if not isinstance(item, (list, tuple)) or len(item) != 2 \
+                or not all(isinstance(x, str) for x in item):
+            raise ValueError(f"an event is a [name, format] pair of strings, "
+                             f"got {str(item)[:80]}")
+        name, fmt = item
+        if not name.isidentifier() or not name.isascii() or len(name) > NAME_MAX:
+            raise ValueError(f"bad event name {name[:80]!r}: a C identifier (it names "
+                             f"a file of ktrace/events/)")
+        if len(fmt) > FORMAT_MAX or "\0" in fmt:
+            raise ValueError(f"event {name}: a format is at most {FORMAT_MAX} "
+                             f"characters, without NUL")
+        out.append((name, fmt))
+    return out
+
+
 def user_site(engine, module: str, name: str, fmt: str) -> KtraceSite:
     """Define tracepoint ``ktrace.<module>:<name>`` for a user event and its
     site: each module's ``DO_TRACE`` is a call site of its own, so two modules
