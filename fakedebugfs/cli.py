@@ -153,6 +153,10 @@ def cmd_status(args) -> int:
         control(args.mountpoint, "wait", io_timeout=args.timeout + 10, until="done",
                 timeout=args.timeout)
         reply = control(args.mountpoint, "status")
+    if not args.verbose:  # every enabled event's name: ~60 KB with --enable-all
+        enabled = reply.get("ftrace", {}).pop("enabled", None)
+        if enabled is not None:
+            reply["ftrace"]["enabled_events"] = len(enabled)
     print(json.dumps(reply, indent=2 if sys.stdout.isatty() else None))
     return 0
 
@@ -450,6 +454,9 @@ def _mount_commands(sub) -> None:
     s.add_argument("mountpoint")
     s.add_argument("--wait-done", action="store_true", help="wait until the workload is done")
     s.add_argument("--timeout", type=seconds, default=300, help="seconds to wait (default 300)")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="list every enabled ftrace event (default: ftrace.enabled_events "
+                        "counts them)")
 
     i = _sub(sub, "insmod", cmd_insmod, help="load a module of ktrace events (files appear)")
     i.add_argument("mountpoint")
@@ -536,7 +543,16 @@ def cmd_capture_profile(args) -> int:
     except (ProfileError, OSError) as err:
         raise CliError(str(err)) from None
     if not args.quiet:
-        print(f"{n} events of {os.uname().release} from {where} saved in {args.outdir}")
+        # n counts every format, the ftrace/ system's entries (function,
+        # print, ...) too; available_events, what a tracer can enable, does not
+        try:
+            with open(os.path.join(args.outdir, "available_events")) as fp:
+                events = sum(1 for line in fp if line.strip())
+        except OSError:
+            events = n
+        entries = f" (and {n - events} ftrace entries)" if n > events else ""
+        print(f"{events} events{entries} of {os.uname().release} from {where} "
+              f"saved in {args.outdir}")
     return 0
 
 
@@ -596,7 +612,11 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except CliError as err:
         return _fail(args, str(err), err.code)
     except (ArgError, RequestError) as err:
@@ -605,6 +625,17 @@ def main(argv=None) -> int:
         return _fail(args, str(err), 1)
     except KeyboardInterrupt:
         return 130
+
+
+def _pipe_closed() -> int:
+    """The reader of our output went (``... | head``): end quietly, with the
+    status of a tool killed by SIGPIPE, as cat or grep end there."""
+    import signal
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())  # what is still buffered goes nowhere
+    os.close(null)
+    return 128 + signal.SIGPIPE
 
 
 def _fail(args, message: str, code: int) -> int:

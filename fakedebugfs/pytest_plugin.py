@@ -6,14 +6,22 @@ installed; nothing to import.  Fixtures:
 ``fakedebugfs``
     a fresh :class:`~fakedebugfs.api.Fake` for the test, started with the
     options of the closest ``@pytest.mark.fakedebugfs(...)`` marker, always
-    stopped and unmounted afterwards.
+    stopped and unmounted afterwards, with every command its ``run`` and
+    ``popen`` started.
 ``fakedebugfs_session``
     one fake for the whole session (options from the ``fakedebugfs_options``
-    ini value, a Python dict literal, e.g. ``{"cpus": 4}``).
+    ini value, a Python dict literal, e.g. ``{"cpus": 4}``); a test that
+    needs it as mounted calls ``fakedebugfs_session.reset()`` first.  A
+    ``@pytest.mark.fakedebugfs`` marker on a test that uses only this
+    fixture is an error (its options would be ignored).
 
-Where FUSE cannot be used (no /dev/fuse, no permission to mount, a pyfuse3
-without our patch) a test using them is skipped with the reason; when a
-test fails, the server's log is attached to its report ("fakedebugfs log").
+Where no fake can start (no /dev/fuse or no permission to use it, no
+setuid fusermount3, a pyfuse3 without our patch) a test using them is
+skipped with the precise cause and its fix, and the terminal summary counts
+those skips.  With ``--fakedebugfs-require`` (or ``FAKEDEBUGFS_REQUIRE=1``
+in the environment: for CI) such a test fails with that cause instead, so a
+run cannot go green without testing anything.  When a test fails, the
+server's log is attached to its report ("fakedebugfs log").
 
 ::
 
@@ -34,49 +42,64 @@ import pytest
 
 MARKER = "fakedebugfs"
 LOG_SECTION = "fakedebugfs log"
+REQUIRE_ENV = "FAKEDEBUGFS_REQUIRE"
+SKIP_PREFIX = "fakedebugfs: no usable fake: "
+
+_FAKES = pytest.StashKey[list]()
+_SKIPPED = pytest.StashKey[dict]()  # reason -> tests skipped for want of a fake
 
 
 def pytest_addoption(parser) -> None:
     parser.addini("fakedebugfs_options", "options of the session-scoped fake (a dict literal)",
                   default="{}")
+    group = parser.getgroup("fakedebugfs")
+    group.addoption("--fakedebugfs-require", action="store_true", default=False,
+                    help="a fake that cannot start fails the test instead of skipping it "
+                         f"(also {REQUIRE_ENV}=1): for CI, where skips would go green")
 
 
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(**options): options of the fake the `fakedebugfs` fixture "
                    "starts (cpus=, workload=, clock=, enable_all=, replay=, ... as `fakedebugfs mount`)")
+    config.stash[_SKIPPED] = {}
+
+
+def required(config) -> bool:
+    """``--fakedebugfs-require`` or ``FAKEDEBUGFS_REQUIRE=1``: no skips."""
+    env = os.environ.get(REQUIRE_ENV, "").strip().lower()
+    return bool(config.getoption("fakedebugfs_require", False)) or \
+        env not in ("", "0", "no", "false")
 
 
 def fuse_unusable() -> Optional[str]:
-    """Why this machine cannot mount a fake, or None."""
-    if not os.path.exists("/dev/fuse"):
-        return "no /dev/fuse (load the fuse module, or give the container the device)"
-    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
-        return "/dev/fuse is not readable and writable by this user"
-    if os.geteuid() != 0 and not any(os.access(os.path.join(d, "fusermount3"), os.X_OK)
-                                     for d in os.environ.get("PATH", "").split(os.pathsep)):
-        return "not root and no fusermount3 to mount with"
-    try:
-        from fakedebugfs.fs.operations import has_ioctl_support
-    except ImportError as err:
-        return f"pyfuse3 is not importable ({err})"
-    if not has_ioctl_support():
-        return "the installed pyfuse3 lacks fakedebugfs's patch (run `make install`)"
-    return None
+    """Why this process cannot mount a fake, with the fix, or None
+    (:func:`fakedebugfs.server.fusecheck.mount_problem`)."""
+    from fakedebugfs.server.fusecheck import mount_problem
+
+    return mount_problem()
 
 
-def _start(options: dict):
+def _unusable(config, reason: str):
+    """Skip, or (required) fail, for want of a usable fake."""
+    if required(config):
+        pytest.fail(f"fakedebugfs: cannot start a fake ({REQUIRE_ENV}=1 or "
+                    f"--fakedebugfs-require forbid skipping): {reason}", pytrace=False)
+    pytest.skip(SKIP_PREFIX + reason)
+
+
+def _start(options: dict, config):
     from fakedebugfs.api import Fake, MountError
 
     reason = fuse_unusable()
     if reason:
-        pytest.skip(f"fakedebugfs: FUSE unusable: {reason}")
+        _unusable(config, reason)
     fake = Fake(**options)
     try:
         fake.start()
     except MountError as err:
         if "ermission" in str(err) or "not permitted" in str(err):
-            pytest.skip(f"fakedebugfs: cannot mount: {err}")
+            _unusable(config, f"cannot mount: {err}")
         raise
     return fake
 
@@ -92,7 +115,7 @@ def fakedebugfs(request):
         beside = request.path.parent / options["replay"]  # beside the test file first
         if beside.exists():
             options["replay"] = str(beside)
-    fake = _start(options)
+    fake = _start(options, request.config)
     request.node.stash[_FAKES] = request.node.stash.get(_FAKES, []) + [fake]
     try:
         yield fake
@@ -108,21 +131,36 @@ def fakedebugfs_session(request):
         options = ast.literal_eval(text or "{}")
     except (ValueError, SyntaxError):
         raise pytest.UsageError(f"fakedebugfs_options is not a dict literal: {text!r}") from None
-    fake = _start(options)
+    fake = _start(options, request.config)
     try:
         yield fake
     finally:
         fake.close()
 
 
-_FAKES = pytest.StashKey[list]()
+def pytest_runtest_setup(item) -> None:
+    """A marker's options reach only the ``fakedebugfs`` fixture: on a test
+    of the session fake alone they would be silently ignored: an error."""
+    names = getattr(item, "fixturenames", ())
+    if item.get_closest_marker(MARKER) is not None and "fakedebugfs_session" in names \
+            and "fakedebugfs" not in names:
+        pytest.fail(f"@pytest.mark.{MARKER}(...) sets the options of the `fakedebugfs` "
+                    "fixture; the session fake (`fakedebugfs_session`) takes its options "
+                    "from the `fakedebugfs_options` ini value: use one or the other",
+                    pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failed test's report carries the server log of each of its fakes."""
+    """A failed test's report carries the server log of each of its fakes;
+    a test skipped for want of a fake is counted (by cause) for the summary."""
     outcome = yield
     report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) \
+            and SKIP_PREFIX in str(report.longrepr[2]):
+        reason = str(report.longrepr[2]).split(SKIP_PREFIX, 1)[1]
+        skipped = item.config.stash.setdefault(_SKIPPED, {})
+        skipped[reason] = skipped.get(reason, 0) + 1
     if not report.failed:
         return
     fakes = list(item.stash.get(_FAKES, []))
@@ -132,3 +170,17 @@ def pytest_runtest_makereport(item, call):
     for fake in fakes:
         text = fake.log().strip()
         report.sections.append((f"{LOG_SECTION} ({fake.root})", text or "(empty)"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """How many tests were skipped because no fake could start, and why: a
+    run that skipped them is not a pass of them."""
+    skipped = config.stash.get(_SKIPPED, {})
+    if not skipped:
+        return
+    terminalreporter.section("fakedebugfs", sep="-", yellow=True)
+    for reason, n in skipped.items():
+        terminalreporter.line(f"{n} test{'s' if n != 1 else ''} skipped for lack of a usable "
+                              f"fake: {reason}", yellow=True)
+    terminalreporter.line(f"(--fakedebugfs-require or {REQUIRE_ENV}=1 makes them fail "
+                          "instead)")

@@ -12,55 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.plugin import USER_TEST
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
-
-# A user's test: three kmallocs on CPU 1, recorded and reported by trace-cmd.
-USER_TEST = '''
-import re
-import signal
-import subprocess
-import time
-
-import pytest
-
-
-@pytest.mark.fakedebugfs(cpus=2, clock="virtual")
-def test_three_kmallocs(fakedebugfs, tmp_path):
-    fk = fakedebugfs
-    syms = fk.run(["grep", " getname_flags$", "/proc/kallsyms"], capture_output=True, text=True)
-    base = int(syms.stdout.split()[0], 16)
-    dat = tmp_path / "trace.dat"
-    rec = fk.popen(["trace-cmd", "record", "-e", "kmem:kmalloc", "-o", str(dat)],
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    fk.wait_readers()  # trace-cmd reads every CPU's trace_pipe_raw
-    deadline = time.monotonic() + 30
-    while (fk.tracing / "tracing_on").read_text() != "1\\n":  # ... and has switched tracing on
-        assert time.monotonic() < deadline and rec.poll() is None
-        time.sleep(0.01)
-    for i in range(3):
-        fk.emit("kmem:kmalloc", cpu=1, pid=4242, comm="myapp", call_site=base + 4 * i,
-                ptr=0xFFFF888100000000 + 64 * i, bytes_req=8 * (i + 1), bytes_alloc=16 * (i + 1),
-                gfp_flags=0xCC0, node=-1)
-    rec.send_signal(signal.SIGINT)
-    rec.communicate(timeout=60)
-    assert rec.returncode == 0
-    report = fk.run(["trace-cmd", "report", "-i", str(dat)], capture_output=True, text=True)
-    lines = [re.sub(r"\\s+", " ", l).strip() for l in report.stdout.splitlines() if "kmalloc:" in l]
-    assert lines == [
-        "myapp-4242 [001] 1.000000: kmalloc: (getname_flags+0x0) call_site=getname_flags+0x0 "
-        "ptr=0xffff888100000000 bytes_req=8 bytes_alloc=16 gfp_flags=GFP_KERNEL node=-1 "
-        "accounted=false",
-        "myapp-4242 [001] 1.000001: kmalloc: (getname_flags+0x4) call_site=getname_flags+0x4 "
-        "ptr=0xffff888100000040 bytes_req=16 bytes_alloc=32 gfp_flags=GFP_KERNEL node=-1 "
-        "accounted=false",
-        "myapp-4242 [001] 1.000002: kmalloc: (getname_flags+0x8) call_site=getname_flags+0x8 "
-        "ptr=0xffff888100000080 bytes_req=24 bytes_alloc=48 gfp_flags=GFP_KERNEL node=-1 "
-        "accounted=false",
-    ]
-'''
 
 
 def test_fixture_injects_and_trace_cmd_reports(pytester):
@@ -136,18 +92,72 @@ def test_marker_with_positional_arguments_is_a_usage_error(pytester):
     result.stdout.fnmatch_lines(["*keyword arguments only*"])
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                    reason="hiding /dev/fuse needs root and unshare(1)")
-def test_skips_with_a_reason_without_dev_fuse(pytester):
-    """In a mount namespace whose /dev has no fuse device, tests using the
-    fixture are skipped, saying why."""
-    pytester.makepyfile(test_user='''
-        def test_needs_fuse(fakedebugfs):
-            raise AssertionError("must not run")
-    ''')
+def _hidden_fuse(pytester, *args, env=None):
+    """pytest on test_user.py in a mount namespace whose /dev has no fuse
+    device (a tmpfs over /dev): the plugin's real checks find it missing."""
     script = (f"mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && "
-              f"exec {sys.executable} -m pytest -p no:cacheprovider -rs test_user.py")
-    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                       cwd=pytester.path, capture_output=True, text=True, timeout=120)
-    assert "1 skipped" in p.stdout, p.stdout + p.stderr
-    assert "FUSE unusable: no /dev/fuse" in p.stdout
+              f"exec {sys.executable} -m pytest -p no:cacheprovider -rs {' '.join(args)} "
+              f"test_user.py")
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                          cwd=pytester.path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+HIDDEN = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                            reason="hiding /dev/fuse needs root and unshare(1)")
+NEEDS_FUSE = '''
+    def test_needs_fuse(fakedebugfs):
+        raise AssertionError("must not run")
+
+    def test_needs_the_session_fake(fakedebugfs_session):
+        raise AssertionError("must not run")
+
+    def test_without_a_fake():
+        pass
+'''
+
+
+@HIDDEN
+def test_skips_with_a_reason_without_dev_fuse(pytester):
+    """Without a fuse device, tests using the fixtures are skipped, saying
+    why and how to fix it, and the summary counts them."""
+    pytester.makepyfile(test_user=NEEDS_FUSE)
+    p = _hidden_fuse(pytester)
+    assert "1 passed, 2 skipped" in p.stdout, p.stdout + p.stderr
+    assert "fakedebugfs: no usable fake: /dev/fuse is missing: load the module " \
+           "(`sudo modprobe fuse`)" in p.stdout
+    assert re.search(r"-+ fakedebugfs -+\n2 tests skipped for lack of a usable fake: "
+                     r"/dev/fuse is missing", p.stdout), p.stdout
+
+
+@HIDDEN
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_require_makes_a_missing_fake_an_error(pytester, how):
+    """--fakedebugfs-require or FAKEDEBUGFS_REQUIRE=1: the same tests fail
+    with the cause; nothing is skipped, the run is not green."""
+    pytester.makepyfile(test_user=NEEDS_FUSE)
+    if how == "option":
+        p = _hidden_fuse(pytester, "--fakedebugfs-require")
+    else:
+        p = _hidden_fuse(pytester, env={"FAKEDEBUGFS_REQUIRE": "1"})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "1 passed, 2 errors" in p.stdout and "skipped" not in p.stdout
+    assert p.stdout.count("fakedebugfs: cannot start a fake (FAKEDEBUGFS_REQUIRE=1 or "
+                          "--fakedebugfs-require forbid skipping): /dev/fuse is missing") >= 2
+
+
+def test_marker_on_a_session_fake_test_is_an_error(pytester):
+    pytester.makepyfile(test_user='''
+        import pytest
+
+        @pytest.mark.fakedebugfs(cpus=4)
+        def test_marked(fakedebugfs_session):
+            raise AssertionError("must not run")
+
+        def test_plain(fakedebugfs_session):
+            assert fakedebugfs_session.running
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*sets the options of the `fakedebugfs` fixture; the "
+                                 "session fake*"])

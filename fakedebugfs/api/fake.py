@@ -89,6 +89,7 @@ class Fake:
         # run/popen's commands (and whether each has a process group of its
         # own), ended by close()
         self._commands: list[tuple[subprocess.Popen, bool]] = []
+        self._mounted_state: Optional[dict] = None  # reset()'s, read at start
 
     # --- life -------------------------------------------------------------------
 
@@ -112,6 +113,7 @@ class Fake:
             self._spawn()
             self._client = ControlClient(str(self.root))
             self._client.call("hello")
+            self._mounted_state = self._settings()
         except BaseException:
             self.close()
             raise
@@ -144,6 +146,27 @@ class Fake:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def reset(self) -> None:
+        """Back to the state of the mount, for the next test of a shared
+        (session) fake: commands of :meth:`popen` ended, faults cleared,
+        instances removed, the tracer, ``trace_options``, ``trace_clock``,
+        buffer sizes, enabled events (and event pids), ``tracing_on``,
+        ktrace's and kmemtrace's enables as they were, every buffer
+        emptied.  Done through the files, as ``trace-cmd reset`` does;
+        event filters and triggers a test set are not undone."""
+        from fakedebugfs.api.reset import apply
+
+        if self._mounted_state is None:
+            raise ServerGone("this fake is not started")
+        self.end_commands()
+        self.clear_faults()
+        apply(self._root(), self._mounted_state)
+
+    def _settings(self) -> dict:
+        from fakedebugfs.api.reset import settings
+
+        return settings(self._root())
 
     # --- where things are ------------------------------------------------------------
 

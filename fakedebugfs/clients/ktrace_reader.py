@@ -152,6 +152,8 @@ def main(args) -> int:
                 print(f"cpu{rec.cpu} {rec.ts / 1e9:.9f} {rec.name}: {rec.text}")
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:
+        raise  # our reader went (| head): the CLI ends quietly
     except OSError as err:
         print(f"fakedebugfs ktrace-read: {err.filename or args.mountpoint}: {err.strerror}",
               file=sys.stderr)
