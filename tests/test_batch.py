@@ -23,7 +23,7 @@ from fakedebugfs.engine.core.engine import Pending
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload
-from support.kernel import faults_of
+from support.kernel import faults_of, ring_state, state
 
 CACHES = ("names_cache", "filp", "dentry", "vm_area_struct", "kmalloc-64")
 
@@ -72,28 +72,6 @@ def make_kernel(cpus, ring, subbuf_events, abi="2008-08", page_size=4096):
     for pid, comm in ((1, "init"), (2001, "bash"), (2002, "cc1"), (31999, "make")):
         k.engine.set_comm(pid, comm)
     return k
-
-
-def ring_state(buf: CpuBuffer) -> tuple:
-    return (bytes(buf.mem), tuple(buf.page_entries), tuple(buf.page_real_end), buf.produced,
-            buf.consumed, buf.tail, buf.tail_entries, buf.last_ts, buf.entries, buf.overrun,
-            buf.dropped, buf.missed, [tuple(g) for g in buf.gaps], buf.lose_next,
-            buf.consumed_events)
-
-
-def state(k: Kernel) -> dict:
-    ft, kt, km = k.ftrace, k.ktrace, k.kmemtrace
-    return {
-        "ftrace": [ring_state(b) for b in ft.buffers],
-        "ftrace.written": ft.written,
-        "saved_cmdlines": (ft.cmdlines.show(), ft.cmdlines.idx),
-        "ktrace": [ring_state(b) for b in kt.buffers],
-        "kmemtrace": [(bytes(b.start[:]), b.offset, b.data, b.subbufs_produced,
-                       tuple(b.padding)) for b in km.chan.bufs],
-        "kmemtrace.counters": (km.seq_num, km.buf_overruns, km.records, tuple(km.lose_next)),
-        "emitted": k.engine.emitted,
-        "last_ts": tuple(k.engine.last_ts),
-    }
 
 
 def fire_each(k: Kernel, events) -> None:

@@ -164,6 +164,22 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert layer("fakedebugfs.server.server") > layer("fakedebugfs.engine.b")
 
 
+def test_tests_do_not_import_each_other():
+    """Shared test helpers live in ``tests/support/``; a test file imports
+    no other test file (``conftest`` is pytest's, and allowed)."""
+    here = Path(__file__).resolve().parent
+    found = []
+    for path in sorted(here.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            mods = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            found += [f"{path.name} imports {m}" for m in mods if m.split(".")[0].startswith("test_")]
+    assert found == []
+
+
 if __name__ == "__main__":  # python tests/test_layering.py: the circles, one a line
     found = cycles(graph())
     print(f"{len(found)} import circles")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_plugin import USER_TEST
+from support.plugin import USER_TEST
 
 REPO = Path(__file__).resolve().parent.parent
 WHEELS = REPO / "build" / "wheels"

@@ -27,7 +27,7 @@ from fakedebugfs import Fake
 from fakedebugfs.sources.replay import open_recording, read_tracedat
 from fakedebugfs import ReplayError
 
-from test_replay_readers import TOP_FILES, DatWriter, Pages, header_page
+from support.tracedat import TOP_FILES, DatWriter, Pages, header_page
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "replay"
 HAVE_TRACECMD = shutil.which("trace-cmd") is not None
@@ -440,7 +440,7 @@ def test_pages_built_with_every_kind_of_event(tmp_path):
     shows each event with its recorded time and task."""
     d = tmp_path / "cap"
     (d / "events" / "test" / "probe").mkdir(parents=True)
-    from test_replay_readers import FMT, built_pages
+    from support.tracedat import FMT, built_pages
 
     (d / "events" / "header_page").write_text(header_page(8))
     (d / "events" / "test" / "probe" / "format").write_text(FMT)

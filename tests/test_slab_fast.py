@@ -23,7 +23,7 @@ import pytest
 from fakedebugfs.engine.core.batch import Strings
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import slab_batch
-from test_batch import state
+from support.kernel import state
 
 pytestmark = pytest.mark.skipif(slab_batch.slab_fast is None,
                                 reason="slab_fast not built (or FAKEDEBUGFS_PURE=1)")
