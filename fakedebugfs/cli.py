@@ -556,7 +556,22 @@ def cmd_capture_profile(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    """``fakedebugfs doctor``: :mod:`fakedebugfs.sandbox.doctor`."""
+    from fakedebugfs.sandbox.doctor import report, run_checks
+
+    text, code = report(run_checks())
+    print(text)
+    return code
+
+
 def _profile_commands(sub) -> None:
+    _sub(sub, "doctor", cmd_doctor, help="check what this machine allows this user",
+         description="Check the FUSE device and its mode, fusermount3, fuse.conf, the "
+                     "patched pyfuse3, user namespaces (sysctls, AppArmor), perf events and "
+                     "trace-cmd; print what works and what does not, with the fix. Exit "
+                     "status 1 when the basics (mounting a fake) fail.")
+
     cp = _sub(sub, "capture-profile", cmd_capture_profile,
               help="save this machine's tracefs as a kernel profile (--profile DIR)",
               description="Read the real tracefs (never writing to it) and save what the "

@@ -104,6 +104,11 @@ class Fake:
         """Mount and wait until the server answers (MountError otherwise)."""
         if self._proc is not None:
             raise MountError("this fake is already started")
+        from fakedebugfs.server.fusecheck import mount_problem
+
+        problem = mount_problem()  # what the system forbids, with the fix
+        if problem:
+            raise MountError(problem)
         if self._own_dir:
             self.root = Path(tempfile.mkdtemp(prefix="fakedebugfs-"))
             self.root.chmod(0o755)

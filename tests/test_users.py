@@ -1,0 +1,176 @@
+"""A normal user (uid 65534, Debian's /usr/bin/python3) mounts a fake, uses
+the Python API and the pytest plugin, without root and without
+``user_allow_other``: the fake's files are that user's, the mount is made
+without ``allow_other``; where the system forbids it (/dev/fuse 0600, no
+device), one line names the cause and the fix.  Each runs in a private
+mount namespace whose /dev/fuse is a node of its own (tests/support/nobody.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import textwrap
+
+import pytest
+
+from conftest import is_mounted, run_cli
+from support.nobody import NOBODY, nobody  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_user_mounts_and_reads_its_own_fake(nobody):
+    mnt = nobody.home / "mnt"
+    script = f"""
+        set -e
+        mkdir -p {mnt}
+        fakedebugfs mount {mnt} --workload none
+        grep " {mnt} " /proc/mounts
+        stat -c '%u:%g %a %n' {mnt}/tracing {mnt}/tracing/trace {mnt}/tracing/events/enable
+        echo 1 > {mnt}/tracing/events/kmem/kmalloc/enable
+        fakedebugfs emit {mnt} kmem:kmalloc bytes_req=24 --comm app --pid 7
+        grep -c "kmalloc:.*bytes_req=24" {mnt}/tracing/trace
+        fakedebugfs umount {mnt}
+        grep -c " {mnt} " /proc/mounts || true
+    """
+    p = nobody.run(["sh", "-c", textwrap.dedent(script)])
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    mount_line = lines[0].split()
+    assert mount_line[2] == "fuse.fakedebugfs"
+    opts = mount_line[3].split(",")
+    assert f"user_id={NOBODY}" in opts and "allow_other" not in opts
+    assert lines[1:4] == [f"{NOBODY}:{NOBODY} 700 {mnt}/tracing",
+                          f"{NOBODY}:{NOBODY} 640 {mnt}/tracing/trace",
+                          f"{NOBODY}:{NOBODY} 640 {mnt}/tracing/events/enable"]
+    assert lines[4:] == ["1", "0"]
+
+
+def test_user_refused_names_the_cause_and_the_fix(nobody):
+    """/dev/fuse 0600 (this machine's), then no device at all."""
+    mnt = nobody.home / "mnt-refused"
+    p = nobody.run(["sh", "-c", f"mkdir -p {mnt} && fakedebugfs mount {mnt}"], fuse_mode=0o600)
+    assert p.returncode == 1
+    assert p.stderr.strip() == (
+        f"fakedebugfs mount: /dev/fuse is mode 0600, not readable and writable by uid "
+        f"{NOBODY}: `sudo chmod 0666 /dev/fuse` (the mode most distributions give it), "
+        f"or run as root")
+    p = nobody.run(["python", "-c", "from fakedebugfs import Fake; Fake().start()"],
+                   fuse_mode="missing")
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines()[-1].startswith(
+        "fakedebugfs.errors.MountError: /dev/fuse is missing: load the module "
+        "(`sudo modprobe fuse`)")
+
+
+def test_user_python_api(nobody):
+    """``Fake`` as the user: files of the user's, events injected and read,
+    reset(), everything unmounted at the end."""
+    script = textwrap.dedent("""
+        import os
+        from fakedebugfs import Fake
+        from fakedebugfs.control.runstate import is_mounted
+
+        with Fake(cpus=2, clock="virtual") as fk:
+            st = os.stat(fk.tracing / "trace")
+            print("owner", st.st_uid, st.st_gid)
+            (fk.tracing / "events/kmem/kmalloc/enable").write_text("1")
+            fk.emit("kmem:kmalloc", cpu=1, pid=42, comm="app", bytes_req=8)
+            print("lines", sum("kmalloc:" in l for l in (fk.tracing / "trace").read_text().splitlines()))
+            fk.reset()
+            print("after reset", repr((fk.tracing / "set_event").read_text()),
+                  sum("kmalloc:" in l for l in (fk.tracing / "trace").read_text().splitlines()))
+            root = fk.root
+        print("mounted after", is_mounted(root), root.exists())
+    """)
+    p = nobody.run(["python", "-c", script])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines() == [f"owner {NOBODY} {NOBODY}", "lines 1",
+                                     "after reset '' 0", "mounted after False False"]
+
+
+USER_FILE = """
+import os
+
+def test_kmalloc_seen(fakedebugfs):
+    fk = fakedebugfs
+    assert os.stat(fk.tracing / "trace").st_uid == os.getuid()
+    (fk.tracing / "events/kmem/kmalloc/enable").write_text("1")
+    fk.emit("kmem:kmalloc", cpu=0, pid=42, comm="app", bytes_req=8)
+    assert "bytes_req=8" in (fk.tracing / "trace").read_text()
+"""
+
+
+def test_user_pytest_plugin(nobody):
+    """The user's own test file with the fixture: passes where /dev/fuse is
+    usable; where it is 0600, skipped with the cause (counted in the
+    summary), and with FAKEDEBUGFS_REQUIRE=1 a failure with that cause."""
+    project = nobody.home / "project"
+    project.mkdir(exist_ok=True)
+    (project / "test_mine.py").write_text(USER_FILE)
+    os.chown(project, NOBODY, NOBODY)
+    argv = ["python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "test_mine.py"]
+    p = nobody.run(argv, cwd=str(project))
+    assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
+    p = nobody.run(argv, cwd=str(project), fuse_mode=0o600)
+    assert p.returncode == 0 and "1 skipped" in p.stdout, p.stdout + p.stderr
+    assert "1 test skipped for lack of a usable fake: /dev/fuse is mode 0600" in p.stdout
+    p = nobody.run(argv, cwd=str(project), fuse_mode=0o600, env={"FAKEDEBUGFS_REQUIRE": "1"})
+    assert p.returncode == 1 and "1 error" in p.stdout, p.stdout + p.stderr
+    assert "cannot start a fake (FAKEDEBUGFS_REQUIRE=1 or --fakedebugfs-require forbid " \
+           "skipping): /dev/fuse is mode 0600" in p.stdout
+
+
+def test_uid_and_gid_options(tmp_path):
+    """``--uid``/``--gid`` (tracefs' ``uid=``/``gid=``): the files' owner,
+    from the one options table (CLI and API), checked."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    run_cli("mount", mnt, "--uid", "1234", "--gid", "5678", "--workload", "none")
+    try:
+        for path in (mnt / "tracing", mnt / "tracing" / "trace", mnt / "ktrace" / "enabled"):
+            st = os.stat(path)
+            assert (st.st_uid, st.st_gid) == (1234, 5678), path
+    finally:
+        run_cli("umount", mnt)
+    assert not is_mounted(mnt)
+    p = run_cli("mount", mnt, "--uid", "-1", check=False)
+    assert p.returncode == 2 and "--uid: must be a whole number >= 0" in p.stderr
+    from fakedebugfs import Fake
+
+    with Fake(uid=4321) as fk:
+        assert os.stat(fk.tracing / "tracing_on").st_uid == 4321
+        assert stat.S_IMODE(os.stat(fk.tracing).st_mode) == 0o700
+        mounts = open("/proc/self/mounts").read()
+        line = next(l for l in mounts.splitlines() if f" {fk.root} " in l)
+        assert "allow_other" in line.split()[3].split(",")  # root's fake: for everyone
+
+
+def test_umount_of_what_is_not_a_fake(tmp_path):
+    """umount: nothing mounted is an error; a symlink to the mount point and
+    a mount point with a space, a tab and a backslash in its name work."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = run_cli("umount", empty, check=False)
+    assert p.returncode == 1 and p.stderr.strip() == f"fakedebugfs umount: {empty}: not mounted"
+    p = run_cli("umount", tmp_path / "nothing", check=False)
+    assert p.returncode == 1 and "no such file or directory" in p.stderr
+    from fakedebugfs.control.runstate import mounted_fstype
+
+    odd = tmp_path / "a b\tc\\d"
+    odd.mkdir()
+    run_cli("mount", odd, "--workload", "none")
+    try:
+        link = tmp_path / "link"
+        link.symlink_to(odd)
+        assert re.search(r" \S*/a\\040b\\011c\\134d fuse.fakedebugfs ",
+                         open("/proc/self/mounts").read())
+        assert mounted_fstype(str(odd)) == "fuse.fakedebugfs"
+        p = run_cli("umount", link, check=False)
+        assert p.returncode == 0, p.stderr
+        assert mounted_fstype(str(odd)) is None
+    finally:
+        if mounted_fstype(str(odd)):
+            subprocess.run(["umount", "-l", str(odd)])
