@@ -3,9 +3,11 @@ the kernel the fake is profiled on, keeping only what the fake provides.
 
 Tools and ftracetest look for feature lines in README (``# requires:
 "...":README``), so a line must be there exactly when the feature works:
-entries for files the tree does not have (function tracing, uprobes...)
-are dropped, as are the tracefs ``gid=`` mount option (a FUSE mount has
-no tracefs options) and ``set_event``'s ``:mod:`` (no modules load here).
+entries for files the tree does not have (function tracing...) are
+dropped, as are the tracefs ``gid=`` mount option (a FUSE mount has no
+tracefs options), ``set_event``'s ``:mod:`` (no modules load here) and
+the event probe (``e``) lines, which 6.18's README prints whether or not
+the kernel has them (docs/dynamic-events.md lists these differences).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import re
 FALLBACK = "tracing mini-HOWTO:\n\n# echo 0 > tracing_on : quick way to disable tracing\n" \
            "# echo 1 > tracing_on : quick way to re-enable tracing\n"
 ENTRY = re.compile(r"^  (\S+)")  # "  name<TAB>- what it is"
-DROPPED_LINES = ("Can enable module events via: :mod:",)
+DROPPED_LINES = (
+    "Can enable module events via: :mod:",
+    # event probes: this kernel's README documents them, its build lacks
+    # them (CONFIG_EPROBE_EVENTS off): an 'e' command is EINVAL there as here
+    "e[:[<group>/][<event>]] <attached-group>.<attached-event>",
+    "efield: For event probes ('e' types)", "of the <attached-group>/<attached-event>.",
+)
 
 
 def readme_text(kernel_readme, present) -> str:

@@ -34,6 +34,7 @@ from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, EVENT_BUF
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
 from fakedebugfs.engine.ftrace.registry import engine_profile
 from fakedebugfs.engine.ftrace.tracer import Ftrace
+from fakedebugfs.engine.ftrace.trace_dynevent import dyn_events, removed_listeners
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
 from fakedebugfs.fs.fops import (FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail,
     writer_pid)
@@ -117,6 +118,7 @@ class TracingTree:
                 self.root.children.pop(name, None)
         self.ft.on_tracer_change.append(self._tracer_changed)
         self.ft.on_event_added.append(self._event_added)
+        removed_listeners(self.ft).append(self._event_removed)
         self.ft.engine.listeners.append(self.wake)
 
     def detach(self) -> None:
@@ -148,7 +150,8 @@ class TracingTree:
         root.file("buffer_total_size_kb", RO, ValueFile(lambda: f"{sum(ft.buffer_kb)}\n"))
         root.file("current_tracer", RW, CountFile(lambda: ft.tracer.name + "\n",
                                                   self._set_tracer))
-        root.file("dynamic_events", RW, CountFile(lambda: "", dyn_event_write, lambda: None))
+        dyn = dyn_events(self.top, _dyn_kinds(self.top), _stat_path)
+        root.file("dynamic_events", RW, CountFile(dyn.show, dyn.write, dyn.release_all))
         root.file("error_log", RW, CountFile(lambda: b"".join(ft.error_log), lambda d: None,
                                              ft.error_log.clear))
         root.file("free_buffer", 0o200, FreeBuffer(ft))
@@ -178,6 +181,11 @@ class TracingTree:
         root.file("trace_pipe", RO, TracePipe(self, None))
         root.file("tracing_cpumask", RW, ValueFile(lambda: f"{ft.cpumask:x}\n", self._cpumask))
         root.file("tracing_on", RW, ValueFile(lambda: f"{int(ft.tracing_on)}\n", self._tracing_on))
+        for kind in _dyn_kinds(self.top):  # trace_uprobe.c's files, where the kernel has them
+            root.file(f"{kind}_events", RW, CountFile(
+                lambda kind=kind: dyn.show(kind), lambda data, kind=kind: dyn.write(data, kind),
+                lambda kind=kind: dyn.release_all(kind)))
+            root.file(f"{kind}_profile", RO, SeqFile(lambda kind=kind: dyn.profile(kind)))
         root.file("tracing_thresh", RW, ValueFile(
             lambda: f"{getattr(ft, 'thresh_ns', 0) // 1000}\n", self._thresh))
         root.add(self.create_events())
@@ -255,6 +263,24 @@ class TracingTree:
             sdir = self._system_dir(self.events_dir, ev.system)
         if ev.name not in sdir.children:
             self._event_dir(sdir, ev.key)
+
+    def _event_removed(self, key: str) -> None:
+        """A dynamic event removed (``trace_remove_event_call``): its
+        directory goes, and its system's once no event is left there."""
+        events = vars(self).get("events_dir")
+        if events is None or events._populate is not None:
+            return  # events/ not looked into yet: made from the registry then
+        system, name = key.split(":", 1)
+        sdir = events.children.get(system)
+        if sdir is None:
+            return
+        left = self.ft.keys_matching(system, None)
+        if sdir._populate is not None or not left:  # not looked into: made anew
+            events.remove(system)
+            if left:
+                self._system_dir(events, system, left)
+        elif name in sdir.children:
+            sdir.remove(name)
 
     def _event_dir(self, sdir: Dir, key: str) -> None:
         # the event (profile events are parsed on first use) is looked up
@@ -511,38 +537,20 @@ def _cstr(data: bytes) -> str:
     return data.split(b"\0", 1)[0].decode(errors="surrogateescape")
 
 
-def dyn_event_write(data: bytes) -> int:
-    """``dyn_event_write`` (``trace_parse_run_command``): line by line,
-    ``#`` comments cut; a blank line does nothing; ``-:[sys/]event`` or
-    ``!...:...`` removes (ENOENT: the fake has no dynamic events listed
-    here, EINVAL when malformed); any other command is EINVAL (no probe
-    type is emulated).  A NUL byte is a line too long (EINVAL)."""
-    if b"\0" in data:
-        raise fail(errno.EINVAL)
-    for line in data.split(b"\n"):
-        line = line.split(b"#", 1)[0]
-        if line[:1] in (b"-", b"!"):
-            _dyn_event_release(line)
-        elif line.split():
-            raise fail(errno.EINVAL)
-    return len(data)
+def _dyn_kinds(ft) -> tuple:
+    """The probe event types of the profile's kernel: those whose
+    ``<kind>_events`` file its tracefs has (6.18 here: uprobe)."""
+    prof = engine_profile(ft.engine)
+    modes = prof.modes() if prof is not None else {}
+    return tuple(k for k in ("uprobe",) if f"{k}_events" in modes or prof is None)
 
 
-def _dyn_event_release(line: bytes) -> None:
-    argv = line.split()
-    word = argv[0]
-    if word[:1] == b"-":
-        if word[1:2] != b":":
-            raise fail(errno.EINVAL)
-        event = word[2:]
-    else:
-        at = word.find(b":")
-        if at == -1:
-            raise fail(errno.EINVAL)
-        event = word[at + 1:]
-    if b"/" not in event and not event:
-        raise fail(errno.EINVAL)
-    raise fail(errno.ENOENT)
+def _stat_path(path: str):
+    """``kern_path(LOOKUP_FOLLOW)`` for a uprobe's binary: its stat, or None."""
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
 
 
 def create_tree(kernel) -> Dir:
