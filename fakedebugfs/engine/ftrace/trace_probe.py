@@ -609,11 +609,6 @@ def _one(t: FetchType, value, out) -> str:
     return str(v)
 
 
-__all__ = ["ERRORS", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN", "ProbeArg",
-           "ProbeError", "ProbeLog", "find_fetch_type", "is_good_name", "parse_event_name",
-           "parse_probe_arg", "print_fmt", "probe_fields", "same_args", "show_args"]
-
-
 def make_probe_event(system: str, name: str, event_id: int, head: list, args: list,
                      kind: str, label):
     """The :class:`~.events.EventType` of a probe: *head* ``(ctype, name,
@@ -649,3 +644,8 @@ def make_probe_event(system: str, name: str, event_id: int, head: list, args: li
                    dyn=tuple(a.name for a in args if a.type.is_string and not a.count),
                    data_offset=size)
     return ev
+
+
+__all__ = ["ERRORS", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN", "ProbeArg",
+           "ProbeError", "ProbeLog", "make_probe_event", "find_fetch_type", "is_good_name", "parse_event_name",
+           "parse_probe_arg", "print_fmt", "probe_fields", "same_args", "show_args"]
