@@ -353,6 +353,28 @@ def build_event(system: str, name: str, fields, event_id: int,
     return ev
 
 
+def define_event(ft, system: str, name: str, fields, print_fmt=None) -> DefinedEvent:
+    """A new event ``system:name`` of the top-level trace array *ft* from C
+    field declarations, registered as ``trace_add_event_call`` registers a
+    dynamic event (``ft.add_event``: every instance gets it too): the id
+    after the highest one (the kernel's ``ida`` gives the lowest free id
+    above the static ones; with none freed that is max + 1, as a uprobe
+    event created on this machine's 6.18 shows) and an engine tracepoint
+    whose arguments are the field names.  An identical definition returns
+    the existing event; ValueError for anything else taken or refused."""
+    if system == "ftrace":
+        raise ValueError("system 'ftrace' holds the tracer's own entries")
+    ev = build_event(system, name, fields, max(ft.by_id) + 1, print_fmt)
+    old = ft.events.get(ev.key)
+    if old is not None:
+        if old.fields == ev.fields and print_fmt in (None, old.print_fmt):
+            return old
+        raise ValueError(f"event {ev.key} already exists with another format")
+    ft.engine.define(system, name, ev.arg_names)  # ValueError if taken
+    ft.add_event(ev)
+    return ev
+
+
 def _show(pf):
     def show(rec, out):
         try:
@@ -382,5 +404,5 @@ def _trial(ev: DefinedEvent, pf) -> None:
         raise ValueError(f"print_fmt {ev.print_fmt!r}: {err}") from None
 
 
-__all__ = ["Decl", "DefinedEvent", "build_event", "check_names", "default_print_fmt",
+__all__ = ["Decl", "DefinedEvent", "build_event", "check_names", "default_print_fmt", "define_event",
            "layout", "parse_declaration", "MAX_EVENT_NAME_LEN"]

@@ -203,7 +203,7 @@ def install_registry(engine, profile: Optional[Profile], builtins):
 class LazyProbes(dict):
     """A trace array's probes (``trace_event_raw_event_<call>`` bound to its
     buffer), made when an event is first enabled there; the event itself
-    is built when the probe first fires (``TraceArray._make_probe``)."""
+    is built when the probe first fires (``TraceArray.make_probe``)."""
 
     def __init__(self, tr):
         super().__init__()
@@ -212,7 +212,7 @@ class LazyProbes(dict):
     def __missing__(self, key: str):
         if key not in self.tr.events:
             raise KeyError(key)
-        probe = self[key] = self.tr._make_probe(key)
+        probe = self[key] = self.tr.make_probe(key)
         return probe
 
 

@@ -20,7 +20,7 @@ from typing import Iterator, Optional
 from fakedebugfs.engine.core.lazynp import np
 
 from fakedebugfs.engine.ftrace.events import (FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT,
-    TRACE_RAW_DATA, EventType)
+    TRACE_RAW_DATA, EventType, field_key)
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
 from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown,
     buffer_pages, marker_count, raw_marker_ok, subbuf_pages)
@@ -178,7 +178,7 @@ class TraceArray:
     def systems(self) -> list[str]:
         return sorted({key.split(":")[0] for key in self.event_keys()})
 
-    def _make_probe(self, ev) -> "EventProbe":
+    def make_probe(self, ev) -> "EventProbe":
         """``trace_event_raw_event_<name>`` bound to this trace array, for
         *ev* (an :class:`EventType`, or its key: the event is then looked
         up, which builds a profile's event, when the probe first fires)."""
@@ -406,35 +406,6 @@ class TraceArray:
                 self._trigger_mode(key, False)
                 if t.target is not None:
                     self.enable_disable(t.target, False, soft=True)
-
-    def define_event(self, system: str, name: str, fields, print_fmt=None) -> EventType:
-        """A new event ``system:name`` from C field declarations
-        (:mod:`.define`), as ``trace_add_event_call`` registers a dynamic
-        event: the id after the highest one (the kernel's ``ida`` gives the
-        lowest free id above the static ones; with none freed that is
-        max + 1, as a uprobe event created on this machine's 6.18 shows),
-        an engine tracepoint whose arguments are the field names, and its
-        ``events/`` directory (``on_event_added``).  An identical definition
-        returns the existing event; ValueError for anything else taken or
-        refused."""
-        if system == "ftrace":
-            raise ValueError("system 'ftrace' holds the tracer's own entries")
-        from fakedebugfs.engine.ftrace.define import build_event
-
-        ev = build_event(system, name, fields, max(self.by_id) + 1, print_fmt)
-        old = self.events.get(ev.key)
-        if old is not None:
-            if old.fields == ev.fields and print_fmt in (None, old.print_fmt):
-                return old
-            raise ValueError(f"event {ev.key} already exists with another format")
-        self.engine.define(system, name, ev.arg_names)  # ValueError if taken
-        self.events[ev.key] = ev
-        self.by_id[ev.id] = ev
-        for tr in self.top.arrays():
-            tr.probes[ev.key] = tr._make_probe(ev)
-            for callback in tr.on_event_added:
-                callback(ev)
-        return ev
 
     def commit(self, cpu: int, ts: int, payload: bytes) -> bool:
         """Write one entry into *cpu*'s buffer if tracing is on there."""
@@ -890,6 +861,49 @@ class Ftrace(TraceArray):
 
     def arrays(self) -> list:
         return [self, *self.instances.values()]
+
+    def add_event(self, ev: EventType) -> None:
+        """``trace_add_event_call``: *ev* joins the event registry
+        (``ftrace_events``) and, as ``__add_event_to_tracers`` does, every
+        trace array: its probe there and its ``events/`` directory
+        (``on_event_added``).  Instances made later share the registry and
+        see it too.  The engine gets a tracepoint for it when it has none
+        (arguments: the event's field names).  EEXIST when its name or id
+        is taken; EINVAL for an ``ftrace`` entry (the tracer's own)."""
+        if ev.system == "ftrace":
+            raise einval(f"{ev.key}: system 'ftrace' holds the tracer's own entries")
+        if ev.key in self.events or ev.id in self.by_id:
+            raise OSError(errno.EEXIST, f"event {ev.key} (id {ev.id}) exists")
+        if ev.key not in self.engine.tracepoints:
+            self.engine.define(ev.system, ev.name, tuple(field_key(f[1]) for f in ev.fields))
+        self.events[ev.key] = ev
+        self.by_id[ev.id] = ev
+        for tr in self.arrays():
+            tr.probes[ev.key] = tr.make_probe(ev)
+            for callback in tr.on_event_added:
+                callback(ev)
+
+    def define_event(self, system: str, name: str, fields, print_fmt=None) -> EventType:
+        """A new event from C field declarations (:func:`.define.define_event`)."""
+        from fakedebugfs.engine.ftrace.define import define_event
+
+        return define_event(self, system, name, fields, print_fmt)
+
+    def retype_event(self, ev: EventType, change) -> None:
+        """*ev* changed in place by *change()* (a replay's recording gives
+        it another layout): every trace array drops its filter and probe of
+        it, made anew; where it was enabled it is disabled around the change
+        and enabled again."""
+        on = [tr for tr in self.arrays() if ev.key in tr.enabled]
+        for tr in on:
+            tr.set_event(ev.key, False)
+        change()
+        for tr in self.arrays():
+            tr.filters.pop(ev.key, None)
+            tr.filter_preds.pop(ev.key, None)
+            tr.probes[ev.key] = tr.make_probe(ev)
+        for tr in on:
+            tr.set_event(ev.key, True)
 
     def new_instance(self, name: str) -> TraceArray:
         """``trace_array_create``: EEXIST for a name taken."""

@@ -94,7 +94,7 @@ def install(kernel, rec: Recording, patterns=(), metadata: bool = True) -> Insta
     for key, fmt in sorted(rec.formats.items(), key=lambda kv: kv[1].id):
         if not selected(key, patterns):
             continue
-        etype = _event_for(ft, kernel.engine, fmt, out)
+        etype = _event_for(ft, fmt, out)
         if etype is None:
             continue
         common = None if etype.id == fmt.id else struct.pack("<H", etype.id)
@@ -114,7 +114,7 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in _ID_LINE.sub("ID: 0", text).strip().splitlines())
 
 
-def _event_for(ft, engine, fmt: EventFormat, out: Installed) -> Optional[EventType]:
+def _event_for(ft, fmt: EventFormat, out: Installed) -> Optional[EventType]:
     """The fake's event for *fmt*: its own, adopted or created."""
     old = ft.events.get(fmt.key)
     if old is not None:
@@ -138,7 +138,7 @@ def _event_for(ft, engine, fmt: EventFormat, out: Installed) -> Optional[EventTy
         _note(out, f"{fmt.key}: the fake has no such ftrace entry; its events are not replayed")
         return None
     try:
-        etype = _create(ft, engine, fmt)
+        etype = _create(ft, fmt)
     except (ValueError, PrintFmtError, struct.error) as err:
         _note(out, f"{fmt.key}: cannot define the event from the recording ({err}); "
                    "its events are not replayed")
@@ -208,22 +208,15 @@ def _encoder(names: tuple, dyn: tuple, previous=None):
     return encode
 
 
-def _create(ft, engine, fmt: EventFormat) -> EventType:
+def _create(ft, fmt: EventFormat) -> EventType:
     """A new event from the recording (``trace_add_event_call``): the file's
     id when free, else the one after the highest."""
     event_id = fmt.id if fmt.id not in ft.by_id else max(ft.by_id) + 1
     etype = RecordedEvent(fmt.system, fmt.name, event_id, text=fmt.text, **_layout(fmt))
     etype.encode_values = _encoder(etype.names, etype.dyn)
-    args = tuple(field_key(n) for _, n, *_ in etype.fields)
-    try:
-        engine.define(fmt.system, fmt.name, args)
-    except ValueError:
-        pass  # the engine has the tracepoint already (other tracers' view of it)
-    ft.events[etype.key] = etype
-    ft.by_id[etype.id] = etype
-    ft.probes[etype.key] = ft._make_probe(etype)
-    for callback in ft.on_event_added:
-        callback(etype)
+    # on every instance too; the engine's tracepoint is made when it has none
+    # (one it has already is other tracers' view of the event: kept)
+    ft.add_event(etype)
     return etype
 
 
@@ -233,19 +226,14 @@ def _adopt(ft, ev: EventType, fmt: EventFormat) -> None:
     fake's own firings of it fill the fields they share by name."""
     layout = _layout(fmt)
     previous = ev.encode_values or (lambda values, names=ev.names: dict(zip(names, values)))
-    enabled = ev.key in ft.enabled
-    if enabled:
-        ft.set_event(ev.key, False)
-    for name, value in layout.items():
-        setattr(ev, name, value)
-    ev.size, ev.data_offset = 0, None
-    ev.__post_init__()
-    ev.encode_values = _encoder(ev.names, ev.dyn, previous)
-    ft.filters.pop(ev.key, None)
-    ft.filter_preds.pop(ev.key, None)
-    ft.probes[ev.key] = ft._make_probe(ev)
-    if enabled:
-        ft.set_event(ev.key, True)
+
+    def change() -> None:
+        for name, value in layout.items():
+            setattr(ev, name, value)
+        ev.size, ev.data_offset = 0, None
+        ev.__post_init__()
+        ev.encode_values = _encoder(ev.names, ev.dyn, previous)
+    ft.retype_event(ev, change)  # in every trace array
 
 
 def _metadata(kernel, rec: Recording, out: Installed) -> None:
