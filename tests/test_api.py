@@ -301,3 +301,121 @@ def test_watch_refuses_what_is_not_a_process(pid):
             fk.call("watch", pid=pid, parent=os.getpid())
         with pytest.raises(RequestError, match="does not watch itself"):
             fk.call("watch", pid=fk.status()["pid"], parent=os.getpid())
+
+
+# --- commands end with their fake; waits that return when they should -------------
+
+FIXTURES = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "replay")
+
+
+def sleeping(word: str) -> list[int]:
+    """Pids of the processes ``sleep WORD``."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fp:
+                if fp.read() == f"sleep\0{word}\0".encode():
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def test_commands_and_their_groups_end_with_the_fake():
+    """What popen started, and what that started in its process group (a
+    background child), is gone once the fake closes."""
+    word = f"{os.getpid() % 1000}.{time.monotonic_ns() % 100000:05d}"  # sleep's argument
+    with Fake() as fk:
+        fk.popen(["sh", "-c", f"sleep {word} & sleep {word}; true"])
+        deadline = time.monotonic() + 30
+        while len(sleeping(word)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(sleeping(word)) == 2  # the command's, and its background child
+        start = time.monotonic()
+    assert sleeping(word) == []
+    assert time.monotonic() - start < 10
+
+
+def test_wait_readers_returns_once_the_reader_is_gone():
+    from fakedebugfs.api.fake import ReaderGone
+
+    with Fake() as fk:
+        rec = fk.popen(["trace-cmd", "record", "--no-such-option"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        start = time.monotonic()
+        with pytest.raises(ReaderGone, match=r"the reader is gone \(trace-cmd exited with "
+                                             r"status \d+\): not readers"):
+            fk.wait_readers(timeout=30)
+        assert time.monotonic() - start < 10 and rec.returncode != 0
+        with pytest.raises(WaitTimeout):  # nothing watched: the whole timeout
+            fk.wait_readers(timeout=0.3)
+
+
+def test_wait_consumed_by_default_suits_trace_cmd(tmp_path):
+    """wait_consumed() with its defaults (complete pages) returns while
+    trace-cmd records; every event is in its report once stopped."""
+    dat = tmp_path / "trace.dat"
+    with Fake(cpus=2, clock="virtual") as fk:
+        rec = fk.popen(["trace-cmd", "record", "-e", "kmem:kmalloc", "-o", str(dat)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        fk.wait_readers(timeout=60)
+        deadline = time.monotonic() + 30
+        while (fk.tracing / "tracing_on").read_text() != "1\n":
+            assert time.monotonic() < deadline and rec.poll() is None
+            time.sleep(0.01)
+        from fakedebugfs import Event
+
+        fk.emit_many([Event("kmem:kmalloc", dict(KMALLOC, bytes_req=i + 1), cpu=i % 2)
+                      for i in range(2000)])
+        fk.wait_consumed(timeout=30)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+        report = fk.run(["trace-cmd", "report", "-i", str(dat)], capture_output=True, text=True)
+    assert sum("kmalloc:" in line for line in report.stdout.splitlines()) == 2000
+
+
+def test_wait_done_follows_the_mount_replay(tmp_path):
+    """A fake mounted with replay= (the marker's way): wait_done() waits for
+    that replay, which starts once a recorder enables its events."""
+    dat = os.path.join(FIXTURES, "default-v6.dat")
+    with Fake(cpus=2, replay=dat) as fk:
+        with pytest.raises(WaitTimeout, match="not done after 0.3 s"):
+            fk.wait_done(timeout=0.3)  # waiting for a tracer
+        tc = fk.popen(["trace-cmd", "record", "-e", "kmem", "-e", "sched", "-e", "raw_syscalls",
+                       "-o", str(tmp_path / "again.dat")], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
+        fk.wait_readers(timeout=60)
+        fk.wait_done(timeout=120)
+        assert fk.call("replay_status", replay=1)["state"] == "done"
+        tc.send_signal(signal.SIGINT)
+        tc.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("options", [{}, {"enable_all": True, "clock": "virtual"}])
+def test_reset_returns_to_the_mount_state(options):
+    with Fake(**options) as fk:
+        t = fk.tracing
+        names = ("set_event", "trace_options", "trace_clock", "buffer_size_kb",
+                 "current_tracer", "tracing_on", "set_event_pid")
+        before = {n: (t / n).read_text() for n in names}
+        before["ktrace"] = (fk.ktrace / "enabled").read_text()
+        (t / "instances" / "mine").mkdir()
+        enable(fk, "kmem:kmalloc", "sched:sched_switch")
+        (t / "trace_options").write_text("nooverwrite")
+        (t / "trace_clock").write_text("global")
+        (t / "buffer_size_kb").write_text("100")
+        (t / "set_event_pid").write_text("42")
+        (fk.ktrace / "enabled").write_text("0" if before["ktrace"] == "1\n" else "1")
+        fk.emit("kmem:kmalloc", **KMALLOC)
+        fk.fault("errno", path="tracing/trace_marker", errno="EIO")
+        sleeper = fk.popen(["sleep", "300"])
+        start = time.monotonic()
+        fk.reset()
+        took = time.monotonic() - start
+        after = {n: (t / n).read_text() for n in names}
+        after["ktrace"] = (fk.ktrace / "enabled").read_text()
+        assert after == before
+        assert list((t / "instances").iterdir()) == [] and trace_lines(fk) == []
+        assert fk.faults() == [] and sleeper.poll() is not None
+        assert took < 5

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,59 @@ def test_marker_on_a_session_fake_test_is_an_error(pytester):
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*sets the options of the `fakedebugfs` fixture; the "
                                  "session fake*"])
+
+
+def _marked(token: str) -> list[str]:
+    """``pid comm`` of each process whose environment holds *token*."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fp:
+                if token.encode() not in fp.read():
+                    continue
+            with open(f"/proc/{pid}/comm") as fp:
+                out.append(f"{pid} {fp.read().strip()}")
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads other processes' environments")
+def test_a_failed_test_leaves_no_process(pytester, monkeypatch):
+    """A test that raises while ``trace-cmd record`` runs (started with
+    popen): once the session is over, no trace-cmd, no ``run --attach``
+    wrapper and no server of it remains (found by a token in their
+    environment)."""
+    token = f"FDFS_ORPHAN_CHECK_{os.getpid()}_{id(pytester)}"
+    monkeypatch.setenv(token, "1")
+    pytester.makepyfile(test_user='''
+        import os, subprocess
+
+        def comms():
+            out = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as fp:
+                        if b"%s" in fp.read():
+                            out.append(open(f"/proc/{pid}/comm").read().strip())
+                except OSError:
+                    pass
+            return out
+
+        def test_fails_mid_recording(fakedebugfs, tmp_path):
+            rec = fakedebugfs.popen(["trace-cmd", "record", "-e", "kmem", "-o",
+                                     str(tmp_path / "t.dat")], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            fakedebugfs.wait_readers(timeout=60)
+            running = comms()
+            print("RUNNING", sorted(running))
+            assert running.count("trace-cmd") >= 3  # the recorder and its per-CPU readers
+            raise RuntimeError("the test fails here")
+    ''' % token)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=300)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: the test fails here*"])
+    deadline = time.monotonic() + 10
+    while _marked(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _marked(token) == []
