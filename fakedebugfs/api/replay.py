@@ -22,14 +22,23 @@ POLL_S = 0.25  # seconds the server waits per replay_status while following
 
 def start(call: Callable, path, options: ReplayOptions) -> dict:
     """Ask the server to replay *path*: its status once checked and installed
-    (ReplayError with the server's one line if refused: nothing replayed)."""
+    (ReplayError with the server's one line if refused: nothing replayed).
+    The file (or directory) is opened here and its descriptor sent with the
+    request, so a FIFO, ``/dev/stdin`` or ``<(...)`` is replayed too."""
+    path = os.fspath(path)
     try:
-        return call("replay", io_timeout=600, path=os.path.abspath(os.fspath(path)),
-                    **options.wire())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise ReplayError(f"{path}: {err.strerror}") from None
+    try:
+        return call("replay", io_timeout=600, path=os.path.abspath(path), fd=True,
+                    pass_fds=[fd], **options.wire())
     except FakeError as err:
         if type(err) is FakeError or getattr(err, "kind", None) == "replay":
             raise ReplayError(str(err)) from None
         raise
+    finally:
+        os.close(fd)
 
 
 def follow(call: Callable, number: int, progress: bool = False,

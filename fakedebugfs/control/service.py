@@ -168,8 +168,14 @@ class ControlService:
         background (kind ``replay`` if refused: nothing was replayed)."""
         from fakedebugfs.sources.replay import ReplayFormatError
 
+        fd = None
+        if req.get("fd"):  # taken now, before any wait: another request may come meanwhile
+            if not self.fds:
+                raise Refused("replay", "fd: no file descriptor came with the request "
+                                        "(send it with SCM_RIGHTS)")
+            fd = self.fds.pop(0)
         try:
-            result = await self.replays().start(req)
+            result = await self.replays().start(req, fd)
         except (ReplayFormatError, OSError, ValueError, TypeError) as err:
             text = f"{err.filename}: {err.strerror}" if isinstance(err, OSError) \
                 and err.filename else str(err)

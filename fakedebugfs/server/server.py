@@ -104,7 +104,7 @@ class Server:
         if self._replays is None:
             from fakedebugfs.server.replays import Replays
 
-            self._replays = Replays(self.kernel)
+            self._replays = Replays(self.kernel, release_heap)
         return self._replays
 
     def open_nodes(self) -> set:

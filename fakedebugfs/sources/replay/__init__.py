@@ -27,23 +27,27 @@ __all__ = [
 ]
 
 
-def read_tracedat(path) -> Recording:
+def read_tracedat(path, name: str | None = None) -> Recording:
     """Read and validate a trace.dat (v6 or v7); see :mod:`.tracedat`."""
     from fakedebugfs.sources.replay.tracedat import read_tracedat as read  # lazily: `python -m ….tracedat` runs it
 
-    return read(path)
+    return read(path, name)
 
 
-def read_rawcapture(path, endian: str | None = None, page_size: int | None = None) -> Recording:
+def read_rawcapture(path, endian: str | None = None, page_size: int | None = None,
+                    name: str | None = None) -> Recording:
     """Read and validate a raw capture directory or tar; see :mod:`.rawcapture`."""
     from fakedebugfs.sources.replay.rawcapture import read_rawcapture as read
 
-    return read(path, endian=endian, page_size=page_size)
+    return read(path, endian=endian, page_size=page_size, name=name)
 
 
-def open_recording(path) -> Recording:
-    """A trace.dat file or a raw capture directory (or ``.tar``/``.tar.gz`` of one)."""
+def open_recording(path, name: str | None = None) -> Recording:
+    """A trace.dat file or a raw capture directory (or ``.tar``/``.tar.gz`` of
+    one).  *name*: what messages call it, and whose ending tells a tar
+    (default: *path*; the server reads a client's file as ``/proc/self/fd/N``)."""
     path = os.fspath(path)
-    if os.path.isdir(path) or path.endswith((".tar", ".tar.gz", ".tgz")):
-        return read_rawcapture(path)
-    return read_tracedat(path)
+    label = name or path
+    if os.path.isdir(path) or label.endswith((".tar", ".tar.gz", ".tgz")):
+        return read_rawcapture(path, name=name)
+    return read_tracedat(path, name)

@@ -39,8 +39,9 @@ _FLAGS = RB_MISSED_EVENTS | RB_MISSED_STORED
 class _Files:
     """The files of a capture: a directory, or a tar archive read into memory."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, name: str | None = None):
         self.path = path
+        self.name = name or os.path.basename(path.rstrip("/"))  # what messages call it
         self.files: dict[str, object] = {}
         if os.path.isdir(path):
             for root, _, names in os.walk(path):
@@ -55,7 +56,7 @@ class _Files:
                             fp = tar.extractfile(member)
                             self.files[os.path.normpath(member.name)] = fp.read()
             except (tarfile.TarError, EOFError, OSError) as err:
-                raise ReplayFormatError(os.path.basename(path), "tar archive", None,
+                raise ReplayFormatError(self.name, "tar archive", None,
                                         " ".join(str(err).split()),
                                         truncated=isinstance(err, EOFError)) from None
         self._strip_top_directory()
@@ -67,7 +68,7 @@ class _Files:
             self.files = {p[len(top):]: v for p, v in self.files.items()}
 
     def label(self, rel: str) -> str:
-        return os.path.join(os.path.basename(self.path.rstrip("/")), rel)
+        return os.path.join(self.name, rel)
 
     def read(self, rel: str) -> bytes:
         held = self.files[rel]
@@ -98,11 +99,13 @@ def _guess_endian(pages: list[bytes], commit_at: int, commit_size: int, psize: i
     return "little"
 
 
-def read_rawcapture(path, endian: str | None = None, page_size: int | None = None) -> Recording:
+def read_rawcapture(path, endian: str | None = None, page_size: int | None = None,
+                    name: str | None = None) -> Recording:
     """Read and validate a raw capture directory (or tar of one); raise
-    :class:`ReplayFormatError` naming the file, offset and what is wrong."""
-    files = _Files(os.fspath(path))
-    source = os.path.basename(os.fspath(path).rstrip("/"))
+    :class:`ReplayFormatError` naming the file, offset and what is wrong.
+    *name*: what to call it (default: *path*'s last part)."""
+    files = _Files(os.fspath(path), name and os.path.basename(name.rstrip("/")))
+    source = files.name
     fmt_dir = "events" if any(p.startswith("events/") for p in files.files) else "formats"
     header_page = files.text(f"{fmt_dir}/header_page")
     if header_page is None:

@@ -137,9 +137,9 @@ class Decompressor:
 class TraceDatReader:
     """Reads one trace.dat file into a :class:`Recording`."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, name: str | None = None):
         self.path = os.fspath(path)
-        self.source = os.path.basename(self.path)
+        self.source = os.path.basename(name or self.path)  # what messages call it
         self.decompress: Decompressor | None = None
 
     def read(self) -> Recording:
@@ -544,9 +544,10 @@ def _current_clock(text: str) -> str | None:
     return text[start + 1:end] if 0 <= start < end else None
 
 
-def read_tracedat(path) -> Recording:
-    """Read and validate a trace.dat (v6 or v7); raise :class:`ReplayFormatError`."""
-    return TraceDatReader(path).read()
+def read_tracedat(path, name: str | None = None) -> Recording:
+    """Read and validate a trace.dat (v6 or v7); raise :class:`ReplayFormatError`.
+    *name*: what to call it (default: *path*'s last part)."""
+    return TraceDatReader(path, name).read()
 
 
 def main(argv: list[str] | None = None) -> int:
