@@ -7,23 +7,75 @@ import hashlib
 import json
 import os
 import re
+import stat
 from pathlib import Path
+
+from fakedebugfs.errors import FakeError
 
 
 RUNDIR_ENV = "FAKEDEBUGFS_RUNDIR"
 
 
+class UnsafeRunDir(FakeError):
+    """A state directory another user could change: refused, not used."""
+
+    kind = "rundir"
+
+
 def rundir() -> Path:
-    """/run/fakedebugfs for root, else $XDG_RUNTIME_DIR or /tmp; $FAKEDEBUGFS_RUNDIR
-    if set (a rootless `run` sets it: uid 0 in its user namespace is not root)."""
+    """/run/fakedebugfs for root, else $XDG_RUNTIME_DIR/fakedebugfs or
+    /tmp/fakedebugfs-UID/fakedebugfs; $FAKEDEBUGFS_RUNDIR if set (a rootless
+    `run` sets it: uid 0 in its user namespace is not root).  Each directory
+    this makes is made 0700 and, made now or found, must be a real directory
+    (not a symlink) owned by this user that no one else can write to
+    (:class:`UnsafeRunDir` otherwise: in a shared /tmp another user could
+    have made it first, to plant a symlink where the log is written or a
+    state file pointing clients at a socket of theirs)."""
     if os.environ.get(RUNDIR_ENV):
-        base = Path(os.environ[RUNDIR_ENV])
-    elif os.geteuid() == 0:
-        base = Path("/run/fakedebugfs")
-    else:
-        base = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/fakedebugfs-{os.getuid()}") / "fakedebugfs"
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return base
+        return private_dir(Path(os.environ[RUNDIR_ENV]))
+    if os.geteuid() == 0:
+        return private_dir(Path("/run/fakedebugfs"))
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return private_dir(Path(runtime) / "fakedebugfs")
+    return private_dir(private_dir(Path(f"/tmp/fakedebugfs-{os.geteuid()}")) / "fakedebugfs")
+
+
+def private_dir(path: Path) -> Path:
+    """*path* made (0700, its parents too) if missing, then checked: a
+    directory, not a symlink, owned by the effective user, writable by no
+    one else."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return private_dir(path)
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        raise UnsafeRunDir(f"{path}: {err.strerror}") from None
+    why = None
+    if stat.S_ISLNK(st.st_mode):
+        why = "is a symbolic link"
+    elif not stat.S_ISDIR(st.st_mode):
+        why = "is not a directory"
+    elif st.st_uid != os.geteuid():
+        why = f"belongs to uid {st.st_uid}, not to this user ({os.geteuid()})"
+    elif st.st_mode & 0o022:
+        why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if why:
+        raise UnsafeRunDir(f"state directory {path} {why}: another user could replace the "
+                           f"files fakedebugfs keeps there; remove it, or set {RUNDIR_ENV} "
+                           f"(or XDG_RUNTIME_DIR) to a directory of your own")
+    return path
+
+
+def open_private(path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` of a file in the state directory, never through a
+    symlink (``O_NOFOLLOW``: ELOOP for one)."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
 def canonical(mountpoint: str) -> str:
@@ -46,13 +98,15 @@ def write_state(mountpoint: str, **fields) -> None:
     p = paths(mountpoint)
     fields.update(mountpoint=canonical(mountpoint), sock=str(p["sock"]))
     tmp = p["state"].with_suffix(".tmp")
-    tmp.write_text(json.dumps(fields))
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fp:
+        fp.write(json.dumps(fields))
     tmp.replace(p["state"])
 
 
 def read_state(mountpoint: str) -> dict | None:
     try:
-        return json.loads(paths(mountpoint)["state"].read_text())
+        with os.fdopen(open_private(paths(mountpoint)["state"], os.O_RDONLY)) as fp:
+            return json.loads(fp.read(1 << 20))
     except (OSError, ValueError):
         return None
 
@@ -68,7 +122,8 @@ def clear_state(mountpoint: str, drop_log: bool = False) -> None:
             pass
     if drop_log:
         try:
-            text = p["log"].read_text(errors="replace")
+            with os.fdopen(open_private(p["log"], os.O_RDONLY), errors="replace") as fp:
+                text = fp.read()
         except OSError:
             return
         if not any(word in text for word in ("WARNING", "ERROR", "Traceback")):

@@ -63,7 +63,7 @@ def fork_server(server, log_path: str,
 
 
 def _redirect_stdio(log_path: str) -> None:
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = runstate.open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # no symlink
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(fd, 1)
@@ -82,7 +82,7 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
     cmd = [python or sys.executable, "-m", "fakedebugfs", "mount", mountpoint, "--foreground",
            "--ready-fd", str(w), "--die-with-parent", *argv]
     log_path = runstate.paths(mountpoint)["log"]
-    log = open(log_path, "wb")
+    log = os.fdopen(runstate.open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, pass_fds=(w,),
