@@ -17,7 +17,7 @@ from fakedebugfs.engine.core.kallsyms import FUNCTIONS
 from fakedebugfs.engine.ktrace.format import parse_format
 from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
 from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, SLAB_BASE, kmalloc_size
-from fakedebugfs.sources.workloads.synthetic import CACHE_SITES
+from fakedebugfs.sources.workloads.synthetic_kmem import CACHE_SITES
 SYSCALLS = (0, 1, 3, 9, 11, 202, 228, 257, 262)
 COMMS = ("bash", "sshd", "systemd", "find", "cc1", "kworker/u4:2", "python3", "sleep")
 

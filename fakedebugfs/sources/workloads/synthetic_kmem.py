@@ -1,0 +1,93 @@
+"""The default workload's memory activity: kmalloc, slab caches and pages
+allocated from the kernel's call sites and freed later, as SLUB and the
+page allocator do (sizes from engine/core/slab.py)."""
+
+from __future__ import annotations
+
+from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
+from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, kmalloc_size
+
+CACHE_SITES = (("names_cache", "getname_flags"), ("filp", "alloc_empty_file"),
+               ("dentry", "__d_alloc"), ("vm_area_struct", "vm_area_alloc"),
+               ("skbuff_head_cache", "__alloc_skb"))
+LIVE_MAX = 4096  # allocations alive at once (all CPUs)
+
+
+class KmemActivity:
+    """The kmem events of the default workload (a part of
+    :class:`~fakedebugfs.sources.workloads.synthetic.SyntheticWorkload`)."""
+
+    def _ptr(self, size: int) -> int:
+        ptr = self.next_ptr
+        self.next_ptr += max(8, size)
+        return ptr
+
+    def _addr(self, name: str, offset: int = 0) -> int:
+        """Address in function *name* (a replayed kallsyms may lack it:
+        then the first symbol's)."""
+        ks = self.engine.kallsyms
+        try:
+            return ks.address(name, offset)
+        except ValueError:
+            return ks.addrs[0] + offset if ks.addrs else 0
+
+    def _call_site(self) -> int:
+        ks = self.engine.kallsyms
+        i = self.rng.randrange(min(self.alloc_sites, len(ks.names)))
+        return ks.addrs[i] + self.rng.randrange(ks.sizes[i]) // 4 * 4
+
+    def _kmem(self, cpu):
+        r = self.rng.random()
+        if sum(map(len, self.live)) > LIVE_MAX:  # memory comes back, as on a real machine
+            r = 0.5
+        if r < 0.4:
+            self._kmalloc(cpu)
+        elif r < 0.8:
+            self._free(cpu, None)
+        else:
+            self._page(cpu)
+
+    def _kmalloc(self, cpu):
+        req = self.rng.choice((8, 24, 40, 64, 100, 192, 240, 272, 512, 768, 992, 1304, 4096))
+        alloc = kmalloc_size(req)
+        site, ptr = self._call_site(), self._ptr(alloc)
+        gfp = self.rng.choice((GFP_KERNEL, GFP_KERNEL, GFP_ATOMIC, GFP_KERNEL_ACCOUNT))
+        self.live[cpu].append(("kfree", site, ptr))
+        self._ev(cpu, self.current[cpu], "kmem:kmalloc", (site, ptr, req, alloc, gfp, -1))
+
+    def _cache(self, cpu, name=None):
+        cache = next((c for c in CACHE_SITES if c[0] == name), None) or self.rng.choice(CACHE_SITES)
+        name, fn = cache
+        object_size, size = CACHES[name]
+        site = self._addr(fn, self.rng.randrange(8, 64))
+        ptr = self._ptr(size)
+        self.live[cpu].append(("kmem_cache_free", site, ptr, name))
+        self._ev(cpu, self.current[cpu], "kmem:kmem_cache_alloc",
+                 (site, ptr, object_size, size, GFP_KERNEL, -1, name))
+
+    def _page(self, cpu):
+        order = self.rng.choice((0, 0, 0, 1, 2))
+        pfn = self.next_pfn
+        self.next_pfn += 1 << order
+        site = self._addr("do_anonymous_page", 0x40)
+        ptr = PAGE_OFFSET + (pfn << 12)
+        self.live[cpu].append(("mm_page_free", pfn, order, site, ptr))
+        self._ev(cpu, self.current[cpu], "kmem:mm_page_alloc", (pfn, order, GFP_KERNEL, 1, site, ptr))
+
+    def _free(self, cpu, cache):
+        """Free something this or another CPU allocated (of *cache* if given)."""
+        live = self.live[self.rng.randrange(len(self.live))]
+        start = max(0, len(live) - 64)  # among the recent ones
+        idx = [i for i in range(start, len(live)) if cache is None or
+               (live[i][0] == "kmem_cache_free" and live[i][3] == cache)]
+        if not idx:
+            return None if cache else self._kmalloc(cpu)
+        item = live.pop(self.rng.choice(idx))
+        pid = self.current[cpu]
+        if item[0] == "kfree":
+            self._ev(cpu, pid, "kmem:kfree", (self._call_site(), item[2]))
+        elif item[0] == "kmem_cache_free":
+            self._ev(cpu, pid, "kmem:kmem_cache_free", (self._call_site(), item[2], item[3]))
+        else:
+            self._ev(cpu, pid, "kmem:mm_page_free", item[1:])
+        return None
