@@ -65,6 +65,18 @@ def test_user_refused_names_the_cause_and_the_fix(nobody):
         "(`sudo modprobe fuse`)")
 
 
+def test_user_mount_refused_by_fusermount_says_why(nobody):
+    """fusermount3's own reason, not libfuse's "fuse_session_mount failed"
+    alone: here a mount point the user cannot write to."""
+    theirs = nobody.base / "roots"
+    theirs.mkdir(mode=0o755, exist_ok=True)
+    p = nobody.run(["fakedebugfs", "mount", str(theirs)])
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"fakedebugfs mount: cannot mount {theirs}: fuse_session_mount failed: fusermount3: "
+        f"user has no write access to mountpoint {theirs}")
+
+
 def test_user_python_api(nobody):
     """``Fake`` as the user: files of the user's, events injected and read,
     reset(), everything unmounted at the end."""

@@ -275,10 +275,10 @@ class Server:
         options = set(pyfuse3.default_options) | fuse_options()
         paths = runstate.paths(self.mountpoint)
         try:
-            pyfuse3.init(ops, self.mountpoint, options)
-        except RuntimeError as err:
-            raise MountError(f"cannot mount {self.mountpoint}: {err}"
-                             f"{mount_hint()}") from None
+            _stderr_of(pyfuse3.init, ops, self.mountpoint, options)
+        except _Failed as failed:
+            raise MountError(f"cannot mount {self.mountpoint}: {failed.error}"
+                             f"{mount_hint(failed.said)}") from None
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH)
         slicer.attach()  # long work waits while requests are queued
@@ -423,11 +423,46 @@ async def _send(stream, reply: dict) -> bool:
     return True
 
 
-def mount_hint() -> str:
-    """Why a mount failed, when a check can tell (libfuse says only
-    "fuse_session_mount failed"; fusermount3's reason went to stderr)."""
+def mount_hint(said: str = "") -> str:
+    """Why a mount failed: fusermount3's own words (libfuse says only
+    "fuse_session_mount failed"), else what a check can tell."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    if lines:
+        return f": {lines[-1]}"
     problem = mount_problem()
-    return f": {problem}" if problem else " (fusermount3's reason is in the server's log)"
+    return f": {problem}" if problem else ""
+
+
+class _Failed(Exception):
+    def __init__(self, error, said: str):
+        super().__init__(str(error))
+        self.error, self.said = error, said
+
+
+def _stderr_of(fn, *args) -> str:
+    """Call *fn* with what it (and fusermount3, its child) writes on fd 2
+    kept, and written to the real stderr too; _Failed if it raised
+    RuntimeError."""
+    import tempfile
+
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        error = None
+        try:
+            fn(*args)
+        except RuntimeError as err:
+            error = err
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        said = tmp.read().decode(errors="replace")
+    if said:
+        os.write(2, said.encode())
+    if error is not None:
+        raise _Failed(error, said)
+    return said
 
 
 def _close() -> None:
