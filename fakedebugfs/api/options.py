@@ -24,6 +24,9 @@ TREES = ("ktrace", "tracing", "kmemtrace")
 MAX_CPUS = 256
 
 
+MAX_BUFFER_BYTES = 256 << 20  # engine.core.ringbuffer's (not imported: the CLI starts faster)
+
+
 def size_value(value) -> int:
     """Bytes, an int or a string with an optional K/M/G suffix (powers of 1024):
     a multiple of 4096, at least 8192."""
@@ -37,6 +40,9 @@ def size_value(value) -> int:
             raise ValueError(f"not a size: {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 8192 or value % 4096:
         raise ValueError(f"{value}: a multiple of 4096 bytes, at least 8192")
+    if value > MAX_BUFFER_BYTES:
+        raise ValueError(f"{value}: at most {MAX_BUFFER_BYTES} bytes (a buffer per CPU the "
+                         f"fake holds)")
     return value
 
 

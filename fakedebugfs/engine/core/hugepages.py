@@ -32,6 +32,51 @@ MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
 MADV_COLLAPSE = 25  # include/uapi/asm-generic/mman-common.h (Linux 6.1)
 
 
+MMAP_ALWAYS = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: mmap'd, fresh from the kernel
+
+
+def zeroed(size: int) -> bytearray:
+    """A bytearray of *size* zero bytes.  ``bytearray(size)`` writes every
+    zero itself (touching all of it: 0.1 s and more per 100 MiB, with the
+    server's loop waiting); one this large is allocated by glibc with a
+    fresh ``mmap``, whose pages the kernel gives zeroed when first touched,
+    so it is only resized (``PyByteArray_Resize``: no zeroing) and costs
+    nothing now."""
+    if size < MMAP_ALWAYS:
+        return bytearray(size)
+    mem = bytearray()
+    if _resize(ctypes.py_object(mem), size) != 0:
+        raise MemoryError(size)
+    return mem
+
+
+def clear(mem: bytearray) -> None:
+    """Zero *mem* in place.  Its whole pages are given back to the kernel
+    (``MADV_DONTNEED``: private anonymous memory reads as zeros after it,
+    had again when touched) and only the partial pages at its ends are
+    written: a large buffer emptied costs neither time nor memory."""
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+    size = len(mem)
+    madvise = _madvise()
+    start = -(-addr // PAGE) * PAGE
+    end = (addr + size) // PAGE * PAGE
+    if madvise is None or size < CLEAR_BY_MADVISE or end <= start \
+            or madvise(start, end - start, MADV_DONTNEED):
+        ctypes.memset(addr, 0, size)
+        return
+    ctypes.memset(addr, 0, start - addr)
+    ctypes.memset(end, 0, addr + size - end)
+
+
+PAGE = mmap.PAGESIZE
+MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
+CLEAR_BY_MADVISE = 1 << 20  # smaller buffers are written with zeros
+
+_resize = ctypes.pythonapi.PyByteArray_Resize
+_resize.argtypes = (ctypes.py_object, ctypes.c_ssize_t)
+_resize.restype = ctypes.c_int
+
+
 @functools.cache
 def _madvise():
     """libc's ``madvise``, or None where it cannot be had."""
@@ -44,9 +89,10 @@ def _madvise():
     return fn
 
 
-def advise(mem: bytearray) -> bool:
+def advise(mem: bytearray, collapse: bool = True) -> bool:
     """Back the whole 2 MiB pages inside *mem* with huge pages; True when
-    the kernel took the advice for at least one."""
+    the kernel took the advice for at least one.  Without *collapse*, only
+    ``MADV_HUGEPAGE`` (khugepaged collapses later: no wait now)."""
     madvise = _madvise()
     if madvise is None or len(mem) < HPAGE_SIZE:
         return False
@@ -55,4 +101,4 @@ def advise(mem: bytearray) -> bool:
     length = (addr + len(mem) - start) // HPAGE_SIZE * HPAGE_SIZE
     if length <= 0 or madvise(start, length, MADV_HUGEPAGE):
         return False
-    return madvise(start, length, MADV_COLLAPSE) == 0
+    return not collapse or madvise(start, length, MADV_COLLAPSE) == 0

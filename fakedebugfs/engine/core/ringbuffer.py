@@ -43,6 +43,7 @@ between two pages and the page after it carries the missed count), and
 from __future__ import annotations
 
 import errno
+import logging
 import math
 import struct
 import time
@@ -59,12 +60,26 @@ from fakedebugfs.engine.core.layouts import (BUF_PAGE_HDR_SIZE, PAGE_SIZE, RB_CO
     RINGBUF_TYPE_TIME_EXTEND, RINGBUF_TYPE_TIME_STAMP, TS_MASK, TS_SHIFT, buffer_data_page_header,
     packer)
 
+log = logging.getLogger(__name__)
 _PAGE_HDR = packer(buffer_data_page_header)
-MAX_BUFFER_BYTES = 1 << 30  # per CPU: larger sizes answer ENOMEM
+# per CPU: larger sizes answer ENOMEM, as the kernel's ring_buffer_resize
+# does when it cannot allocate (the limit named in the error and the
+# server's log).  A large buffer costs nothing when made (hugepages.zeroed):
+# its pages are had as the writer first reaches them.
+MAX_BUFFER_BYTES = 256 << 20
+COLLAPSE_MAX = 64 << 20  # larger buffers get huge pages lazily (MADV_COLLAPSE would stall)
 _U32 = struct.Struct("<I")
 _U32x2 = struct.Struct("<II")
 _U64 = struct.Struct("<Q")
 MAX_SUBBUF_ORDER = 7  # buffer_subbuf_size_write: 1 to 128 system pages
+
+
+def too_large(size: int, why: str = "") -> OSError:
+    """ENOMEM for a buffer of *size* bytes per CPU, the limit named (and logged)."""
+    text = (f"ring buffer of {size} bytes per CPU refused: "
+            + (why or f"over the fake's limit of {MAX_BUFFER_BYTES} bytes per CPU"))
+    log.warning("%s", text)
+    return OSError(errno.ENOMEM, text)
 
 
 def event_length(payload_len: int) -> int:
@@ -196,17 +211,17 @@ class CpuBuffer:
             raise ValueError(f"page size {page_size}: a power of two, 4 KiB to 512 KiB")
         nr_pages = max(2, size // page_size)
         if nr_pages * page_size > MAX_BUFFER_BYTES:
-            raise OSError(errno.ENOMEM, "ring buffer too large")
+            raise too_large(nr_pages * page_size)
         try:
-            mem = bytearray(nr_pages * page_size)
+            mem = hugepages.zeroed(nr_pages * page_size)
         except MemoryError:
-            raise OSError(errno.ENOMEM, "ring buffer too large") from None
-        hugepages.advise(mem)  # FUSE's copy of a bulk read walks fewer pages
+            raise too_large(nr_pages * page_size, "the memory cannot be had") from None
+        hugepages.advise(mem, collapse=len(mem) <= COLLAPSE_MAX)  # bulk reads walk fewer pages
         self.nr_pages, self.mem = nr_pages, mem
         self.page_size = page_size
         self.data_size = page_size - BUF_PAGE_HDR_SIZE  # buffer->subbuf_size
         self._zeros = memoryview(bytes(self.data_size))
-        self.reset()
+        self.reset(zero=False)  # a new bytearray is zeros already
 
     @property
     def size(self) -> int:
@@ -216,9 +231,10 @@ class CpuBuffer:
         """The page slot holding stream position *pos*."""
         return (pos // self.page_size) % self.nr_pages
 
-    def reset(self) -> None:
+    def reset(self, zero: bool = True) -> None:
         """``ring_buffer_reset_cpu``: drop all content and counters."""
-        self.mem[:] = bytes(len(self.mem))
+        if zero:  # in place, its whole pages given back (hugepages.clear)
+            hugepages.clear(self.mem)
         self.page_entries = [0] * self.nr_pages
         self.page_real_end = [0] * self.nr_pages  # data end before the padding (0: full)
         self.produced = 0
