@@ -21,7 +21,8 @@ from fakedebugfs.engine.ktrace.tracer import (KTRACE_BUF_GET_CONSUMED, KTRACE_BU
     KTRACE_BUF_GET_SIZE, KTRACE_BUF_PUT_CONSUMED, KTRACE_BUF_PUT_PRODUCED, Ktrace, KtraceSite,
     jhash)
 from fakedebugfs.engine.ktrace.format import KtraceFormat, parse_format
-from fakedebugfs.engine.core.ringbuffer import CpuBuffer, decode_page_events, event_length
+from fakedebugfs.engine.core.ringbuffer import CpuBuffer, event_length
+from fakedebugfs.engine.core.ringbuffer_read import decode_page_events
 from fakedebugfs.fs.fops import kernel_bool_write, strict_strtoul
 
 PAGE = 4096

@@ -31,7 +31,7 @@ import time
 import pytest
 
 from conftest import FAKEDEBUGFS, read_chunks, wait_done
-from fakedebugfs.engine.core.ringbuffer import decode_page_events
+from fakedebugfs.engine.core.ringbuffer_read import decode_page_events
 from fakedebugfs.instrument.faults import FaultTable, parse_fault
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload

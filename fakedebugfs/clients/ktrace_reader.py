@@ -24,7 +24,7 @@ from fakedebugfs.engine.ktrace.tracer import (KTRACE_BUF_GET_CONSUMED, KTRACE_BU
 from fakedebugfs.engine.ktrace.format import KtraceFormat
 from fakedebugfs.engine.core.layouts import (PAGE_SIZE, RB_COMMIT_MASK, buffer_data_page_header,
     ktrace_record_header, ktrace_u32, packer)
-from fakedebugfs.engine.core.ringbuffer import decode_page_events
+from fakedebugfs.engine.core.ringbuffer_read import decode_page_events
 
 _INFO_LINE = re.compile(r"^name '(?P<name>.*)' format '(?P<format>.*)' id (?P<id>\d+) "
                         r"(?P<state>enabled|disabled)$")

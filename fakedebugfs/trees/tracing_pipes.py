@@ -38,7 +38,7 @@ import heapq
 from typing import Iterator
 
 from fakedebugfs.engine.core.layouts import BUF_PAGE_HDR_SIZE, RB_COMMIT_MASK
-from fakedebugfs.engine.core.ringbuffer import Event, decode_page_events
+from fakedebugfs.engine.core.ringbuffer_read import Event, decode_page_events
 from fakedebugfs.fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, fail
 from fakedebugfs.fs.slices import slicer
 
@@ -232,8 +232,7 @@ class TracePipeRaw(FileOperations):
         """``--raw-one-page`` (a mount option: the kernel's options are set
         when it is made)."""
         if self._one_page_opt is None:
-            options = getattr(self.tree.kernel, "options", None) or {}
-            self._one_page_opt = bool(options.get("raw_one_page"))
+            self._one_page_opt = self.tree.kernel.config.raw_one_page
         return self._one_page_opt
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:

@@ -41,7 +41,7 @@ from fakedebugfs.engine.core.lazynp import np
 
 from fakedebugfs.engine.core import fast
 from fakedebugfs.engine.core.batch import group_positions
-from fakedebugfs.engine.core.ringbuffer import row_view
+from fakedebugfs.engine.core.ringbuffer_batch import row_view
 from fakedebugfs.engine.core.layouts import (PAGE_SIZE, kmemtrace_alloc_v2008_08,
     kmemtrace_event_v2008_07, kmemtrace_event_v2008_08, packer)
 from fakedebugfs.engine.kmemtrace.relay import RelayChannel
