@@ -189,10 +189,10 @@ def umount_fake(mountpoint: str) -> str:
     (resolved as umount(8) resolves it: symlinks followed) and make sure
     the mount is gone, also when its server died.  MountError when nothing
     of ours is mounted there, or something else is.  Returns the mount point."""
-    if not os.path.lexists(mountpoint):
-        raise MountError(f"{mountpoint}: no such file or directory")
     mnt = os.path.realpath(mountpoint)  # a dead mount's lstat fails: realpath keeps it
     fstype = runstate.mounted_fstype(mnt)
+    if fstype is None and not os.path.lexists(mountpoint):  # (a dead mount: ENOTCONN)
+        raise MountError(f"{mountpoint}: no such file or directory")
     if fstype is not None and fstype != runstate.FSTYPE:
         raise MountError(f"{mountpoint}: not a fakedebugfs mount (it is {fstype}); "
                          "use umount(8)")
