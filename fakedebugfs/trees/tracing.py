@@ -31,6 +31,7 @@ import stat
 from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, EVENT_BUF_SIZE,
     bitmap_parse, bool_write, nsecs_write, percent, pid_write, saved_cmdlines_size, subbuf_order,
     trace_get_user)
+from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
 from fakedebugfs.engine.ftrace.registry import engine_profile
 from fakedebugfs.engine.ftrace.tracer import Ftrace
@@ -361,7 +362,7 @@ class TracingTree:
         """``tracing_set_trace_write``: the first 100 bytes, stripped; the
         count answered is of those bytes."""
         cnt = min(len(data), MAX_TRACER_SIZE)
-        self.ft.set_tracer(_cstr(data[:cnt]).strip(" \t\n\v\f\r"))
+        self.ft.set_tracer(_cstr(data[:cnt]).strip(TEXT_SPACES))  # strstrip (lib/ctype)
         self.trace_wait.wake()
         return cnt
 
@@ -369,13 +370,13 @@ class TracingTree:
         """``tracing_trace_options_write``: under 64 bytes."""
         if len(data) >= 64:
             raise fail(errno.EINVAL)
-        self.ft.write_trace_options(_cstr(data))
+        self.ft.write_trace_options(_cstr(data).strip(TEXT_SPACES))  # strstrip (lib/ctype)
 
     def _set_clock(self, data: bytes) -> None:
         """``tracing_clock_write``: under 64 bytes, stripped, an exact name."""
         if len(data) >= 64:
             raise fail(errno.EINVAL)
-        self.ft.set_clock(_cstr(data).strip(" \t\n\v\f\r"))
+        self.ft.set_clock(_cstr(data).strip(TEXT_SPACES))  # strstrip (lib/ctype)
 
     def _resize(self, cpu):
         def store(data: bytes) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 from typing import Optional
 
+from fakedebugfs.engine.ftrace.ctype import SPACES  # lib/ctype's isspace: 0xA0 too
 from fakedebugfs.engine.ftrace.kstrto import ULLONG_MAX, kstrtoul_from_user, kstrtoull
 
 BUF_PAGE_SIZE = 4080  # data bytes of a ring-buffer page (PAGE_SIZE - header)
@@ -23,7 +24,6 @@ RAW_META = 8 + 4  # struct raw_data_entry (ent, id)
 SAVEDCMD_HEADER = 131096  # sizeof(struct saved_cmdlines_buffer), as 6.18 x86_64 rounds
 SAVEDCMD_ENTRY = 16 + 4  # TASK_COMM_LEN + the map_cmdline_to_pid slot
 PAGE_SIZE = 4096
-SPACES = b" \t\n\v\f\r"
 
 
 def _fail(code: int) -> OSError:

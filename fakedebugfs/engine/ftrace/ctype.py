@@ -1,4 +1,16 @@
-"""C types of ``TRACE_EVENT()`` fields as x86_64 lays them out.
+"""C types of ``TRACE_EVENT()`` fields as x86_64 lays them out, and the
+kernel's character classes (lib/ctype.c) where it parses what is written.
+
+Character classes: the kernel's ``_ctype`` table is ISO 8859-1, so byte
+0xA0 (no-break space) is a space to ``isspace`` (``_S|_SP``) and 0xC0-0xFF
+(but 0xD7 and 0xF7) are letters; bytes 0x80-0x9F are control characters,
+not spaces.  :func:`isspace`, :func:`skip_spaces` and :func:`strstrip` are
+the kernel's, over the bytes written: every tracefs write that the kernel
+parses with them (``trace_get_user``'s words, ``strstrip``/``strim`` of
+``current_tracer``, ``trace_clock``, ``trace_options``, ``trigger``,
+``filter``, ``bitmap_parse``'s separators) uses these.
+
+C types:
 
 ``sizeof``, ``__alignof__`` and ``is_signed_type()`` of the types the
 kernel's event fields use, on x86_64 (LP64) as the 6.18 kernel is built:
@@ -13,6 +25,36 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+
+# --- lib/ctype.c -----------------------------------------------------------------
+
+SPACES = b" \t\n\v\f\r\xa0"  # the bytes _ctype marks _S: isspace()
+_SPACE_SET = frozenset(SPACES)
+TEXT_SPACES = " \t\n\v\f\r\udca0"  # the same in text decoded with errors="surrogateescape"
+
+
+def isspace(c: int) -> bool:
+    """``isspace`` of one byte (lib/ctype.c: 0xA0 is a space)."""
+    return c in _SPACE_SET
+
+
+def isalnum(c: int) -> bool:
+    """``isalnum`` of one byte (lib/ctype.c: Latin-1 letters are letters)."""
+    return (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
+            or (192 <= c <= 255 and c not in (215, 247)))
+
+
+def skip_spaces(data: bytes) -> bytes:
+    """``skip_spaces``: *data* from its first byte that is not a space."""
+    return data.lstrip(SPACES)
+
+
+def strstrip(data: bytes) -> bytes:
+    """``strstrip``/``strim``: trailing spaces cut, then leading ones skipped."""
+    return data.rstrip(SPACES).lstrip(SPACES)
+
+
+# --- C types ----------------------------------------------------------------------
 
 class CType(NamedTuple):
     """``sizeof``, ``__alignof__`` (``ALIGN_STRUCTFIELD``), ``is_signed_type``."""

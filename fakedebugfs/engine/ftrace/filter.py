@@ -51,20 +51,16 @@ ERRORS = (  # FILT_ERR_* of 6.18, in order
  E_TOO_MANY_PREDS, E_INVALID_FILTER, E_INVALID_CPULIST, E_IP_FIELD_ONLY, E_INVALID_VALUE,
  E_NO_FUNCTION, E_ERRNO, E_NO_FILTER) = range(22)
 MAX_FILTER_STR_VAL = 256
+# include/linux/trace_seq.h: PAGE_SIZE * 2 less the seq_buf (24 bytes), readpos and full
+TRACE_SEQ_BUFFER_SIZE = 2 * 4096 - (24 + 8 + 4)
 COMMON = {"common_type": (2, 0), "common_flags": (1, 0), "common_preempt_count": (1, 0),
           "common_pid": (4, 1)}
 
 Pred = Callable[[dict], bool]
 
 
-# lib/ctype.c: Latin-1 letters are alphanumeric, NBSP is a space
-def isspace(c: int) -> bool:
-    return c in (9, 10, 11, 12, 13, 32, 160)
-
-
-def isalnum(c: int) -> bool:
-    return (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
-            or (192 <= c <= 255 and c not in (215, 247)))
+# lib/ctype.c: Latin-1 letters are alphanumeric, NBSP is a space (ctype.py)
+from fakedebugfs.engine.ftrace.ctype import isalnum, isspace  # noqa: E402
 
 
 class FilterError(OSError):
@@ -76,13 +72,23 @@ class FilterError(OSError):
         self.pos = pos
 
     def filter_text(self, text: bytes) -> bytes:
-        """``append_filter_err``: what the filter file shows afterwards."""
+        """``append_filter_err``: what the filter file shows afterwards,
+        made in a ``trace_seq``: each piece is kept whole or, once one does
+        not fit, neither it nor any after it (a filter of some 4 KiB keeps
+        no caret line and no error line)."""
         if self.lasterr > 0:
             pos = min(self.pos, len(text))
             pos = pos + 1 if pos else 0
-            return text + b"\n" + b"^".rjust(pos) + \
-                f"\nparse_error: {ERRORS[self.lasterr]}\n".encode()
-        return text + b"\nError: (0)\n"  # lasterr never set: "(0)"
+            pieces = (b"\n" + b"^".rjust(pos),
+                      f"\nparse_error: {ERRORS[self.lasterr]}\n".encode())
+        else:
+            pieces = (b"\nError: (0)\n",)  # lasterr never set: "(0)"
+        out = text[:TRACE_SEQ_BUFFER_SIZE - 1]
+        for piece in pieces:
+            if len(out) + len(piece) >= TRACE_SEQ_BUFFER_SIZE:  # vsnprintf needs its NUL
+                break
+            out += piece
+        return out
 
     def log_text(self) -> str:
         return ERRORS[self.lasterr] if self.lasterr > 0 else "Error"

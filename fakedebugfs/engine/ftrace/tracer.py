@@ -22,6 +22,7 @@ from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.events import (FTRACE_EVENTS, KMEM_EVENTS, TRACE_PRINT,
     TRACE_RAW_DATA, EventType, field_key)
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
+from fakedebugfs.engine.ftrace.ctype import SPACES, TEXT_SPACES
 from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, PAGE_SIZE, buffer_kb_shown,
     buffer_pages, marker_count, raw_marker_ok, subbuf_pages)
 from fakedebugfs.engine.ftrace.trigger import (KERNEL_STACK, EventTriggers, parse as parse_trigger,
@@ -368,7 +369,7 @@ class TraceArray:
     def write_trigger(self, key: str, data: bytes) -> None:
         """``event_trigger_regex_write`` (after the size checks): one
         command, added or removed."""
-        text = data.decode(errors="surrogateescape").strip(" \t\n\v\f\r")
+        text = data.decode(errors="surrogateescape").strip(TEXT_SPACES)  # strim
         remove, new = parse_trigger(text, self, key)
         trig = self.trigger_state(key)
         old = next((t for t in trig.list if t.same(new)), None)
@@ -516,8 +517,8 @@ class TraceArray:
         one showing the subsystem error; the write itself succeeds."""
         if isinstance(data, str):
             data = data.encode(errors="surrogateescape")
-        text = data.split(b"\0", 1)[0].rstrip(b" \t\n\v\f\r")
-        if text.lstrip(b" \t\n\v\f\r") == b"0":
+        text = data.split(b"\0", 1)[0].rstrip(SPACES)  # strstrip's end (lib/ctype: 0xA0 too)
+        if text.lstrip(SPACES) == b"0":
             for key in keys:
                 self.filters.pop(key, None)
                 self.filter_preds.pop(key, None)

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from fakedebugfs.engine.core.errors import kernel_error
 from fakedebugfs.engine.ftrace.events import EventType
+from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 
 AVAILABLE = "# Available triggers:\n# traceon traceoff stacktrace enable_event disable_event\n"
@@ -97,7 +98,7 @@ def parse(text: str, tr, key: str) -> tuple[bool, Trigger]:
     cut = min((i for i, c in enumerate(body) if c in ": \t"), default=len(body))
     cmd, rest = body[:cut], (body[cut + 1:] if cut < len(body) else None)
     if rest is not None:
-        rest = rest.lstrip(" \t\n\v\f\r")
+        rest = rest.lstrip(TEXT_SPACES)  # skip_spaces (lib/ctype)
         rest = rest or None
     if cmd not in COMMANDS:
         raise _err(errno.EINVAL)
@@ -141,7 +142,7 @@ def _separate_filter(rest: Optional[str], param_required: bool):
     cut = min((i for i, c in enumerate(rest) if c in " \t"), default=None)
     if cut is None:
         return rest, None
-    filt = rest[cut + 1:].lstrip(" \t\n\v\f\r")
+    filt = rest[cut + 1:].lstrip(TEXT_SPACES)
     return rest[:cut], (filt or None)
 
 
