@@ -135,6 +135,76 @@ def test_user_pytest_plugin(nobody):
            "skipping): /dev/fuse is mode 0600" in p.stdout
 
 
+THREE_TESTS = """
+import re, signal, subprocess, time
+
+from fakedebugfs import Event
+
+KMALLOC = dict(call_site=0x10, ptr=0x20, bytes_req=8, bytes_alloc=8, gfp_flags=0xCC0, node=-1)
+
+
+def record(fk, out, *events):
+    rec = fk.popen(["trace-cmd", "record", *[a for e in events for a in ("-e", e)], "-o", out],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    fk.wait_readers(timeout=60)
+    deadline = time.monotonic() + 30
+    while (fk.tracing / "tracing_on").read_text() != "1\\n":
+        assert time.monotonic() < deadline and rec.poll() is None
+        time.sleep(0.01)
+    return rec
+
+
+def report(fk, rec, out):
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    return fk.run(["trace-cmd", "report", "-i", out], capture_output=True, text=True).stdout
+
+
+def test_injected_kmem_events_are_read(fakedebugfs):
+    (fakedebugfs.tracing / "events/kmem/enable").write_text("1")
+    fakedebugfs.emit_many([Event("kmem:kmalloc", dict(KMALLOC, bytes_req=i)) for i in range(1, 4)])
+    fakedebugfs.emit("kmem:kfree", call_site=0x10, ptr=0x20)
+    text = (fakedebugfs.tracing / "trace").read_text()
+    assert len(re.findall(r"kmalloc:.*bytes_req=[123] ", text)) == 3 and "kfree:" in text
+
+
+def test_trace_cmd_records_and_reports(fakedebugfs, tmp_path):
+    out = str(tmp_path / "t.dat")
+    rec = record(fakedebugfs, out, "kmem:kmalloc")
+    fakedebugfs.emit_many([Event("kmem:kmalloc", KMALLOC, cpu=i % 2, pid=77, comm="app")
+                           for i in range(50)])
+    fakedebugfs.wait_consumed(timeout=30)
+    lines = [l for l in report(fakedebugfs, rec, out).splitlines() if "kmalloc:" in l]
+    assert len(lines) == 50 and all("app-77" in l for l in lines)
+
+
+def test_an_overrun_shows_in_the_report(fakedebugfs, tmp_path):
+    out = str(tmp_path / "t.dat")
+    rec = record(fakedebugfs, out, "kmem:kmalloc")
+    fakedebugfs.fault("overrun", cpu=0, events=300)
+    fakedebugfs.emit_many([Event("kmem:kmalloc", KMALLOC) for _ in range(1000)])
+    fakedebugfs.wait_consumed(timeout=30)
+    text = report(fakedebugfs, rec, out)
+    assert re.search(r"CPU:0 \\[(300 )?EVENTS DROPPED\\]", text)  # (no count: a full page)
+    assert sum("kmalloc:" in l for l in text.splitlines()) == 700
+"""
+
+
+def test_user_three_tests_with_trace_cmd(nobody):
+    """The user's test file: injected events, trace-cmd record/report
+    through the fake's handle (``run --attach`` in a user namespace), an
+    overrun: 3 passed, 0 skipped, as uid 65534 without root."""
+    project = nobody.home / "three"
+    project.mkdir(exist_ok=True)
+    (project / "test_tool.py").write_text(THREE_TESTS)
+    os.chown(project, NOBODY, NOBODY)
+    p = nobody.run(["python", "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                    "--fakedebugfs-require", "test_tool.py"], cwd=str(project))
+    assert p.returncode == 0 and "3 passed" in p.stdout and "skipped" not in p.stdout, \
+        p.stdout[-4000:] + p.stderr[-2000:]
+
+
 def test_uid_and_gid_options(tmp_path):
     """``--uid``/``--gid`` (tracefs' ``uid=``/``gid=``): the files' owner,
     from the one options table (CLI and API), checked."""
