@@ -30,9 +30,8 @@ def settings(root: Path) -> dict:
     out["trace_options"] = _read(t / "trace_options")
     clock = _read(t / "trace_clock") or ""
     out["trace_clock"] = next((w[1:-1] for w in clock.split() if w.startswith("[")), None)
-    events = (_read(t / "set_event") or "").split()
-    out["all_events"] = len(events) == len((_read(t / "available_events") or "").split())
-    out["set_event"] = events
+    out["all_events"] = _read(t / "events" / "enable") == "1\n"  # "X": some, "0": none
+    out["set_event"] = [] if out["all_events"] else (_read(t / "set_event") or "").split()
     out["ktrace"] = {p.name: _read(p) for p in sorted((root / "ktrace" / "events").glob("*"))}
     out["ktrace_enabled"] = _read(root / "ktrace" / "enabled")
     out["kmemtrace_enabled"] = _read(root / "kmemtrace" / "enabled")
@@ -74,7 +73,7 @@ def apply(root: Path, saved: dict) -> None:
     if saved["current_tracer"] and _read(t / "current_tracer") != saved["current_tracer"]:
         _write(t / "current_tracer", saved["current_tracer"].strip())
     _truncate(t / "set_event")  # every event off (ftrace_clear_events)
-    if saved["all_events"] and saved["set_event"]:
+    if saved["all_events"]:
         _write(t / "events" / "enable", "1")
     else:
         fd = os.open(t / "set_event", os.O_WRONLY | os.O_APPEND)
