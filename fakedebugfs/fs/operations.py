@@ -10,6 +10,19 @@ file operation runs: a stall waits (a signal still interrupts a read, and a
 stopping server answers EINTR), an errno fault fails the request, a short
 read asks the file for fewer bytes (so a consuming file keeps the rest for
 the next read), a poll delay holds back the wake-up notification.
+
+What the kernel may keep (docs/cost.md): a name's entry, and every
+node's attributes but a mappable file's (whose size follows its data),
+are cached for ``STABLE_TIMEOUT``; the server invalidates them itself when
+they change: a node that leaves (``invalidate_entry``, which also keeps a
+later node of the same name from being mistaken for it), a directory
+joining or leaving a listed one (the parent's ``st_nlink``), chown/chgrp of
+a directory (the owners its descendants inherit), a remount.  A lookup of
+a name that does not exist is never cached (ENOENT, not an entry of inode
+0), so a ``define`` or an instance ``mkdir`` is seen at once, and
+directory listings are not cached at all.  File contents are not kept in
+the page cache: tracefs reports ``st_size`` 0, and the kernel reads a
+cached file only up to its size.
 """
 
 from __future__ import annotations
@@ -39,7 +52,8 @@ _BUFFERS = (bytes, bytearray, memoryview)  # handed to FUSE as they are
 
 log = logging.getLogger(__name__)
 
-TIMEOUT = 1.0  # entry and attribute cache lifetime, seconds
+TIMEOUT = 1.0  # lifetime of a mappable file's attributes (its size follows its data), s
+STABLE_TIMEOUT = 86400.0  # of entries and other attributes: invalidated when they change
 
 
 def has_ioctl_support() -> bool:
@@ -108,6 +122,7 @@ class TreeOperations(pyfuse3.Operations):
         self._stall_wait = WaitQueue() if faults is not None else None
         self.table = InodeTable(root)
         self.table.on_remove = self._removed
+        self.table.on_add = self._added
         self.uid, self.gid = uid, gid
         self.mtime_ns = time.time_ns()
         self.open_files: dict[int, OpenFile] = {}
@@ -115,6 +130,9 @@ class TreeOperations(pyfuse3.Operations):
         # called before every open: what happened before a reader opens a
         # file is in it (the server's watch of `run`'s command, server/watch.py)
         self.on_open: Optional[Callable[[], None]] = None
+        # before every read and write of a file that is not static (--mirror:
+        # the kernel's events so far drained into the buffers first)
+        self.on_io: Optional[Callable[[], None]] = None
 
     # --- attributes -----------------------------------------------------
 
@@ -122,8 +140,9 @@ class TreeOperations(pyfuse3.Operations):
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = node.inode
         entry.generation = 0
-        entry.entry_timeout = TIMEOUT
-        entry.attr_timeout = TIMEOUT
+        entry.entry_timeout = STABLE_TIMEOUT
+        entry.attr_timeout = TIMEOUT if isinstance(node, File) and node.fops.mappable \
+            else STABLE_TIMEOUT
         entry.st_mode = node.mode
         entry.st_nlink = 2 + sum(isinstance(c, Dir) for c in node.children.values()) \
             if isinstance(node, Dir) else 1
@@ -216,8 +235,18 @@ class TreeOperations(pyfuse3.Operations):
             node.uid = attr.st_uid
         if fields.update_gid:
             node.gid = attr.st_gid
+        if isinstance(node, Dir) and (fields.update_uid or fields.update_gid):
+            self._owners_changed(node)
         if fields.update_mode:
             node.mode = stat.S_IFMT(node.mode) | (attr.st_mode & 0o7777)
+
+    def _owners_changed(self, top: Dir) -> None:
+        """*top*'s new owner is that of every node below it that has none of
+        its own (:meth:`owner`): their cached attributes go (the reply to
+        the chown itself refreshes *top*'s)."""
+        for node in top.walk(make=False):
+            if node is not top and (node.uid is None or node.gid is None):
+                _invalidate_attrs(node)
 
     async def statfs(self, ctx):
         data = pyfuse3.StatvfsData()
@@ -235,7 +264,7 @@ class TreeOperations(pyfuse3.Operations):
     async def readdir(self, fh, start_id, token):
         node = self._node(fh)
         for i, child in enumerate(list(node.children.values())):
-            if i < start_id:
+            if i < start_id or getattr(child, "hidden", False):  # found by lookup only
                 continue
             if not pyfuse3.readdir_reply(token, child.name.encode(), self.attrs(child), i + 1):
                 return
@@ -315,7 +344,7 @@ class TreeOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if self.faults is not None and self.faults.active:
             await self._inject(node, "open")
-        if self.on_open is not None:
+        if self.on_open is not None and not node.static:
             try:
                 self.on_open()
             except Exception:  # never the open's failure
@@ -360,17 +389,27 @@ class TreeOperations(pyfuse3.Operations):
             _take_nonblock(f, flags)
         if self.faults is not None and self.faults.active:
             size = await self._inject(f.node, "read", size)
+        if self.on_io is not None and not f.node.static:
+            self._before_io(f.node)
         try:
             data = await f.node.fops.read(f, off, size)
         except BaseException as err:
             _fuse_error("read", f.node, err)
         return _buffer(data)
 
+    def _before_io(self, node) -> None:
+        try:
+            self.on_io()
+        except Exception:  # never the request's failure
+            log.exception("before reading or writing %s", node.path())
+
     async def write(self, fh, off, buf):
         f = self._file(fh)
         WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
         if self.faults is not None and self.faults.active:
             await self._inject(f.node, "write")
+        if self.on_io is not None and not f.node.static:
+            self._before_io(f.node)
         with _Guard("write", f.node):
             return await f.node.fops.write(f, off, bytes(buf))
 
@@ -427,12 +466,32 @@ class TreeOperations(pyfuse3.Operations):
     # --- tree changes while mounted ---------------------------------------
 
     def _removed(self, parent: Dir, node) -> None:
-        """A node left the tree: drop the kernel's cached dentry."""
+        """A node left the tree: drop the kernel's cached dentry (and the
+        parent's attributes: a directory's leaving changes its ``st_nlink``)."""
         try:
             pyfuse3.invalidate_entry_async(parent.inode, node.name.encode(),
                                            deleted=node.inode, ignore_enoent=True)
         except Exception as err:  # not mounted yet, or already gone
             log.debug("invalidate %s: %s", node.name, err)
+        if isinstance(node, Dir):
+            _invalidate_attrs(parent)
+
+    def _added(self, parent: Dir, node) -> None:
+        """A node joined a directory while mounted (a ``define``'s event
+        directory, a tracer's option file): its name needs nothing (no
+        lookup that missed it was cached); a directory changes the parent's
+        ``st_nlink``."""
+        if isinstance(node, Dir):
+            _invalidate_attrs(parent)
+
+
+def _invalidate_attrs(node) -> None:
+    """Drop the kernel's cached attributes of *node* (none cached, or not
+    mounted yet: nothing to do)."""
+    try:
+        pyfuse3.invalidate_inode(node.inode, attr_only=True)
+    except Exception as err:
+        log.debug("invalidate attributes of %s: %s", node.name, err)
 
 
 def _take_nonblock(f: OpenFile, flags: int) -> None:

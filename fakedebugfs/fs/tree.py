@@ -43,11 +43,17 @@ class Node:
 
 
 class File(Node):
-    """``debugfs_create_file``: a regular file with *fops*."""
+    """``debugfs_create_file``: a regular file with *fops*.
 
-    def __init__(self, name: str, mode: int, fops: FileOperations):
+    *static*: the file's text is made from what only the fake changes (an
+    event's ``format``, ``available_events``, ``README``): never from the
+    buffers, nor from what a traced command did, so an open of it need not
+    wait for the process events to be taken in (:mod:`fakedebugfs.fs.operations`)."""
+
+    def __init__(self, name: str, mode: int, fops: FileOperations, static: bool = False):
         super().__init__(name, stat.S_IFREG | (mode & 0o7777))
         self.fops = fops
+        self.static = static
 
 
 class Dir(Node):
@@ -61,6 +67,7 @@ class Dir(Node):
         super().__init__(name, stat.S_IFDIR | (mode & 0o7777))
         self._children: dict[str, Node] = {}
         self._populate = populate
+        self._filling = False  # populate() is adding the first entries
         self.table: Optional["InodeTable"] = None
         # inode operations mkdir/rmdir (tracefs' instances/): an object with
         # mkdir(name) -> Dir and rmdir(name), raising OSError to refuse
@@ -70,7 +77,11 @@ class Dir(Node):
     def children(self) -> dict[str, Node]:
         if self._populate is not None:
             populate, self._populate = self._populate, None
-            populate(self)
+            self._filling = True
+            try:
+                populate(self)
+            finally:
+                self._filling = False
         return self._children
 
     def add(self, node: Node) -> Node:
@@ -80,14 +91,16 @@ class Dir(Node):
         self._children[node.name] = node
         if self.table is not None:
             self.table.attach(node)
+            if not self._filling and self.table.on_add is not None:
+                self.table.on_add(self, node)
         return node
 
     def mkdir(self, name: str, mode: int = 0o755,
               populate: Optional[Callable[["Dir"], None]] = None) -> "Dir":
         return self.add(Dir(name, mode, populate))
 
-    def file(self, name: str, mode: int, fops: FileOperations) -> File:
-        return self.add(File(name, mode, fops))
+    def file(self, name: str, mode: int, fops: FileOperations, static: bool = False) -> File:
+        return self.add(File(name, mode, fops, static))
 
     def remove(self, name: str) -> None:
         node = self.children.pop(name, None)
@@ -106,13 +119,16 @@ class Dir(Node):
 
 
 class InodeTable:
-    """Inode numbers for every node under a root; tells a listener when a
-    node leaves so the kernel's dentry cache can be invalidated."""
+    """Inode numbers for every node under a root; tells listeners when a
+    node joins a directory already listed (``on_add``: not a lazy
+    directory's first entries, which nobody can have seen missing) or
+    leaves (``on_remove``), so the kernel's caches can be invalidated."""
 
     def __init__(self, root: Dir):
         self.nodes: dict[int, Node] = {}
         self.next_inode = ROOT_INODE
         self.on_remove: Optional[Callable[[Dir, Node], None]] = None
+        self.on_add: Optional[Callable[[Dir, Node], None]] = None
         self.attach(root)
 
     def attach(self, node: Node) -> None:

@@ -6,11 +6,17 @@ before the command execs; the server opens the perf side-band buffers
 
 * every ``DRAIN_EVERY`` (a task; not on each perf wake-up, which a busy
   command would make for every switch), and
-* before every FUSE open (:meth:`Watches.sync`, the adapter's ``on_open``),
+* before every FUSE open of a file that is not static
+  (:meth:`Watches.sync`, the adapter's ``on_open``), when a tracer listens
+  to one of the tracepoints they stand for (:data:`SIDEBAND`),
 
 so a reader that opens ``trace`` right after its child was switched out
 finds the switch there, as it would on the kernel, where the tracepoint
-and the reader share one ring buffer.
+and the reader share one ring buffer.  With nothing attached to those
+tracepoints a drain injects nothing (each event is left out, as a static
+key that is off costs the kernel nothing), so an open does not pay for
+one: ``trace-cmd reset`` makes some 7,000 opens, and the watched command's
+own switches around each of them are new records every time.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from fakedebugfs.sources.procevents import ProcessEvents
 log = logging.getLogger(__name__)
 
 DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one
+# the tracepoints the process events become (sources/procevents.py)
+SIDEBAND = ("sched:sched_switch", "sched:sched_process_fork", "sched:sched_process_exit",
+            "sched:sched_process_exec")
 
 
 class Watches:
@@ -34,6 +43,7 @@ class Watches:
         self.injector = injector
         self.nr_cpus = nr_cpus
         self.watched: list[ProcessEvents] = []
+        self.mirrored = ()  # events --mirror takes from the kernel itself (not injected)
 
     def add(self, pid: int, parent: int, parent_comm: str) -> ProcessEvents:
         """Watch *pid* (forked by *parent*, not yet exec'd); OSError where
@@ -43,7 +53,24 @@ class Watches:
         self.inject([pe.fork_event(parent, parent_comm)])
         return pe
 
+    def listened(self) -> bool:
+        """A probe is attached to one of the :data:`SIDEBAND` tracepoints
+        (an enabled event in any trace array, ``event-fork``'s follower...)."""
+        tracepoints = self.injector.kernel.engine.tracepoints
+        for name in SIDEBAND:
+            tp = tracepoints.get(name)
+            if tp is not None and tp.probes:
+                return True
+        return False
+
     def sync(self) -> None:
+        """Before an open: inject what the watched buffers hold now, if
+        anything listens (else the next :meth:`follow` round takes the
+        records in, for the tasks' names and execs it keeps)."""
+        if self.listened():
+            self.drain()
+
+    def drain(self) -> None:
         """Inject whatever the watched buffers hold now."""
         for pe in self.watched:
             events = pe.drain()
@@ -58,6 +85,8 @@ class Watches:
         prepared = []
         tracepoints = self.injector.kernel.engine.tracepoints
         for ev in events:
+            if ev["event"] in self.mirrored:
+                continue
             tp = tracepoints.get(ev["event"])
             if tp is not None and not tp.probes:  # nothing attached: the static key is off
                 continue
@@ -75,7 +104,7 @@ class Watches:
         blocked in ``trace_pipe`` is woken by what this injects)."""
         while True:
             await trio.sleep(DRAIN_EVERY)
-            self.sync()
+            self.drain()
 
     def close(self) -> None:
         for pe in self.watched:

@@ -139,10 +139,12 @@ class TracingTree:
     def create_tree(self) -> Dir:
         ft = self.ft
         root = Dir("tracing", 0o700)
-        root.file("README", RO, SeqFile(lambda: readme_text(_kernel_readme(ft), set(root.children))))
+        root.file("README", RO, SeqFile(lambda: readme_text(_kernel_readme(ft), set(root.children))),
+                  static=True)
         root.file("available_events", RO, SeqFile(
-            lambda: "".join(k + "\n" for k in ft.event_keys())))
-        root.file("available_tracers", RO, SeqFile(lambda: " ".join(ft.tracers) + "\n"))
+            lambda: "".join(k + "\n" for k in ft.event_keys())), static=True)
+        root.file("available_tracers", RO, SeqFile(lambda: " ".join(ft.tracers) + "\n"),
+                  static=True)
         root.file("buffer_percent", RW, ValueFile(lambda: f"{ft.buffer_percent}\n",
                                                   self._buffer_percent))
         root.file("buffer_size_kb", RW, ValueFile(ft.buffer_size_kb, self._resize(None)))
@@ -159,7 +161,8 @@ class TracingTree:
         root.mkdir("instances", 0o750).dir_ops = Instances(self)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
-        root.file("printk_formats", RO, SeqFile(lambda: getattr(ft, "printk_formats", "")))
+        root.file("printk_formats", RO, SeqFile(lambda: getattr(ft, "printk_formats", "")),
+                  static=True)
         root.file("saved_cmdlines", RO, SeqFile(ft.saved_cmdlines))
         root.file("saved_cmdlines_size", RW, ValueFile(
             lambda: f"{getattr(ft, 'cmdlines_size', DEFAULT_SAVED_CMDLINES)}\n",
@@ -207,8 +210,8 @@ class TracingTree:
         # ring_buffer_print_page_header(buffer, s): the data size of this
         # trace array's sub-buffers
         events.file("header_page", RO, SeqFile(
-            lambda: HEADER_PAGE.format(data_size=ft.subbuf_data_size)))
-        events.file("header_event", RO, SeqFile(lambda: HEADER_EVENT))
+            lambda: HEADER_PAGE.format(data_size=ft.subbuf_data_size)), static=True)
+        events.file("header_event", RO, SeqFile(lambda: HEADER_EVENT), static=True)
         ftrace_dir = events.mkdir("ftrace")
         for key in ft.events:
             if key.startswith("ftrace:"):
@@ -225,11 +228,11 @@ class TracingTree:
         has an id, ``print`` an id and a trigger)."""
         ft, name = self.ft, key[7:]
         edir = ftrace_dir.mkdir(name)
-        edir.file("format", RO, SeqFile(lambda: ft.events[key].format()))
+        edir.file("format", RO, SeqFile(lambda: ft.events[key].format()), static=True)
         prof = getattr(ft.events, "profile", None)
         modes = prof.modes() if prof is not None else {}
         if f"events/ftrace/{name}/id" in modes:
-            edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"))
+            edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"), static=True)
         if f"events/ftrace/{name}/trigger" in modes:
             edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
 
@@ -298,8 +301,8 @@ class TracingTree:
         edir.file("filter", RW, ValueFile(
             lambda: (ft.filters.get(key, "none") + "\n").encode(errors="surrogateescape"),
             self._filter([key])))
-        edir.file("format", RO, SeqFile(lambda: ft.events[key].format()))
-        edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"))
+        edir.file("format", RO, SeqFile(lambda: ft.events[key].format()), static=True)
+        edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"), static=True)
         edir.file("trigger", RW, TriggerFile(ft, key))
 
     def create_per_cpu(self) -> Dir:
