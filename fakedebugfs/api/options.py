@@ -222,6 +222,11 @@ class MountOptions:
     gid: Optional[int] = _opt(None, id_value,
                               "group of the files, as tracefs' gid= mount option (default: "
                               "the mounting user's group)", "GID")
+    mirror: Optional[str] = _opt(None, choice("tree", "system"),
+                                 "feed the fake with the running kernel's real events: those "
+                                 "of run's COMMAND and its descendants (tree) or of every task "
+                                 "(system); only the events enabled in the fake, read with "
+                                 "perf_event_open (root); the workload defaults to none")
     verbose: bool = _opt(False, flag, "log requests and errors")
 
     @classmethod
@@ -284,11 +289,23 @@ def build_server(options: MountOptions, mountpoint: str):
     from fakedebugfs.server.server import Server
     from fakedebugfs.sources.workloads import make_workload
 
+    mirror, name = None, options.workload
+    if options.mirror:
+        from fakedebugfs.sources.mirror import privilege_problem
+
+        problem = privilege_problem()  # refused before anything is mounted
+        if problem:
+            raise MountError(problem)
+        if name == "default":  # the kernel's events, not the synthetic ones
+            name = "none"
     try:
         kernel = Kernel(**options.kernel_kwargs())
-        workload = make_workload(options.workload, kernel, seed=options.seed,
-                                 count=options.count)
+        workload = make_workload(name, kernel, seed=options.seed, count=options.count)
+        if options.mirror:
+            from fakedebugfs.sources.mirror import Mirror
+
+            mirror = Mirror(kernel, options.mirror)
     except (ValueError, OSError) as err:
         raise MountError(str(err)) from None
     return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms,
-                  uid=options.uid, gid=options.gid)
+                  uid=options.uid, gid=options.gid, mirror=mirror)

@@ -9,34 +9,44 @@ namespace arranged like a real kernel's:
                           /proc/mounts), with the fake's ``tracing/`` bound over it
     /sys/kernel/debug     a real debugfs mount (its ``debugfs`` line), the
                           fake's root bound over it
-    /proc/kallsyms        the engine's symbol table, so call sites resolve
-    /proc/sys/kernel/ftrace_enabled   a writable regular file holding "1"
-    /proc/sys/kernel/kptr_restrict    a writable copy of the real one
+    /proc                 the proc of the command's own PID namespace
+    /proc/kallsyms        the fake's symbol table, live (a replay's or an
+                          ``insmod``'s symbols are seen at the next open)
+    /proc/sys/kernel/...  writable copies of the sysctls tracing tools write
+                          (:mod:`fakedebugfs.sandbox.confine`)
 
 Every other tracefs or debugfs mount is removed from the namespace first,
 so the first ``tracefs`` line is ours.  The real tracefs and debugfs are
 never touched: the fake covers them before the command starts, and the run
 refuses to start the command unless it checked that both paths are the fake.
 
-The server runs in a child process in the same namespace, mounted at a
-private temporary directory, in its own session (a terminal's Ctrl-C goes to
-the command, not to the server) and dies with us (PR_SET_PDEATHSIG).  Nothing
-of it is visible in the host's mounts, and when the last process of the
-namespace exits the kernel drops every mount made in it, whatever happened.
+Processes: ``run`` makes a PID namespace and forks its first process, the
+namespace's init, which mounts its /proc, forks the server (mounted at a
+private temporary directory, in its own session, so a terminal's Ctrl-C
+goes to the command, not to the server) and then the command.  Inside, the
+command sees only its own processes, so no ``/proc/<pid>/root`` leads to
+the host's mounts.  When the command ends, init kills whatever it left
+running (a daemon, a recorder in the background), stops the server and
+exits; if ``run`` itself is killed, init dies with it (PR_SET_PDEATHSIG),
+and with init every process of the namespace: nothing outlives a run.
+Pids in the fake's events (the command's process events, ``trace_marker``
+writers) are those the command sees.
 
 The command gets ``LD_PRELOAD`` with ``splice_preload.so`` appended, which
 makes splice() from fake files work (docs/fuse.md#splice).  SIGINT, SIGTERM,
 SIGHUP and SIGQUIT sent to ``run`` are forwarded to the command (a
-terminal's own signals reach it directly, being in our process group).  When
-it ends, the bind mounts go, the server is stopped and unmounts, and ``run``
-exits with the command's status (128 + N when signal N killed it).
+terminal's own signals reach it directly, being in our process group), and
+``run`` exits with the command's status (128 + N when signal N killed it).
 
-Sealed (the default): the command is started without CAP_SYS_ADMIN and
-CAP_SYS_PTRACE in its bounding and inheritable sets (:mod:`fakedebugfs.sandbox.seal`),
-so it cannot mount the real tracefs or debugfs, unmount the fake, enter
-another mount namespace or walk into one through ``/proc/<pid>/root``;
-perf_event_open(2) and bpf(2) need CAP_PERFMON and CAP_BPF, which it keeps.
-``--unsealed`` starts it with every capability ``run`` has.
+Sealed (the default): the command keeps root's capabilities (bpftrace
+needs CAP_SYS_ADMIN for the kernel's BTF) but a seccomp filter
+(:mod:`fakedebugfs.sandbox.seal`) refuses it the mount family, setns and
+new namespaces, so it cannot mount the real tracefs or debugfs, unmount
+the fake or enter another namespace; /proc/sys and /sys are read-only to
+it but for private copies of the sysctls tracing tools write, and other
+fakes' control sockets are out of its sight (:mod:`fakedebugfs.sandbox.confine`).
+``--unsealed`` starts it without the filter, the read-only mounts and
+the hiding.
 
 Rootless: without root, ``run`` first enters a user namespace of its own
 (:mod:`fakedebugfs.sandbox.userns`), where it is uid 0 over a new mount namespace.
@@ -45,7 +55,8 @@ and debugfs mount it inherited (and /sys/kernel/{tracing,debug}) with the
 fake, and mounts over the ``/proc/mounts`` symlink a copy of the mount
 table whose first lines are ``tracefs`` at /sys/kernel/tracing and
 ``debugfs`` at /sys/kernel/debug.  The command runs as uid 0 of that
-namespace, which is the invoking user outside it.
+namespace, which is the invoking user outside it.  ``run --attach`` works
+the same way rootless: the fake mounted there is bound in that namespace.
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ import errno
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import sys
@@ -64,11 +76,13 @@ from pathlib import Path
 from fakedebugfs.native import libc
 from fakedebugfs.sources import procevents
 from fakedebugfs.control import runstate
-from fakedebugfs.sandbox import seal, userns
+from fakedebugfs.sandbox import confine, seal, userns
 
 log = logging.getLogger(__name__)
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
@@ -78,10 +92,10 @@ SI_KERNEL = 0x80
 
 TRACEFS = "/sys/kernel/tracing"
 DEBUGFS = "/sys/kernel/debug"
+PROC = "/proc"
 KALLSYMS = "/proc/kallsyms"
-FTRACE_ENABLED = "/proc/sys/kernel/ftrace_enabled"
-KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+WATCHED = frozenset(FORWARDED) | {signal.SIGCHLD}
 
 
 class RunError(Exception):
@@ -115,7 +129,7 @@ def preload_path() -> str:
         raise RunError(f"cannot build splice_preload.so ({err}); run `make install`") from None
 
 
-# --- the namespace ----------------------------------------------------------------
+# --- the namespaces ---------------------------------------------------------------
 
 def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> None:
     """unshare(CLONE_NEWNS) (with a user namespace of its own when
@@ -146,23 +160,141 @@ def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> 
                 pass
 
 
-def arrange_namespace(mnt: str, work: str, kallsyms_text: str,
-                      rootless: bool = False) -> list[str]:
-    """Put the fake where tools look for it; returns the mounts made
-    (innermost last) so they can be undone."""
+def fork_init(body) -> tuple[int, int, int]:
+    """unshare(CLONE_NEWPID) and fork the new PID namespace's first process,
+    its init, which runs *body()* and exits with the status it returns.
+
+    Returns ``(pid, errors, alive)``: *errors* is the read end of a pipe on
+    which init writes a RunError's arguments (JSON) before exiting; init
+    dies with us (PR_SET_PDEATHSIG), *alive* being the pipe it checks to
+    see whether we died before the prctl took hold."""
+    try:
+        libc.unshare(CLONE_NEWPID, "unshare(CLONE_NEWPID)")
+    except OSError as err:
+        raise RunError(f"cannot make the command's PID namespace: {err.strerror}") from None
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    live_r, live_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(err_r)
+            os.close(live_w)
+            libc.set_pdeathsig(signal.SIGKILL)
+            if select.select([live_r], [], [], 0)[0]:  # EOF: run is gone already
+                os._exit(1)
+            # init gets no signal it has no handler for, blocked or not
+            # (SIGNAL_UNKILLABLE): give each a handler; they stay blocked and
+            # are taken with sigtimedwait.
+            for sig in WATCHED:
+                signal.signal(sig, _never_called)
+            code = body()
+        except RunError as err:
+            os.write(err_w, json.dumps([str(a) if i == 0 else a
+                                        for i, a in enumerate(err.args)]).encode())
+        except BaseException as err:  # report anything to run
+            os.write(err_w, json.dumps([f"{type(err).__name__}: {err}"]).encode())
+        finally:
+            os._exit(code)
+    os.close(err_w)
+    os.close(live_r)
+    return pid, err_r, live_w
+
+
+def _never_called(signum, frame) -> None:
+    pass
+
+
+def wait_init(pid: int, errors: int, alive: int) -> int:
+    """Wait for init (forwarding signals); its status, or the RunError it reported."""
+    try:
+        status = wait_command(pid)
+    finally:
+        os.close(alive)
+    with os.fdopen(errors, "rb") as fp:
+        report = fp.read()
+    if report:
+        raise RunError(*json.loads(report))
+    return status
+
+
+def mount_proc() -> None:
+    """As init: a mount namespace of its own (a child of run's) and, over
+    /proc, the proc of this PID namespace: the command sees its own
+    processes only, and the server reads the command's by the pids it sees."""
+    libc.unshare(CLONE_NEWNS, "unshare(CLONE_NEWNS)")
+    try:
+        mount("proc", PROC, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError as err:
+        raise RunError(f"cannot mount the command's /proc ({err.strerror}): this system "
+                       f"hides parts of /proc (a container's masked paths?)") from None
+
+
+def end_namespace(keep=()) -> None:
+    """As init: SIGKILL every other process of the PID namespace but *keep*
+    and reap them (what the command left running must not outlive it)."""
+    for _ in range(200):
+        others = [int(d) for d in os.listdir(PROC) if d.isdigit()]
+        others = [p for p in others if p != 1 and p not in keep]
+        if not others:
+            return
+        for p in others:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _reap_orphans(keep)
+        time.sleep(0.005)
+
+
+def _reap_orphans(keep=()) -> None:
+    """Reap every child that ended but those of *keep* (init adopts orphans)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
+    """Put the fake where tools look for it (in init's mount namespace,
+    after /proc is the namespace's own)."""
     if rootless:
-        made = cover_namespace(mnt, work)
+        cover_namespace(mnt, work)
     else:
-        made = replace_tracing_mounts(mnt, work)
+        replace_tracing_mounts(mnt, work)
     check_covered(mnt)
-    made += bind_proc_files(work, kallsyms_text)
+    bind_kallsyms(mnt, work)
     if rootless:
         try:
-            made.append(userns.publish_mounts(work))
+            userns.publish_mounts(work)
         except OSError as err:
             raise RunError(f"cannot mount a mount table over /proc/mounts ({err.strerror}): "
                            f"trace-cmd would not find the fake") from None
-    return made
+
+
+def bind_kallsyms(mnt: str, work: str) -> None:
+    """The fake's live symbol table (:mod:`fakedebugfs.trees.kallsyms`)
+    over /proc/kallsyms; a fake without it gets a copy of its symbols now."""
+    from fakedebugfs.trees import kallsyms  # (imports trio: not before signals are ours)
+
+    source = os.path.join(mnt, kallsyms.NAME)
+    if not os.path.exists(source):
+        from fakedebugfs.control.client import ControlClient
+        from fakedebugfs.errors import FakeError
+
+        source = os.path.join(work, "kallsyms")
+        try:
+            with ControlClient(mnt) as client:
+                text = client.call("kallsyms")["text"]
+        except FakeError as err:
+            raise RunError(f"{mnt}: {err}") from None
+        with open(source, "w") as fp:
+            fp.write(text)
+    if os.path.exists(KALLSYMS):
+        mount(source, KALLSYMS, None, MS_BIND)
 
 
 def _tracing_source(mnt: str, work: str) -> str:
@@ -236,39 +368,6 @@ def replace_tracing_mounts(mnt: str, work: str) -> list[str]:
     return made
 
 
-def bind_proc_files(work: str, kallsyms_text: str) -> list[str]:
-    """Files of our own over /proc files tools read or write: the engine's
-    /proc/kallsyms; /proc/sys/kernel/ftrace_enabled holding "1" (the real
-    one refuses writes on this kernel); /proc/sys/kernel/kptr_restrict
-    holding the real value, which trace-cmd sets to 0 while it reads
-    kallsyms and back (a sysctl only CAP_SYS_ADMIN may write, and the
-    host's own, which the command has no business changing)."""
-    files = {KALLSYMS: kallsyms_text, FTRACE_ENABLED: "1\n"}
-    try:
-        with open(KPTR_RESTRICT) as fp:
-            files[KPTR_RESTRICT] = fp.read()
-    except OSError:
-        pass
-    made: list[str] = []
-    for target, text in files.items():
-        if not os.path.exists(target):
-            continue
-        path = os.path.join(work, os.path.basename(target))
-        with open(path, "w") as fp:
-            fp.write(text)
-        mount(path, target, None, MS_BIND)
-        made.append(target)
-    return made
-
-
-def undo_mounts(made: list[str]) -> None:
-    for target in reversed(made):
-        try:
-            umount(target)
-        except OSError:
-            pass
-
-
 # --- the server -------------------------------------------------------------------
 
 def start_server(server, mnt: str, log_path: str) -> int:
@@ -281,7 +380,7 @@ def start_server(server, mnt: str, log_path: str) -> int:
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         os.setsid()
         libc.set_pdeathsig(signal.SIGTERM)
-        if os.getppid() != parent:  # run died before the prctl took hold
+        if os.getppid() != parent:  # init died before the prctl took hold
             os._exit(1)
 
     pid, message = fork_server(server, log_path, prepare)
@@ -329,12 +428,14 @@ def stop_server(pid: int, mnt: str) -> None:
 
 # --- the command ------------------------------------------------------------------
 
-def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None) -> int:
-    """fork + exec with default signal handling, *sealed* (see
-    :mod:`fakedebugfs.sandbox.seal`); errors are reported through a close-on-exec
-    pipe (exit 127 / 126 like a shell).  The command never starts unsealed
-    by accident: if the seal fails, it does not start.  *before_exec(pid)*
-    runs here while the child waits to exec."""
+def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None,
+          arrange=None) -> int:
+    """fork + exec with default signal handling, in a mount namespace of
+    its own arranged by *arrange()* (:func:`fakedebugfs.sandbox.confine.confine`),
+    *sealed* (:mod:`fakedebugfs.sandbox.seal`); errors are reported through a
+    close-on-exec pipe (exit 127 / 126 like a shell).  The command never
+    starts unsealed by accident: if the seal fails, it does not start.
+    *before_exec(pid)* runs here while the child waits to exec."""
     r, w = os.pipe2(os.O_CLOEXEC)
     go_r, go_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
@@ -343,16 +444,18 @@ def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None) -> 
             os.close(r)
             os.close(go_w)
             os.read(go_r, 1)  # until the parent is ready (or gone)
-            for sig in FORWARDED + (signal.SIGCHLD, signal.SIGPIPE):
+            for sig in WATCHED | {signal.SIGPIPE}:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            # if run is killed outright, COMMAND goes too (nothing left behind)
+            # if init is killed outright, COMMAND goes too (nothing left behind)
             libc.set_pdeathsig(signal.SIGKILL)
             try:
+                if arrange is not None:
+                    arrange()
                 if sealed:
-                    seal.drop_capabilities()
+                    seal.install_filter()
             except OSError as err:
-                os.write(w, f"seal {err.errno}".encode())
+                os.write(w, f"seal {err.errno} {err.strerror or err}".encode())
                 os._exit(126)
             os.execvpe(argv[0], argv, env)
         except OSError as err:
@@ -370,23 +473,27 @@ def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None) -> 
         data = fp.read().decode()
     if data:
         os.waitpid(pid, 0)
-        what, code = data.split()[0], int(data.split()[1])
+        what, code, *why = data.split(" ", 2)
+        code = int(code)
         if what == "seal":
-            raise RunError(f"cannot seal the command ({os.strerror(code)}); "
-                           f"--unsealed runs it with every capability", 126)
+            raise RunError(f"cannot seal the command ({why[0] if why else os.strerror(code)}); "
+                           f"--unsealed runs it unsealed", 126)
         raise RunError(f"{argv[0]}: {os.strerror(code)}", 127 if code == errno.ENOENT else 126)
     return pid
 
 
-def wait_command(pid: int) -> int:
-    """Wait for the command, forwarding signals; its exit status."""
-    watched = set(FORWARDED) | {signal.SIGCHLD}
+def wait_command(pid: int, reap_orphans: bool = False) -> int:
+    """Wait for child *pid*, forwarding signals to it; its exit status.
+    With *reap_orphans* (init), every other child that ends is reaped too."""
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        if reap_orphans:
+            done, status = _wait_any(pid)
+        else:
+            done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) \
                 else 128 + os.WTERMSIG(status)
-        info = signal.sigtimedwait(watched, 1.0)
+        info = signal.sigtimedwait(WATCHED, 1.0)
         if info is None or info.si_signo == signal.SIGCHLD:
             continue
         if info.si_code == SI_KERNEL:
@@ -395,6 +502,19 @@ def wait_command(pid: int) -> int:
             os.kill(pid, info.si_signo)
         except ProcessLookupError:
             pass
+
+
+def _wait_any(pid: int) -> tuple[int, int]:
+    """Reap ended children; ``(pid, status)`` once *pid* is among them."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return pid, 0
+        if done == 0:
+            return 0, 0
+        if done == pid:
+            return done, status
 
 
 def sweep_stale_workdirs(rundir) -> None:
@@ -444,14 +564,25 @@ def watch_command(pid: int, mnt: str) -> None:
         log.debug("the command's process events are not watched: %s", err)
 
 
-def start_command(argv: list[str], env: dict, sealed: bool, before_exec=None) -> int:
-    """Run COMMAND to its end; its exit status (127/126 when it cannot start)."""
+def start_command(argv: list[str], env: dict, sealed: bool, before_exec=None,
+                  arrange=None) -> int:
+    """As init: run COMMAND to its end; its exit status (127/126 when it
+    cannot start)."""
     try:
-        pid = spawn(argv, env, sealed=sealed, before_exec=before_exec)
+        pid = spawn(argv, env, sealed=sealed, before_exec=before_exec, arrange=arrange)
     except RunError as err:
         print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
         return err.args[1]
-    return wait_command(pid)
+    return wait_command(pid, reap_orphans=True)
+
+
+def command_namespace(work: str, mnt: str, sealed: bool):
+    """What the command's child does before exec: its mount namespace
+    (:func:`fakedebugfs.sandbox.confine.confine`), keeping this fake's
+    state file and socket in sight."""
+    paths = runstate.paths(mnt)
+    keep = [str(paths["state"]), str(paths["sock"])]
+    return lambda: confine.confine(work, mnt, keep, sealed)
 
 
 def run(argv: list[str], options, attach: str | None = None, unsealed: bool = False) -> int:
@@ -467,6 +598,12 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
         raise RunError("no command given (fakedebugfs run [options] -- COMMAND ...)")
     if attach:
         return run_attached(argv, attach, unsealed)
+    if getattr(options, "mirror", None):  # --mirror's privilege first: one line
+        from fakedebugfs.sources.mirror import privilege_problem
+
+        problem = privilege_problem()
+        if problem:
+            raise RunError(problem)
     rootless = os.geteuid() != 0
     if rootless:
         try:
@@ -484,66 +621,75 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     mnt = os.path.join(work, "mnt")
     os.mkdir(mnt, 0o755)
     os.chmod(work, 0o755)
-    server_pid = None
-    made: list[str] = []
     # Signals are taken with sigtimedwait from here on; children unblock them.
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     try:
         check_can_mount(mnt)
         # unshare first: it refuses a process with threads, and building the
         # server may start some (numpy's BLAS pool)
         enter_private_namespace(rootless)
         server = build_server(options, mnt)
-        kallsyms_text = server.kernel.engine.kallsyms.proc_kallsyms()
-        server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
-        made = arrange_namespace(mnt, work, kallsyms_text, rootless)
-        engine = server.kernel.engine
+        env = command_env(preload, mnt)
 
-        def watch(pid):
-            # real processes' events have real timing: not in a deterministic run
-            if not getattr(engine.clock, "deterministic", False):
-                watch_command(pid, mnt)
+        def init() -> int:
+            mount_proc()
+            server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
+            try:
+                arrange_namespace(mnt, work, rootless)
+                engine = server.kernel.engine
 
-        return start_command(argv, command_env(preload, mnt), not unsealed, watch)
+                def watch(pid):
+                    # real processes' events have real timing: not in a deterministic run
+                    if not getattr(engine.clock, "deterministic", False):
+                        watch_command(pid, mnt)
+
+                return start_command(argv, env, not unsealed, watch,
+                                     command_namespace(work, mnt, not unsealed))
+            finally:
+                end_namespace(keep={server_pid})
+                stop_server(server_pid, mnt)
+
+        return wait_init(*fork_init(init))
     except (MountError, OSError) as err:
         raise RunError(str(err)) from None
     finally:
-        undo_mounts(made)
-        if server_pid is not None:
-            stop_server(server_pid, mnt)
+        runstate.clear_state(mnt)  # init killed outright leaves it
         shutil.rmtree(work, ignore_errors=True)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(FORWARDED) | {signal.SIGCHLD})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
 
 
 # --- a command against a fake that is already mounted ------------------------------
 
 def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
     """``run --attach MNT``: COMMAND sees the fake mounted at MNT (the Python
-    API's ``Fake.run``) instead of one of its own; that fake stays mounted."""
-    from fakedebugfs.control.client import ControlClient
-    from fakedebugfs.errors import FakeError
-
+    API's ``Fake.run``) instead of one of its own; that fake stays mounted.
+    Rootless, in a user namespace of its own where that mount is bound."""
     mnt = runstate.canonical(attach)
     if runstate.mounted_fstype(mnt) != runstate.FSTYPE:
         raise RunError(f"--attach {attach}: no fakedebugfs is mounted there")
-    if os.geteuid() != 0:
-        raise RunError("--attach needs root")
-    try:
-        with ControlClient(mnt) as client:
-            kallsyms_text = client.call("kallsyms")["text"]
-    except FakeError as err:
-        raise RunError(f"--attach {attach}: {err}") from None
+    rootless = os.geteuid() != 0
     preload = preload_path()
+    if rootless:  # uid 0 in the user namespace: keep our own run directory
+        os.environ[runstate.RUNDIR_ENV] = str(runstate.rundir())
     work = tempfile.mkdtemp(prefix="attach-", dir=runstate.rundir())
-    made: list[str] = []
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED) | {signal.SIGCHLD})
+    os.chmod(work, 0o755)
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     try:
-        enter_private_namespace(keep=mnt)
-        made = arrange_namespace(mnt, work, kallsyms_text)
-        return start_command(argv, command_env(preload, mnt), not unsealed)
+        enter_private_namespace(rootless, keep=mnt)
+        env = command_env(preload, mnt)
+
+        def init() -> int:
+            mount_proc()
+            arrange_namespace(mnt, work, rootless)
+            try:
+                return start_command(argv, env, not unsealed, None,
+                                     command_namespace(work, mnt, not unsealed))
+            finally:
+                end_namespace()
+
+        return wait_init(*fork_init(init))
     except OSError as err:
         raise RunError(str(err)) from None
     finally:
-        undo_mounts(made)
         shutil.rmtree(work, ignore_errors=True)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(FORWARDED) | {signal.SIGCHLD})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)

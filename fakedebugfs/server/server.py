@@ -49,6 +49,7 @@ IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 # which takes the GIL back after every page store, fell seconds behind a
 # loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
 GIL_SWITCH = 0.0005
+MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 BIG_LINE = 1 << 20  # request lines longer than this are decoded in a worker thread
 
@@ -69,8 +70,9 @@ def check_can_mount(mountpoint: str) -> None:
 class Server:
     def __init__(self, kernel: Kernel, mountpoint: str, workload=None, rate: float = 0,
                  batch_ms: float = BATCH_MS, uid: Optional[int] = None,
-                 gid: Optional[int] = None):
+                 gid: Optional[int] = None, mirror=None):
         self.kernel = kernel
+        self.mirror = mirror  # sources.mirror.Mirror: --mirror's real events
         # the files' owner (tracefs' uid=, gid=): by default whoever mounts
         self.uid = os.geteuid() if uid is None else uid
         self.gid = os.getegid() if gid is None else gid
@@ -95,9 +97,32 @@ class Server:
             self.watches = Watches(self.service.injector, self.kernel.engine.nr_cpus)
             if self.nursery is not None:
                 self.nursery.start_soon(self.watches.follow)
+        if self.mirror is not None:  # what it mirrors is not made up as well
+            self.watches.mirrored = self.mirror.opened
         self.watches.add(pid, parent, parent_comm)
+        if self.mirror is not None and self.mirror.mode == "tree":
+            self.mirror.follow(pid)
         if self.ops is not None:
-            self.ops.on_open = self.watches.sync
+            self.ops.on_open = self.sync_sources
+
+    def sync_sources(self) -> None:
+        """Before a FUSE open: what happened until now is in the buffers
+        (the watched command's process events, the mirrored ones)."""
+        if self.watches is not None:
+            self.watches.sync()
+        if self.mirror is not None:
+            self.mirror.drain()
+
+    async def drive_mirror(self) -> None:
+        """``--mirror``: drain the kernel's rings every MIRROR_EVERY seconds
+        in slicer turns (FUSE requests waiting end a turn's wait)."""
+        mirror = self.mirror
+        mirror.on_fire = self.kernel.engine.batch_done
+        while True:
+            await trio.sleep(MIRROR_EVERY)
+            if mirror.rings and mirror.pending():
+                async with slicer.turn(slicer.WRITER):
+                    mirror.drain()
 
     def replays(self):
         """The replay runner (:mod:`fakedebugfs.server.replays`), made on first use."""
@@ -290,6 +315,13 @@ class Server:
                 nursery.start_soon(self.watch_signals)
                 nursery.start_soon(self.drive_workload)
                 nursery.start_soon(self.trim_heap)
+                if self.mirror is not None:
+                    self.mirror.skip_pid = os.getpid()  # not the server's own work
+                    self.mirror.attach()
+                    self.mirror.start()
+                    ops.on_open = self.sync_sources
+                    ops.on_io = self.mirror.drain
+                    nursery.start_soon(self.drive_mirror)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again
                 gc.enable()  # `fakedebugfs mount` starts with it off (cli.main)
@@ -302,6 +334,8 @@ class Server:
         finally:
             if self.watches is not None:
                 self.watches.close()
+            if self.mirror is not None:
+                self.mirror.close()
             _close()
             runstate.clear_state(self.mountpoint, drop_log=clean)
             sys.setswitchinterval(switch)

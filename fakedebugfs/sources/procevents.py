@@ -141,12 +141,12 @@ def _exe_of(pid: int, comm: str) -> str:
 class Ring:
     """One CPU's ring buffer: records from data_tail to data_head."""
 
-    def __init__(self, fd: int, cpu: int):
+    def __init__(self, fd: int, cpu: int, pages: int = DATA_PAGES):
         self.fd, self.cpu = fd, cpu
-        self.map = mmap.mmap(fd, (1 + DATA_PAGES) * mmap.PAGESIZE)
+        self.map = mmap.mmap(fd, (1 + pages) * mmap.PAGESIZE)
         ring = perf_mmap_ring.parse(self.map[RING_AT:RING_AT + perf_mmap_ring.sizeof()])
         self.offset = ring.data_offset or mmap.PAGESIZE
-        self.size = ring.data_size or DATA_PAGES * mmap.PAGESIZE
+        self.size = ring.data_size or pages * mmap.PAGESIZE
 
     def has_records(self) -> bool:
         """Something was written since the last :meth:`records` (cheap:
@@ -169,6 +169,17 @@ class Ring:
             pos += size
         _U64.pack_into(self.map, RING_AT + 8, tail + pos)  # data_tail
         return out
+
+    def read_all(self) -> bytes:
+        """Every new record's bytes, headers included (whole records: the
+        kernel moves data_head past a record once it is written); frees
+        their space."""
+        head, tail = _RING.unpack_from(self.map, RING_AT)[:2]
+        if tail == head:
+            return b""
+        data = self._bytes(tail, head - tail)
+        _U64.pack_into(self.map, RING_AT + 8, head)  # data_tail
+        return data
 
     def _bytes(self, pos: int, n: int) -> bytes:
         start = self.offset + pos % self.size

@@ -1,0 +1,596 @@
+"""Mirroring: the running kernel's own events, fed into the fake.
+
+``--mirror tree`` (``Fake(mirror="tree")``) records into the fake what the
+real kernel's tracepoints record for the command ``fakedebugfs run``
+starts and its descendants; ``--mirror system`` what they record for every
+task on every CPU.  Nothing is written to the real tracefs: each event the
+fake has enabled (top level or an instance, however it was enabled) is
+opened on the kernel with perf_event_open(2), as ``perf record -e`` does,
+and closed when no trace array has it enabled any more:
+
+* one ``PERF_TYPE_TRACEPOINT`` event per (event, CPU) with
+  ``PERF_SAMPLE_RAW``: the kernel hands each sample the tracepoint's entry
+  (``struct trace_entry`` and the event's fields, ``__data_loc`` data
+  after them: the bytes its ring buffer would hold), on every task; in
+  ``tree`` mode only the samples of the command's tasks are kept (the
+  leader below follows its forks with ``inherit``);
+* per CPU one ring (a ``PERF_COUNT_SW_DUMMY`` leader that also reports
+  ``PERF_RECORD_COMM``, and in ``tree`` mode ``PERF_RECORD_FORK`` of the
+  command's tasks: their names for ``saved_cmdlines``), every
+  tracepoint event of that CPU redirected into it
+  (``PERF_EVENT_IOC_SET_OUTPUT``);
+* timestamps on ``CLOCK_MONOTONIC`` (``use_clockid``): the fake's
+  ``--clock monotonic``, so a sample keeps its time.
+
+A drain decodes each sample with the fake's own type of the event (offsets
+and sizes of its ``format``, ``__data_loc`` strings) into the tracepoint's
+arguments and fires them through the engine's batch path on the sample's
+CPU (modulo the fake's CPUs), task and time: filters, ``set_event_pid``,
+triggers, ``saved_cmdlines`` and the text output then apply as to any
+event.  An event is only opened when its ``format`` in the fake is the
+running kernel's (the ``ID:`` line apart): otherwise the enable is refused
+(EINVAL) with one line naming the event.  ``PERF_RECORD_LOST`` (the ring
+was full) is accounted where the kernel accounts a lost event: the trace
+arrays recording mirrored events lose that many events on that CPU
+(``overrun``, and the next page's missed-events flag with the count).
+
+Privileges: opening kernel tracepoints with raw samples takes CAP_PERFMON
+(or CAP_SYS_ADMIN); :func:`privilege_problem` names what is missing.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import re
+from typing import Callable, Optional
+
+from fakedebugfs.engine.core.batch import EventBatch, Strings
+from fakedebugfs.engine.core.lazynp import np
+from fakedebugfs.engine.ftrace.events import field_key
+from fakedebugfs.native import libc
+from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
+    ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
+    PERF_FLAG_FD_CLOEXEC, PERF_RECORD_COMM, PERF_RECORD_FORK, PERF_SAMPLE_TID,
+    PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE, SYS_perf_event_open, Ring, comm_of, perf_event_attr,
+    perf_record_comm_head, perf_record_task)
+
+log = logging.getLogger(__name__)
+
+MODES = ("tree", "system")
+PERF_TYPE_TRACEPOINT = 2  # include/uapi/linux/perf_event.h
+PERF_SAMPLE_RAW = 1 << 10
+ATTR_USE_CLOCKID = 1 << 25
+CLOCK_MONOTONIC = 1
+PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401  # _IO('$', 0), _IO('$', 1)
+PERF_EVENT_IOC_SET_OUTPUT = 0x2405  # _IO('$', 5)
+PERF_RECORD_LOST = 2
+PERF_RECORD_SAMPLE = 9
+CAP_SYS_ADMIN, CAP_PERFMON = 21, 38  # include/uapi/linux/capability.h
+# the fsopen(2) family, x86_64: a detached tracefs mount, never attached anywhere
+SYS_fsopen, SYS_fsconfig, SYS_fsmount = 430, 431, 432
+FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 1, 1
+
+RING_PAGES = int(os.environ.get("FAKEDEBUGFS_MIRROR_PAGES", "512"))  # per CPU, power of two
+# a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
+# { u32 pid, tid; u64 time; u32 size; char data[size]; }
+SAMPLE_TID, SAMPLE_TIME, SAMPLE_RAW = 8, 16, 28
+_ID_LINE = re.compile(r"^ID: *\d+\n", re.M)
+
+
+class MirrorError(OSError):
+    """Mirroring cannot start; the message is one line naming why."""
+
+
+def privilege_problem() -> Optional[str]:
+    """What keeps this process from opening kernel tracepoints with raw
+    samples (perf_event_open's ``perf_trace_event_perm``), or None."""
+    try:
+        with open("/proc/self/status") as fp:
+            caps = next(int(line.split()[1], 16) for line in fp if line.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError):
+        caps = 0
+    if caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN) and _initial_userns():
+        return None
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as fp:
+            paranoid = int(fp.read())
+    except (OSError, ValueError):
+        paranoid = 2
+    if paranoid <= -1:
+        return None
+    return (f"--mirror needs CAP_PERFMON or CAP_SYS_ADMIN (run as root), or "
+            f"kernel.perf_event_paranoid -1 (it is {paranoid}): kernel tracepoints' raw "
+            f"samples are privileged")
+
+
+def _initial_userns() -> bool:
+    """Capabilities count for perf only in the initial user namespace (a
+    rootless ``run`` is root in a namespace of its own)."""
+    try:
+        with open("/proc/self/uid_map") as fp:
+            return fp.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+def raise_fd_limit() -> None:
+    """Two descriptors per event and CPU (``-e syscalls``: ~1,400 on two
+    CPUs): the soft RLIMIT_NOFILE up to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class RealTracefs:
+    """The running kernel's tracefs, read through a mount of its own that is
+    attached nowhere (fsopen, fsmount: no mount point, nothing for anyone
+    else to see) and read-only: ids and ``format`` files only."""
+
+    def __init__(self):
+        fs = libc.check(libc.syscall(SYS_fsopen, b"tracefs", FSOPEN_CLOEXEC), "fsopen(tracefs)")
+        try:
+            libc.check(libc.syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, None, None, 0),
+                       "fsconfig(tracefs)")
+            self.fd = libc.check(libc.syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                                              MOUNT_ATTR_RDONLY), "fsmount(tracefs)")
+        finally:
+            os.close(fs)
+        self._formats: dict[str, Optional[str]] = {}
+
+    def format(self, key: str) -> Optional[str]:
+        """``events/<system>/<name>/format``, or None when the kernel has no such event."""
+        if key not in self._formats:
+            system, _, name = key.partition(":")
+            try:
+                fd = os.open(f"events/{system}/{name}/format", os.O_RDONLY, dir_fd=self.fd)
+            except OSError:
+                self._formats[key] = None
+            else:
+                with os.fdopen(fd) as fp:
+                    self._formats[key] = fp.read()
+        return self._formats[key]
+
+    def event_id(self, key: str) -> Optional[int]:
+        text = self.format(key)
+        m = re.search(r"^ID: *(\d+)", text or "", re.M)
+        return int(m[1]) if m else None
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def release_later(fds: list) -> None:
+    """Close *fds* without waiting for the kernel to release them: they are
+    sent over a pair of UNIX sockets that then hold each other (and them)
+    in flight, and both are closed; the kernel's garbage collector of
+    in-flight sockets drops them in a worker.  A perf event's release waits
+    for an RCU grace period (~30 ms each), which a server stopping with
+    1,400 of them open must not wait for."""
+    import socket
+
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        for i in range(0, len(fds), 250):  # SCM_MAX_FD is 253
+            a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                               array_of(fds[i:i + 250]))])
+        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array_of([b.fileno()]))])
+        b.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array_of([a.fileno()]))])
+        a.close()
+        b.close()
+    except OSError as err:
+        log.debug("mirror: release in flight failed (%s): closing one by one", err)
+    for fd in fds:
+        os.close(fd)
+
+
+def array_of(fds: list) -> bytes:
+    import array
+
+    return array.array("i", fds).tobytes()
+
+
+def same_format(fake_text: str, real_text: str) -> bool:
+    """The two ``format`` files describe the same entry (their ``ID:`` apart)."""
+    return _ID_LINE.sub("", fake_text) == _ID_LINE.sub("", real_text)
+
+
+def _attr(kind: int, config: int, sample_type: int, flags: int, watermark: int = 0) -> bytes:
+    return perf_event_attr.build(dict(
+        type=kind, size=PERF_ATTR_SIZE_VER5, config=config, sample_period=1,
+        sample_type=sample_type, read_format=0, flags=flags | ATTR_USE_CLOCKID,
+        wakeup_events=watermark, bp_type=0, config1=0, config2=0, branch_sample_type=0,
+        sample_regs_user=0, sample_stack_user=0, clockid=CLOCK_MONOTONIC,
+        sample_regs_intr=0, aux_watermark=0, sample_max_stack=0, reserved_2=0))
+
+
+def perf_open(attr: bytes, pid: int, cpu: int, what: str) -> int:
+    return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1,
+                                   PERF_FLAG_FD_CLOEXEC), what)
+
+
+class Decoder:
+    """One event type's samples -> the tracepoint's argument columns.
+
+    Integer fields are read column-wise (numpy over all the samples of the
+    drain); char arrays become strings (the tracepoint's ``comm`` argument),
+    other arrays their bytes, ``__data_loc`` fields their string."""
+
+    def __init__(self, tp, ev):
+        self.tp, self.ev = tp, ev
+        by_name = {field_key(f[1]): f for f in ev.fields}
+        self.plan = []  # per argument: ("int", off, dtype) | ("chars"|"bytes", off, size) | ("loc", off, is_str)
+        for arg in tp.args:
+            f = by_name.get(arg)
+            if f is None:
+                self.plan.append(("zero", 0, None))
+                continue
+            ctype, decl, off, size, signed = f
+            if ctype.startswith("__data_loc") or ctype.startswith("__rel_loc"):
+                self.plan.append(("loc", off, arg not in ev.dyn_arrays))
+            elif "[" in decl:
+                is_char = ctype.split()[-1] == "char"
+                self.plan.append(("chars" if is_char else "bytes", off, size))
+            elif size in (1, 2, 4, 8):
+                self.plan.append(("int", off, np.dtype(f"<{'i' if signed else 'u'}{size}")))
+            else:
+                self.plan.append(("bytes", off, size))
+
+    def columns(self, raws: list[bytes], stacked) -> tuple:
+        """The argument columns of these samples' entries (*stacked*: the
+        same entries as a (m, width) uint8 array, for the integer fields)."""
+        cols = []
+        for kind, off, info in self.plan:
+            if kind == "int":
+                width = info.itemsize
+                col = np.ascontiguousarray(stacked[:, off:off + width]).view(info).ravel()
+                cols.append(col.astype(np.int64) if info.kind == "i" or width < 8
+                            else col)
+            elif kind == "zero":
+                cols.append(np.zeros(len(raws), np.int64))
+            elif kind == "chars":
+                cols.append(_strings([r[off:off + info].split(b"\0", 1)[0]
+                                      .decode(errors="replace") for r in raws]))
+            elif kind == "bytes":
+                col = np.empty(len(raws), object)
+                col[:] = [bytes(r[off:off + info]) for r in raws]
+                cols.append(col)
+            else:  # __data_loc: u32 of len << 16 | offset from the entry's start
+                vals = []
+                for r in raws:
+                    loc = int.from_bytes(r[off:off + 4], "little")
+                    data = bytes(r[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)])
+                    vals.append(data.split(b"\0", 1)[0].decode(errors="replace") if info
+                                else data)
+                if info:
+                    cols.append(_strings(vals))
+                else:
+                    col = np.empty(len(vals), object)
+                    col[:] = vals
+                    cols.append(col)
+        return tuple(cols)
+
+
+def _strings(values: list) -> Strings:
+    table = tuple(dict.fromkeys(values))
+    code = {s: i for i, s in enumerate(table)}
+    return Strings(np.fromiter((code[v] for v in values), np.int64, len(values)), table)
+
+
+class Mirror:
+    """The perf events of one fake's mirroring (see the module docstring).
+
+    *kernel*: the fake's :class:`~fakedebugfs.engine.kernel.Kernel`; *mode*
+    ``tree`` (*pid*: the command, set by :meth:`follow`) or ``system``.
+    :meth:`attach` subscribes it to the fake's enables; :meth:`drain` fires
+    what the rings hold."""
+
+    def __init__(self, kernel, mode: str, pages: int = RING_PAGES, skip_pid: int = 0):
+        if mode not in MODES:
+            raise ValueError(f"mirror mode {mode!r}: choose from {', '.join(MODES)}")
+        problem = privilege_problem()
+        if problem:
+            raise MirrorError(errno.EPERM, problem)
+        self.kernel, self.mode, self.pages = kernel, mode, pages
+        self.pid = -1 if mode == "system" else None  # tree: the command's, once known
+        self.skip_pid = skip_pid  # the server's own tasks (system mode) are not mirrored
+        self.tracefs = RealTracefs()
+        raise_fd_limit()
+        self.rings: dict[int, Ring] = {}  # real CPU -> its ring (the leader's)
+        self.opened: dict[str, list[int]] = {}  # event key -> fds, one per CPU
+        self.parked: dict[str, list[int]] = {}  # disabled events' fds (_close_event)
+        self.decoders: dict[int, Decoder] = {}  # real event id -> decoder
+        self.mirrored = 0  # samples fired into the fake
+        self.lost = 0  # samples the kernel reported lost
+        self.refused: list[str] = []
+        self.members: Optional[set] = None  # tree: the tasks of the tree (leaders' forks)
+        self.on_fire: Optional[Callable[[], None]] = None
+        self._clock_base = None  # virtual clock: (sample time, fake time) of the first
+
+    # --- what is open -------------------------------------------------------------
+
+    def cpus(self) -> list[int]:
+        return list(range(os.cpu_count() or 1))
+
+    def follow(self, pid: int) -> None:
+        """``tree``: mirror *pid*'s tree from now on (the command of ``run``);
+        the events already enabled are opened on it."""
+        if self.mode != "tree" or self.pid is not None:
+            return
+        self.pid = pid
+        self.members = {pid}
+        if pid not in self.kernel.engine.comms:
+            self.kernel.engine.set_comm(pid, comm_of(pid))
+        self._open_rings()
+        for key in self.wanted():
+            self._open_event(key)
+
+    def start(self) -> None:
+        """``system``: the rings and the events already enabled."""
+        if self.mode == "system":
+            self._open_rings()
+            for key in self.wanted():
+                self._open_event(key)
+
+    def attach(self) -> None:
+        """Follow the fake's enables from now on."""
+        self.kernel.ftrace.on_enable_change.append(self.enable_change)
+
+    def wanted(self) -> list[str]:
+        """Every event some trace array has enabled."""
+        keys = set()
+        for tr in self.kernel.ftrace.arrays():
+            keys |= tr.enabled
+        return sorted(k for k in keys if not k.startswith("ftrace:"))
+
+    def enabled_anywhere(self, key: str) -> bool:
+        return any(key in tr.enabled for tr in self.kernel.ftrace.arrays())
+
+    def enable_change(self, key: str, on: bool) -> None:
+        """The fake's hook: an array starts (*on*, before it does: OSError
+        refuses) or stops recording *key*."""
+        if key.startswith("ftrace:") or key.startswith("kmemtrace:"):
+            return  # the tracer's own entries: nothing on the kernel
+        if on:
+            self.check_event(key)
+            if self.rings:
+                self._open_event(key)
+        elif not self.enabled_anywhere(key):
+            self._close_event(key)
+
+    def check_event(self, key: str) -> None:
+        """EINVAL, with one line naming it, for an event the kernel lacks
+        or whose format differs from the fake's."""
+        real = self.tracefs.format(key)
+        ev = self.kernel.ftrace.events.get(key)
+        why = None
+        if real is None:
+            why = "the running kernel has no such event"
+        elif ev is None or not same_format(ev.format(), real):
+            why = "its format in the fake's profile differs from the running kernel's " \
+                  "(mount with a profile of this kernel: fakedebugfs capture-profile)"
+        if why:
+            if key not in self.refused:
+                self.refused.append(key)
+            log.warning("mirror: %s not mirrored: %s", key, why)
+            raise MirrorError(errno.EINVAL, f"mirror: {key} refused: {why}")
+
+    def _open_rings(self) -> None:
+        flags = ATTR_COMM | ATTR_COMM_EXEC | ATTR_SAMPLE_ID_ALL | ATTR_WATERMARK
+        if self.mode == "tree":  # forks too: a child has its parent's name
+            flags |= ATTR_TASK
+            flags |= ATTR_INHERIT
+        attr = _attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, PERF_SAMPLE_TID | PERF_SAMPLE_TIME,
+                     flags, watermark=self.pages * 4096 // 4)
+        try:
+            for cpu in self.cpus():
+                try:
+                    fd = perf_open(attr, self.pid, cpu, f"perf_event_open(leader, cpu {cpu})")
+                except OSError as err:
+                    if err.errno == errno.ENODEV:  # an offline CPU
+                        continue
+                    raise
+                self.rings[cpu] = Ring(fd, cpu, self.pages)
+        except OSError:
+            self.close()
+            raise
+
+    def _open_event(self, key: str) -> None:
+        if key in self.opened:
+            return
+        fds = self.parked.pop(key, None)
+        if fds is not None:  # opened before: enabled again
+            for fd in fds:
+                fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
+            self.opened[key] = fds
+            return
+        ident = self.tracefs.event_id(key)
+        if ident is None:
+            return
+        # every task's (tree: the samples of the tree's tasks are kept, a
+        # task forked before the event was enabled included)
+        attr = _attr(PERF_TYPE_TRACEPOINT, ident,
+                     PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW, ATTR_SAMPLE_ID_ALL)
+        fds: list[int] = []
+        try:
+            for cpu, ring in self.rings.items():
+                fd = perf_open(attr, -1, cpu, f"perf_event_open({key}, cpu {cpu})")
+                fds.append(fd)
+                fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring.fd)
+        except OSError as err:
+            for fd in fds:
+                os.close(fd)
+            log.warning("mirror: cannot open %s: %s", key, err)
+            raise MirrorError(err.errno, f"mirror: {key}: {err.strerror or err}") from None
+        self.opened[key] = fds
+        tp = self.kernel.engine.tracepoints[key]
+        self.decoders[ident] = Decoder(tp, self.kernel.ftrace.events[key])
+
+    def _close_event(self, key: str) -> None:
+        """Stop *key*: disabled, kept open (closing the last perf event of a
+        tracepoint waits for an RCU grace period, ~30 ms: ``-e syscalls``
+        would take 20 s to disable); closed with the mirror."""
+        fds = self.opened.pop(key, None)
+        if fds is not None:
+            for fd in fds:
+                fcntl.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+            self.parked[key] = fds
+
+    def close(self) -> None:
+        """Close everything; the perf events go in the background (see
+        :func:`release_later`)."""
+        fds = [fd for group in (*self.opened.values(), *self.parked.values()) for fd in group]
+        self.opened, self.parked = {}, {}
+        for ring in self.rings.values():
+            ring.map.close()
+            fds.append(ring.fd)
+        self.rings = {}
+        release_later(fds)
+
+    # --- draining -------------------------------------------------------------------
+
+    def pending(self) -> bool:
+        return any(ring.has_records() for ring in self.rings.values())
+
+    def drain(self) -> int:
+        """Fire every sample the rings hold; returns how many."""
+        if not self.rings:
+            return 0
+        samples = []  # (time, cpu, pid, id, raw)
+        lost: dict[int, int] = {}
+        engine = self.kernel.engine
+        nr, skip = engine.nr_cpus, self.skip_pid
+        for cpu, ring in self.rings.items():
+            blob = ring.read_all()
+            if not blob:
+                continue
+            fcpu = cpu % nr
+            pos, end = 0, len(blob)
+            while pos + 8 <= end:
+                kind = int.from_bytes(blob[pos:pos + 4], "little")
+                size = int.from_bytes(blob[pos + 6:pos + 8], "little")
+                if size < 8:
+                    break
+                if kind == PERF_RECORD_SAMPLE:
+                    if skip and int.from_bytes(blob[pos + 8:pos + 12], "little") == skip:
+                        pos += size  # the server's own task
+                        continue
+                    tid = int.from_bytes(blob[pos + 12:pos + 16], "little")
+                    ts = int.from_bytes(blob[pos + 16:pos + 24], "little")
+                    rsize = int.from_bytes(blob[pos + 24:pos + 28], "little")
+                    raw = blob[pos + SAMPLE_RAW:pos + SAMPLE_RAW + rsize]
+                    samples.append((ts, fcpu, tid, raw))
+                elif kind == PERF_RECORD_LOST:
+                    lost[fcpu] = lost.get(fcpu, 0) + int.from_bytes(blob[pos + 16:pos + 24],
+                                                                     "little")
+                elif kind == PERF_RECORD_COMM:
+                    self._comm(blob[pos + 8:pos + size])
+                elif kind == PERF_RECORD_FORK:
+                    task = perf_record_task.parse(blob[pos + 8:pos + size])
+                    if self.members is not None:
+                        self.members.add(task.tid)
+                    comms = engine.comms
+                    engine.set_comm(task.tid, comms.get(task.ptid) or comm_of(task.tid))
+                pos += size
+        for fcpu, count in lost.items():
+            self._lose(fcpu, count)
+        if not samples:
+            return 0
+        fired = self._fire(samples)
+        if self.on_fire is not None:
+            self.on_fire()
+        return fired
+
+    def _comm(self, body: bytes) -> None:
+        head = perf_record_comm_head.parse(body)
+        name = body[perf_record_comm_head.sizeof():].split(b"\0", 1)[0]
+        self.kernel.engine.set_comm(head.tid, name.decode(errors="replace"))
+
+    def _pid(self, tid: int, raw) -> int:
+        """The task: its pid as this process sees it (run's PID namespace),
+        else (a task outside it, system mode) the kernel's ``common_pid``."""
+        return tid or int.from_bytes(raw[4:8], "little", signed=True)
+
+    def _fire(self, samples: list) -> int:
+        engine = self.kernel.engine
+        decoders = self.decoders
+        by_kind: dict[int, list] = {}
+        kinds, tps = [], []
+        rows = []  # (ts, cpu, pid, kind)
+        members = self.members
+        for ts, cpu, tid, raw in samples:
+            ident = int.from_bytes(raw[0:2], "little")
+            dec = decoders.get(ident)
+            if dec is None or (members is not None and tid not in members):
+                continue
+            pid = self._pid(tid, raw)
+            k = by_kind.get(ident)
+            if k is None:
+                k = by_kind[ident] = len(tps)
+                tps.append(dec)
+                kinds.append([])
+            kinds[k].append(raw)
+            rows.append((ts, cpu, pid, k))
+            if pid not in engine.comms:
+                engine.set_comm(pid, comm_of(pid) or "<...>")
+        if not rows:
+            return 0
+        n = len(rows)
+        arr = np.array(rows, np.int64) if n else np.zeros((0, 4), np.int64)
+        ts, cpu, pid, kind = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+        ts = self._fake_time(ts)
+        # emission order: per CPU by time (rings of CPUs folded together are merged)
+        order = np.lexsort((ts, cpu))
+        cpu, pid, kind, ts = cpu[order], pid[order], kind[order], ts[order]
+        for c in np.unique(cpu).tolist():  # the trace clock never goes back on a CPU
+            at = np.flatnonzero(cpu == c)
+            seg = np.maximum.accumulate(np.maximum(ts[at], engine.last_ts[c]))
+            ts[at] = seg
+        # each kind's columns in emission order
+        cols = []
+        for k, dec in enumerate(tps):
+            # this kind's samples were gathered in sample order: find each
+            # one's place among them from its position before the sort
+            orig = np.flatnonzero(arr[:, 3] == k)
+            sel = [kinds[k][i] for i in np.searchsorted(orig, order[kind == k]).tolist()]
+            width = max(len(r) for r in sel)
+            stacked = np.zeros((len(sel), width), np.uint8)
+            for i, r in enumerate(sel):
+                stacked[i, :len(r)] = np.frombuffer(r, np.uint8)
+            cols.append(dec.columns(sel, stacked))
+        batch = EventBatch([d.tp for d in tps], kind, cpu, pid, ts, cols)
+        fired = engine.emit_batch(batch)
+        self.mirrored += fired
+        return fired
+
+    def _fake_time(self, ts):
+        """Sample times (CLOCK_MONOTONIC) on the fake's trace clock: the
+        same with ``--clock monotonic``; the virtual clock is moved along."""
+        clock = self.kernel.engine.clock
+        if not getattr(clock, "deterministic", False):
+            return ts
+        if self._clock_base is None:
+            self._clock_base = (int(ts.min()), clock.now())
+        out = ts - self._clock_base[0] + self._clock_base[1]
+        top = int(out.max())
+        if top > clock.now():
+            clock.advance(top - clock.now())
+        return out
+
+    def _lose(self, cpu: int, count: int) -> None:
+        """*count* samples the kernel could not write on *cpu*: every trace
+        array recording a mirrored event loses them there, as a ring buffer
+        that overran (``overrun``; the next page's missed-events count)."""
+        self.lost += count
+        opened = set(self.opened)
+        for tr in self.kernel.ftrace.arrays():
+            if tr.enabled & opened:
+                tr.buffers[cpu].lose_now(count)
+        self.kernel.engine.emitted += count
+
+
+__all__ = ["MODES", "Mirror", "MirrorError", "RealTracefs", "privilege_problem", "same_format"]
