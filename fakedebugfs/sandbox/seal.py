@@ -1,73 +1,133 @@
-"""The seal of ``fakedebugfs run``: the command may not mount, nor look
-into other processes' mount namespaces.
+"""The seal of ``fakedebugfs run``: a seccomp filter on the calls that
+would take the command out of the namespace ``run`` made for it.
 
-A command that keeps CAP_SYS_ADMIN can mount the real tracefs or debugfs
-(``mount -t tracefs nodev /mnt``; libtracefs and perf do so by themselves
-when they find none), unmount the fake's binds to uncover what lies under
-them, or setns() into the host's mount namespace; one that keeps
-CAP_SYS_PTRACE can walk ``/proc/<pid>/root`` of any process outside into
-the host's mounts (ptrace access mode PTRACE_MODE_READ_FSCREDS).  Any of
-these reaches the real kernel's tracing.  Sealing takes CAP_SYS_ADMIN and
-CAP_SYS_PTRACE out of the capability bounding set and the inheritable set
-of the process that is about to exec the command, so after execve()
-neither the command nor anything it runs (setuid-root or file-capability
-binaries included) gets them back: mount(2), umount(2), fsopen(2) and
-setns(2) answer EPERM, and ``/proc/<pid>/root`` EACCES for every process
-holding a capability the command lacks.
+A command with root's capabilities could mount the real tracefs or
+debugfs (``mount -t tracefs nodev /mnt``; libtracefs and perf do so by
+themselves when they find none), unmount the fake's binds to uncover what
+lies under them, remount ``/proc/sys`` or ``/sys`` read-write, or enter
+(setns) or make (unshare, clone) other namespaces.  Dropping
+CAP_SYS_ADMIN would stop all that but also what tracing tools need it for
+(bpftrace walks the kernel's BTF objects with BPF_BTF_GET_NEXT_ID, which
+needs CAP_SYS_ADMIN: "failed to iterate modules BTF objects").  So the
+capabilities stay, and a seccomp filter (seccomp(2),
+SECCOMP_SET_MODE_FILTER, after PR_SET_NO_NEW_PRIVS) answers EPERM to:
 
-Tracing the real kernel through perf_event_open(2) and bpf(2) does not
-need CAP_SYS_ADMIN since Linux 5.8 (CAP_PERFMON, CAP_BPF), so perf,
-bpftrace and libbpf tools keep the access root has outside.
+* the mount family: mount, umount2, pivot_root, fsopen, fsconfig,
+  fsmount, fspick, move_mount, open_tree, mount_setattr, open_tree_attr;
+* setns, and open_by_handle_at (which opens inodes hidden under mounts);
+* unshare and clone with any namespace flag (CLONE_NEWNS, CLONE_NEWPID,
+  CLONE_NEWUSER, ...), and unshare(CLONE_NEWNS) in particular;
+
+and ENOSYS to clone3, whose flags live in memory a filter cannot read:
+glibc then falls back to clone(2), whose flags it can.  The filter is
+inherited by every child and kept across execve(), so nothing the command
+starts gets out either.  A 32-bit (i386 or x32) system call, which the
+numbers below do not describe, is refused outright.
+
+perf_event_open(2) and bpf(2) stay allowed: perf, bpftrace and libbpf
+tools trace the real kernel as root does outside.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 
-from construct import Array, Int32sl, Int32ul, Struct
+from construct import Array, Int8ul, Int16ul, Int32ul, Int64ul, Padding, Struct
 
 from fakedebugfs.native import libc
 
-CAP_SYS_PTRACE = 19  # include/uapi/linux/capability.h
-CAP_SYS_ADMIN = 21
-SEALED_CAPS = (CAP_SYS_ADMIN, CAP_SYS_PTRACE)
+# struct sock_filter { __u16 code; __u8 jt; __u8 jf; __u32 k; }  (include/uapi/linux/filter.h)
+sock_filter = Struct("code" / Int16ul, "jt" / Int8ul, "jf" / Int8ul, "k" / Int32ul)
+# struct sock_fprog { unsigned short len; struct sock_filter *filter; }  (x86_64 padding)
+sock_fprog = Struct("len" / Int16ul, Padding(6), "filter" / Int64ul)
+# struct seccomp_data { int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]; }
+seccomp_data = Struct("nr" / Int32ul, "arch" / Int32ul, "instruction_pointer" / Int64ul,
+                      "args" / Array(6, Int64ul))
+OFF_NR, OFF_ARCH, OFF_ARG0 = 0, 4, 16  # offsetof(struct seccomp_data, ...): low word of args[0]
 
-PR_CAPBSET_READ = 23  # include/uapi/linux/prctl.h
-PR_CAPBSET_DROP = 24
-_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+BPF_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+BPF_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+BPF_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+BPF_RET_K = 0x06  # BPF_RET | BPF_K
 
-# struct __user_cap_header_struct { __u32 version; int pid; }
-cap_user_header = Struct("version" / Int32ul, "pid" / Int32sl)
-# struct __user_cap_data_struct { __u32 effective, permitted, inheritable; }[2]
-# (_LINUX_CAPABILITY_U32S_3: capability N is bit N % 32 of element N / 32)
-cap_user_data = Array(2, Struct("effective" / Int32ul, "permitted" / Int32ul,
-                                "inheritable" / Int32ul))
+SECCOMP_RET_ALLOW = 0x7FFF0000  # include/uapi/linux/seccomp.h
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_SET_MODE_FILTER = 1
+PR_SET_NO_NEW_PRIVS = 38  # include/uapi/linux/prctl.h
+AUDIT_ARCH_X86_64 = 0xC000003E  # include/uapi/linux/audit.h
+X32_SYSCALL_BIT = 0x40000000
 
-_call = libc.check
-_libc = libc.LIBC
-
-
-def _capget() -> tuple[bytes, ctypes.Array]:
-    header = cap_user_header.build({"version": _LINUX_CAPABILITY_VERSION_3, "pid": 0})
-    data = ctypes.create_string_buffer(cap_user_data.sizeof())
-    _call(_libc.capget(header, data), "capget")
-    return header, data
-
-
-def drop_capabilities(caps=SEALED_CAPS) -> None:
-    """Remove *caps* from the bounding set (prctl PR_CAPBSET_DROP, which
-    needs CAP_SETPCAP) and from the inheritable set (capset(2)), which
-    also clears them from the ambient set.  The permitted and effective
-    sets stay as they are until execve() recomputes them without *caps*."""
-    for cap in caps:
-        _call(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
-    header, raw = _capget()
-    data = cap_user_data.parse(raw.raw)
-    for cap in caps:
-        data[cap // 32].inheritable &= ~(1 << (cap % 32))
-    _call(_libc.capset(header, cap_user_data.build(data)), "capset")
+# arch/x86/entry/syscalls/syscall_64.tbl
+SYS_seccomp = 317
+SYS_clone, SYS_unshare, SYS_clone3 = 56, 272, 435
+BLOCKED = {
+    "pivot_root": 155, "mount": 165, "umount2": 166, "open_by_handle_at": 304, "setns": 308,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "mount_setattr": 442, "open_tree_attr": 467,
+}
+# include/uapi/linux/sched.h: every flag that makes a new namespace
+CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP = 0x80, 0x00020000, 0x02000000
+CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER = 0x04000000, 0x08000000, 0x10000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+NAMESPACE_FLAGS = (CLONE_NEWTIME | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC
+                   | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
 
 
-def in_bounding_set(cap: int) -> bool:
-    """prctl(PR_CAPBSET_READ): whether *cap* can still be gained on execve()."""
-    return _libc.prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1
+def _program() -> list[tuple]:
+    """The filter as (code, jt, jf, k) with jumps to labels; see the module."""
+    allow, eperm, enosys, flags = "allow", "eperm", "enosys", "flags"
+    prog: list = [
+        (BPF_LD_W_ABS, 0, 0, OFF_ARCH),
+        (BPF_JEQ_K, None, eperm, AUDIT_ARCH_X86_64),
+        (BPF_LD_W_ABS, 0, 0, OFF_NR),
+        (BPF_JSET_K, eperm, None, X32_SYSCALL_BIT),
+    ]
+    for nr in sorted(BLOCKED.values()):
+        prog.append((BPF_JEQ_K, eperm, None, nr))
+    prog += [
+        (BPF_JEQ_K, enosys, None, SYS_clone3),
+        (BPF_JEQ_K, flags, None, SYS_clone),
+        (BPF_JEQ_K, flags, allow, SYS_unshare),
+        flags, (BPF_LD_W_ABS, 0, 0, OFF_ARG0),
+        (BPF_JSET_K, eperm, allow, NAMESPACE_FLAGS),
+        allow, (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        eperm, (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),
+        enosys, (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+    ]
+    return prog
+
+
+def assemble(prog: list) -> bytes:
+    """Resolve the labels of *prog* (a string before the instruction it
+    names; None: the next instruction) into the jump offsets of classic
+    BPF (counted from the next instruction) and build the sock_filter array."""
+    labels, insns = {}, []
+    for item in prog:
+        if isinstance(item, str):
+            labels[item] = len(insns)
+        else:
+            insns.append(item)
+    out = b""
+    for i, (code, jt, jf, k) in enumerate(insns):
+        def rel(target):
+            if target is None or isinstance(target, int):
+                return target or 0
+            return labels[target] - i - 1
+        out += sock_filter.build({"code": code, "jt": rel(jt), "jf": rel(jf), "k": k})
+    return out
+
+
+def install_filter() -> None:
+    """Seal this process and everything it will run (see the module):
+    PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER)."""
+    filt = assemble(_program())
+    buf = ctypes.create_string_buffer(filt, len(filt))
+    prog = ctypes.create_string_buffer(sock_fprog.build(
+        {"len": len(filt) // sock_filter.sizeof(), "filter": ctypes.addressof(buf)}))
+    libc.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(PR_SET_NO_NEW_PRIVS)")
+    libc.check(libc.syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog),
+               "seccomp(SECCOMP_SET_MODE_FILTER)")
+
+
+__all__ = ["BLOCKED", "NAMESPACE_FLAGS", "assemble", "install_filter", "seccomp_data"]

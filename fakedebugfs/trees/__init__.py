@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fakedebugfs.fs.tree import Dir
-from fakedebugfs.trees import ktrace
+from fakedebugfs.trees import kallsyms, ktrace
 
 
 def build_root(kernel) -> Dir:
@@ -15,6 +15,7 @@ def build_root(kernel) -> Dir:
         module = _optional(name)
         if module is not None:
             root.add(module.create_tree(kernel))
+    root.add(kallsyms.create_file(kernel))  # hidden: for `run`'s /proc/kallsyms
     return root
 
 
