@@ -14,11 +14,12 @@ with the request (SCM_RIGHTS), so what only the client can open (a FIFO,
 read through ``/proc/self/fd/N``; anything else (a pipe) is copied, in the
 loop and cancellably, into an unlinked temporary file first, at most
 :data:`MAX_STREAMED` bytes.  When a replay ends its recording is let go
-(only its final status is kept) and the heap trimmed.
+(only its final status is kept, its cycles collected) and the heap trimmed.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import tempfile
@@ -100,7 +101,8 @@ class Replays:
             except Exception:  # noqa: BLE001: a system task must not raise
                 pass
             del replay
-            self.release()
+            gc.collect()  # the recording's cycles (its buffers point back at it); the
+            self.release()  # frozen heap (settle_heap) is not scanned: a few ms
 
     async def status(self, req: dict) -> dict:
         import trio
