@@ -1,18 +1,25 @@
 """The simulated kernel: one engine and the tracers the three trees show.
 
-``Kernel`` is what a mount serves.  It owns the :class:`Engine` (CPUs, clock,
-tracepoints, symbols) and the tracers attached to it: ktrace (seed 001) and,
-as they are built, ftrace (seed 000 + tracefs) and kmemtrace (seeds 003/004).
-Modules (``insmod``/``rmmod``) bring ktrace events and go, as the RFC's module
-notifier has them.
+``Kernel`` is what a mount serves, booted from a :class:`KernelConfig`.  It
+owns the :class:`Engine` (CPUs, clock, tracepoints, symbols) and the tracers
+attached to it: ktrace (the 2009 ktrace RFC), ftrace (tracefs, with the 2009
+kmemtrace ftrace plugin as a tracer) and kmemtrace (the 2008 kmemtrace relay
+patch and its later ABI).  Modules (``insmod``/``rmmod``) bring ktrace events
+and go, as the RFC's module notifier has them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
 from fakedebugfs.engine.core.clock import make_clock
 from fakedebugfs.engine.core.engine import Engine
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
-from fakedebugfs.engine.ftrace.tracer import Ftrace
+from fakedebugfs.engine.ftrace.profile import Profile
+from fakedebugfs.engine.ftrace.tracer import Ftrace, FtraceConfig
 from fakedebugfs.engine.kmemtrace.tracer import Kmemtrace
 from fakedebugfs.engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
 from fakedebugfs.engine.ktrace.sites import DEFAULT_SITES, check_module, parse_event_file, user_site
@@ -31,30 +38,55 @@ def same_definition(old, new, print_fmt=None) -> bool:
 TREES = ("ktrace", "tracing", "kmemtrace")  # what --enable-all turns on (api.options.TREES)
 
 
+@dataclass(frozen=True)
+class KernelConfig:
+    """How the simulated kernel boots (what ``fakedebugfs mount`` options
+    say of it, :mod:`fakedebugfs.api.options`)."""
+
+    cpus: int = 2
+    buffer_size: int = DEFAULT_BUF_SIZE  # ktrace's per-CPU buffer, bytes
+    clock: str = "monotonic"  # the engine clock: monotonic or virtual
+    seed: int = 0
+    enable_all: bool = False  # every event of every tree on at boot
+    enable: tuple = ()  # the trees whose events are on at boot
+    events_file: Optional[str] = None  # ktrace events declared as a module "events"
+    kmemtrace_abi: str = "2008-08"
+    kmemtrace_subbufs: int = 20
+    kmemtrace_subbuf_events: int = 8192
+    raw_one_page: bool = False  # trace_pipe_raw answers one page per read, as the kernel
+    # the kernel whose tracefs events tracing/ serves: a profile directory or
+    # Profile, None for the shipped 6.18 one, False for the fake's own only
+    profile: Union[None, bool, str, os.PathLike, Profile] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "enable", tuple(self.enable or ()))
+
+
 class Kernel:
-    def __init__(self, cpus: int = 2, buffer_size: int = DEFAULT_BUF_SIZE,
-                 clock: str = "monotonic", seed: int = 0, enable_all: bool = False, enable: tuple = (),
-                 events_file: str | None = None, **options):
-        self.options = options
-        self.engine = Engine(cpus, make_clock(clock), seed)
-        # the kernel profile whose events tracing/ serves (engine.ftrace.registry)
-        self.engine.profile = options.get("profile")
-        self.ktrace = Ktrace(self.engine, buffer_size)
+    """The engine and its three tracers, booted from *config* (or from the
+    same fields as keyword arguments: ``Kernel(cpus=2, clock="virtual")``;
+    an unknown one is a TypeError)."""
+
+    def __init__(self, config: Optional[KernelConfig] = None, **fields):
+        config = dataclasses.replace(config, **fields) if config is not None \
+            else KernelConfig(**fields)
+        self.config = config
+        self.engine = Engine(config.cpus, make_clock(config.clock), config.seed)
+        self.ktrace = Ktrace(self.engine, config.buffer_size)
         for site in DEFAULT_SITES:
             self.ktrace.add_site(site)
-        self.kmemtrace = Kmemtrace(self.engine, options.get("kmemtrace_abi", "2008-08"),
-                                   options.get("kmemtrace_subbufs", 20),
-                                   options.get("kmemtrace_subbuf_events", 8192))
-        self.ftrace = Ftrace(self.engine)  # tracing/ (seed 000 + tracefs)
+        self.kmemtrace = Kmemtrace(self.engine, config.kmemtrace_abi, config.kmemtrace_subbufs,
+                                   config.kmemtrace_subbuf_events)
+        self.ftrace = Ftrace(self.engine, FtraceConfig(profile=config.profile))  # tracing/
         self.modules: dict[str, list[str]] = {}
-        if events_file:
-            with open(events_file) as fp:
+        if config.events_file:
+            with open(config.events_file) as fp:
                 try:
                     self.insmod("events", parse_event_file(fp.read()))
                 except ValueError as err:
-                    raise ValueError(f"{events_file}: {err}") from None
-        if enable_all or enable:
-            self.enable_all(TREES if enable_all else enable)
+                    raise ValueError(f"{config.events_file}: {err}") from None
+        if config.enable_all or config.enable:
+            self.enable_all(TREES if config.enable_all else config.enable)
 
     def enable_all(self, trees=TREES) -> None:
         """Boot with tracing on: every event of the tracers behind *trees*

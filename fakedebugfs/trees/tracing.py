@@ -28,12 +28,11 @@ import errno
 import os
 import stat
 
-from fakedebugfs.engine.ftrace.control import (DEFAULT_SAVED_CMDLINES, EVENT_BUF_SIZE,
+from fakedebugfs.engine.ftrace.control import (EVENT_BUF_SIZE,
     bitmap_parse, bool_write, nsecs_write, percent, pid_write, saved_cmdlines_size, subbuf_order,
     trace_get_user)
 from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
-from fakedebugfs.engine.ftrace.registry import engine_profile
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 from fakedebugfs.engine.ftrace.trace_dynevent import dyn_events, removed_listeners
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
@@ -161,11 +160,11 @@ class TracingTree:
         root.mkdir("instances", 0o750).dir_ops = Instances(self)
         self.options = root.mkdir("options", 0o750)
         self._add_option_files()
-        root.file("printk_formats", RO, SeqFile(lambda: getattr(ft, "printk_formats", "")),
+        root.file("printk_formats", RO, SeqFile(lambda: self.top.printk_formats),
                   static=True)
         root.file("saved_cmdlines", RO, SeqFile(ft.saved_cmdlines))
         root.file("saved_cmdlines_size", RW, ValueFile(
-            lambda: f"{getattr(ft, 'cmdlines_size', DEFAULT_SAVED_CMDLINES)}\n",
+            lambda: f"{ft.cmdlines_size}\n",
             self._cmdlines_size))
         root.file("set_event", RW, CountFile(
             lambda: "".join(k + "\n" for k in ft.event_keys() if k in ft.enabled),
@@ -191,7 +190,7 @@ class TracingTree:
                 lambda kind=kind: dyn.release_all(kind)))
             root.file(f"{kind}_profile", RO, SeqFile(lambda kind=kind: dyn.profile(kind)))
         root.file("tracing_thresh", RW, ValueFile(
-            lambda: f"{getattr(ft, 'thresh_ns', 0) // 1000}\n", self._thresh))
+            lambda: f"{self.top.thresh_ns // 1000}\n", self._thresh))
         root.add(self.create_events())
         root.add(self.create_per_cpu())
         return root
@@ -229,7 +228,7 @@ class TracingTree:
         ft, name = self.ft, key[7:]
         edir = ftrace_dir.mkdir(name)
         edir.file("format", RO, SeqFile(lambda: ft.events[key].format()), static=True)
-        prof = getattr(ft.events, "profile", None)
+        prof = ft.top.profile
         modes = prof.modes() if prof is not None else {}
         if f"events/ftrace/{name}/id" in modes:
             edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"), static=True)
@@ -395,7 +394,7 @@ class TracingTree:
         self.ft.set_subbuf_order(subbuf_order(data))
 
     def _thresh(self, data: bytes) -> None:
-        self.ft.thresh_ns = nsecs_write(data)
+        self.top.thresh_ns = nsecs_write(data)
 
     def _cmdlines_size(self, data: bytes) -> None:
         self.ft.cmdlines_size = saved_cmdlines_size(data)
@@ -532,7 +531,7 @@ def _learn_comm(engine, pid: int) -> None:
 
 def _kernel_readme(ft):
     """The README of the kernel profile the fake serves (None without one)."""
-    prof = engine_profile(ft.engine)
+    prof = ft.top.profile
     return prof.files.get("README") if prof is not None else None
 
 
@@ -544,7 +543,7 @@ def _cstr(data: bytes) -> str:
 def _dyn_kinds(ft) -> tuple:
     """The probe event types of the profile's kernel: those whose
     ``<kind>_events`` file its tracefs has (6.18 here: uprobe)."""
-    prof = engine_profile(ft.engine)
+    prof = ft.top.profile
     modes = prof.modes() if prof is not None else {}
     return tuple(k for k in ("uprobe",) if f"{k}_events" in modes or prof is None)
 
@@ -559,10 +558,7 @@ def _stat_path(path: str):
 
 def create_tree(kernel) -> Dir:
     """``tracing/`` for *kernel* (a :class:`fakedebugfs.engine.kernel.Kernel`)."""
-    ft = getattr(kernel, "ftrace", None)
-    if ft is None:
-        ft = kernel.ftrace = Ftrace(kernel.engine)
-    return TracingTree(kernel, ft).root
+    return TracingTree(kernel, kernel.ftrace).root
 
 
 __all__ = ["TracingTree", "create_tree", "HEADER_PAGE", "HEADER_EVENT"]

@@ -29,6 +29,7 @@ wins unless said otherwise):
 
 from __future__ import annotations
 
+from fakedebugfs.engine.core.errors import einval
 from fakedebugfs.engine.ftrace.events import TRACE_KMEM_ALLOC, TRACE_KMEM_FREE
 
 # enum kmemtrace_type_id
@@ -65,8 +66,6 @@ class NopTracer:
 
     def set_flag(self, name: str, on: bool) -> None:
         """``nop_set_flag``: accept one, refuse the other with EINVAL."""
-        from fakedebugfs.engine.core.errors import einval
-
         if name == "test_nop_refuse":
             raise einval(name)
         self.flags[name] = on

@@ -203,7 +203,7 @@ def install_registry(engine, profile: Optional[Profile], builtins):
 class LazyProbes(dict):
     """A trace array's probes (``trace_event_raw_event_<call>`` bound to its
     buffer), made when an event is first enabled there; the event itself
-    is built when the probe first fires (``TraceArray.make_probe``)."""
+    is built when the probe first fires (``TraceEvents.make_probe``)."""
 
     def __init__(self, tr):
         super().__init__()
@@ -331,11 +331,10 @@ def _save_profile(cache: Path, stamp, state: dict) -> None:
         pass  # not saved: read from the directory next time too
 
 
-def engine_profile(engine) -> Optional[Profile]:
-    """The profile *engine* was booted with (``Kernel(profile=...)``): a
-    directory, a :class:`Profile`, False for none; the shipped 6.18 one
-    by default."""
-    prof = getattr(engine, "profile", None)
+def resolve_profile(prof) -> Optional[Profile]:
+    """The profile a kernel is booted with (``FtraceConfig.profile``,
+    ``Kernel(profile=...)``): a directory, a :class:`Profile`, False for
+    none; None for the shipped 6.18 one."""
     if prof is False:
         return None
     if isinstance(prof, Profile):
@@ -343,5 +342,5 @@ def engine_profile(engine) -> Optional[Profile]:
     return load_profile(str(prof) if prof else None)
 
 
-__all__ = ["EventRegistry", "IdIndex", "LazyProbes", "LazyTracepoints", "engine_profile",
+__all__ = ["EventRegistry", "IdIndex", "LazyProbes", "LazyTracepoints", "resolve_profile",
            "install_registry", "load_profile"]

@@ -13,10 +13,11 @@ trailing ``:...`` ignored), anything else must be ``if FILTER``.
 removes whichever of the type is there (absent: still success).  The file
 lists the newest trigger first (``list_add_rcu``).
 
-Firing (``event_triggers_call``): triggers without a filter of an event
-whose triggers need no record run before the event is recorded; with a
-filter or a post trigger (traceoff, stacktrace) every trigger runs against
-the record, and post triggers after it is committed.
+Firing (``event_triggers_call``, :func:`trigger_probe`): triggers without
+a filter of an event whose triggers need no record run before the event is
+recorded; with a filter or a post trigger (traceoff, stacktrace) every
+trigger runs against the record, and post triggers after it is committed.
+:class:`TraceTriggers` is a trace array's side: its ``trigger`` files.
 """
 
 from __future__ import annotations
@@ -161,6 +162,133 @@ class EventTriggers:
         return "".join(t.line() for t in self.list) if self.list else AVAILABLE
 
 
+def event_triggers_call(tr, trig: EventTriggers, rec: dict, cpu: int, pid: int,
+                        ts: int) -> list:
+    """``event_triggers_call`` with the record: each trigger whose filter
+    matches runs now, except post triggers, which are returned to run
+    after the commit (``event_triggers_post_call``)."""
+    post = []
+    for t in list(trig.list):
+        if t.pred is not None and not t.pred(rec):
+            continue
+        if t.post:
+            post.append(t)
+        else:
+            run_trigger(tr, t, cpu, pid, ts)
+    return post
+
+
+def trigger_probe(tr, ev: EventType, trig: EventTriggers, cpu: int, pid: int, ts: int,
+                  values) -> None:
+    """An event with triggers fired into *tr* (``trace_trigger_soft_disabled``
+    + ``event_trigger_unlock_commit``): without TRIGGER_COND every trigger
+    runs first, unconditionally; with it they run against the record (own
+    filters), post triggers after the commit.  The event is recorded unless
+    soft-disabled, filtered out or its task left out by the pid lists."""
+    key = ev.key
+    if not trig.cond:
+        for t in list(trig.list):
+            run_trigger(tr, t, cpu, pid, ts)
+        if key in tr.soft_disabled or tr.pid_filtered(key, pid, values):
+            return
+        match = tr.filter_preds.get(key)
+        vals, rec = tr.event_record(ev, cpu, pid, values)
+        if match is None or match(rec):
+            tr.commit(cpu, ts, ev.pack(pid, vals))
+        return
+    if tr.pid_filtered(key, pid, values):
+        return
+    vals, rec = tr.event_record(ev, cpu, pid, values)
+    post = event_triggers_call(tr, trig, rec, cpu, pid, ts)
+    match = tr.filter_preds.get(key)
+    if key not in tr.soft_disabled and (match is None or match(rec)):
+        tr.commit(cpu, ts, ev.pack(pid, vals))
+    for t in post:
+        run_trigger(tr, t, cpu, pid, ts)
+
+
+def marker_triggers(tr, cpu: int, pid: int, ts: int, text: bytes) -> list:
+    """``tracing_mark_write``'s ``event_triggers_call`` on the
+    ``ftrace/print`` triggers: those whose filter matches the entry run
+    now, post triggers (traceoff, stacktrace) are returned to run after
+    the commit."""
+    trig = tr.triggers.get("ftrace:print")
+    if trig is None or not trig.list:
+        return []
+    comm = tr.engine.comms.get(pid, "")
+    rec = dict(ip=0, buf=text, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+    return event_triggers_call(tr, trig, rec, cpu, pid, ts)
+
+
+class TraceTriggers:
+    """The trigger files of a trace array's events
+    (``trace_events_trigger.c``: ``event_trigger_regex_write``,
+    ``trace_event_trigger_enable_disable``, ``clear_event_triggers``), mixed
+    into :class:`~.trace.TraceArray`.  A trigger's ``enable_event`` and the
+    triggering event itself hold their events in soft mode
+    (:meth:`~.trace_events.TraceEvents.enable_disable`)."""
+
+    triggers: dict  # key -> EventTriggers
+    tm_ref: dict  # key -> triggers on it (``tm_ref``)
+
+    def _init_triggers(self) -> None:
+        self.triggers = {}
+        self.tm_ref = {}
+
+    def trigger_state(self, key: str) -> EventTriggers:
+        """The :class:`EventTriggers` of *key* (made on demand)."""
+        trig = self.triggers.get(key)
+        if trig is None:
+            trig = self.triggers[key] = EventTriggers()
+        return trig
+
+    def compile_trigger_filter(self, key: str, text: str):
+        """A trigger's ``if`` filter, for the triggering event."""
+        return self.compile_event_filter(key, text)
+
+    def write_trigger(self, key: str, data: bytes) -> None:
+        """``event_trigger_regex_write`` (after the size checks): one
+        command, added or removed."""
+        text = data.decode(errors="surrogateescape").strip(TEXT_SPACES)  # strim
+        remove, new = parse(text, self, key)
+        trig = self.trigger_state(key)
+        old = next((t for t in trig.list if t.same(new)), None)
+        if remove:
+            if old is not None:
+                trig.list.remove(old)
+                self._trigger_mode(key, False)
+                if old.target is not None:
+                    self.enable_disable(old.target, False, soft=True)
+            return
+        if new.target is not None:
+            self.enable_disable(new.target, True, soft=True)
+        if old is not None:
+            if new.target is not None:
+                self.enable_disable(new.target, False, soft=True)
+            raise OSError(errno.EEXIST, "trigger exists")
+        trig.list.insert(0, new)
+        self._trigger_mode(key, True)
+
+    def _trigger_mode(self, key: str, on: bool) -> None:
+        """``trace_event_trigger_enable_disable``: the triggering event is
+        soft-enabled while it has triggers."""
+        refs = self.tm_ref.get(key, 0) + (1 if on else -1)
+        self.tm_ref[key] = refs
+        if key not in self.engine.tracepoints:  # ftrace:print (trace_marker_file)
+            return
+        if (on and refs == 1) or (not on and refs == 0):
+            self.enable_disable(key, on, soft=True)
+
+    def clear_triggers(self) -> None:
+        """``clear_event_triggers`` (instance removal)."""
+        for key, trig in self.triggers.items():
+            for t in list(trig.list):
+                trig.list.remove(t)
+                self._trigger_mode(key, False)
+                if t.target is not None:
+                    self.enable_disable(t.target, False, soft=True)
+
+
 def run_trigger(tr, trig: Trigger, cpu: int, pid: int, ts: int) -> None:
     """The trigger's ``ops->trigger`` with its count rule."""
     if trig.cmd in ("traceon", "traceoff"):
@@ -188,4 +316,5 @@ def run_trigger(tr, trig: Trigger, cpu: int, pid: int, ts: int) -> None:
             tr.soft_disabled.add(trig.target)
 
 
-__all__ = ["KERNEL_STACK", "AVAILABLE", "EventTriggers", "Trigger", "parse", "run_trigger", "kstrtoul0"]
+__all__ = ["KERNEL_STACK", "AVAILABLE", "EventTriggers", "TraceTriggers", "Trigger", "event_triggers_call",
+           "kstrtoul0", "marker_triggers", "parse", "run_trigger", "trigger_probe"]

@@ -1,0 +1,215 @@
+"""The trace array (``struct trace_array``, kernel/trace/trace.c, 6.18).
+
+:class:`TraceArray` is one tracing directory: the top level or one of
+``instances/``.  It is made of the parts the kernel keeps in separate
+files, each a mixin of its own module:
+
+* :class:`~.trace_buffer.TraceBuffers`: the per-CPU ring buffers, commit,
+  the batch path, ``buffer_size_kb`` and friends (trace.c);
+* :class:`~.trace_events.TraceEvents`: enabled events, soft mode,
+  ``set_event``, filters, the pid lists (trace_events.c);
+* :class:`~.trigger.TraceTriggers`: the ``trigger`` files
+  (trace_events_trigger.c);
+* :class:`~.trace_output.TraceOutput`: the text of ``trace`` and
+  ``trace_pipe`` (trace.c, trace_output.c);
+
+and this module's own: trace options, the current tracer, ``trace_clock``,
+``trace_marker``/``trace_marker_raw``, ``kernel_stack`` entries and
+``error_log``.  The top level (:class:`~.tracer.Ftrace`) adds the event
+registry and ``instances/``.  Plain synchronous Python; errors are raised
+as ``OSError`` with the errno the kernel returns.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Optional
+
+from fakedebugfs.engine.core.errors import einval
+from fakedebugfs.engine.ftrace.control import marker_count, raw_marker_ok
+from fakedebugfs.engine.ftrace.events import TRACE_PRINT, TRACE_RAW_DATA
+from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer, NopTracer
+from fakedebugfs.engine.ftrace.output import OutputContext
+from fakedebugfs.engine.ftrace.stacks import stack_payload
+from fakedebugfs.engine.ftrace.trace_buffer import TraceBuffers
+from fakedebugfs.engine.ftrace.trace_events import TraceEvents
+from fakedebugfs.engine.ftrace.trace_output import TraceOutput
+from fakedebugfs.engine.ftrace.trigger import TraceTriggers, marker_triggers, run_trigger
+
+DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64)
+TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
+                "boot", "tai", "x86-tsc")
+TRACE_MARKER_MAX_SIZE = 4096
+TRACE_STACK = 4  # enum trace_type: kernel_stack
+ERROR_LOG_MAX = 16  # TRACING_LOG_ERRS_MAX
+
+# trace_options (TRACE_ITER_*), in the order 6.18 prints them, with defaults
+TRACE_OPTIONS = (
+    ("print-parent", True), ("sym-offset", False), ("sym-addr", False), ("verbose", False),
+    ("raw", False), ("hex", False), ("bin", False), ("block", False), ("fields", False),
+    ("trace_printk", True), ("annotate", True), ("userstacktrace", False),
+    ("sym-userobj", False), ("printk-msg-only", False), ("context-info", True),
+    ("latency-format", False), ("record-cmd", True), ("record-tgid", False),
+    ("overwrite", True), ("disable_on_free", False), ("irq-info", True), ("markers", True),
+    ("event-fork", False), ("trace_printk_dest", True), ("copy_trace_marker", True),
+    ("pause-on-trace", False), ("hash-ptr", True), ("function-trace", True),
+    ("function-fork", False), ("stacktrace", False),
+)
+
+
+def _jiffies(engine) -> int:
+    """``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)."""
+    from fakedebugfs.engine.ftrace.printfmt import HZ, INITIAL_JIFFIES  # imported when first printed
+
+    return (INITIAL_JIFFIES + engine.clock.now() // (1_000_000_000 // HZ)) & 0xFFFFFFFFFFFFFFFF
+
+
+class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
+    """``struct trace_array``: one tracing directory's buffers, tracing_on,
+    enabled events, filters, triggers, options, pid lists, cpumask and
+    tracer.  The top level is :class:`~.tracer.Ftrace` (instance ""); the
+    ``instances/`` directories are more of these sharing its event registry
+    (*events*, *by_id*): an event fires into every trace array that enabled
+    it (each registers its own probe on the tracepoint, as each
+    ``trace_event_file`` does)."""
+
+    def __init__(self, engine, events, by_id, top=None, name: str = "",
+                 buffer_kb: int = DEFAULT_BUFFER_KB):
+        self.engine = engine
+        self.name = name
+        self.top = self if top is None else top
+        self.events, self.by_id = events, by_id  # the registry (trace events are global)
+        self._init_buffers(engine.nr_cpus, buffer_kb)
+        self._init_events()
+        self._init_triggers()
+        self.options = dict(TRACE_OPTIONS)
+        if top is not None:  # an instance's printk and marker copies start off
+            self.options.update({"trace_printk_dest": False, "copy_trace_marker": False})
+        # instances get the tracers that allow them (here only nop)
+        self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()} if top is None \
+            else {"nop": NopTracer()}
+        self.tracer = self.tracers["nop"]
+        self.clock = "local"
+        self.firing = ""  # the event whose probe ran last (.stacks: its kernel_stack)
+        self.error_log: list[bytes] = []  # tracing_log_err entries
+        self.busy = 0  # open files of this instance (rmdir answers EBUSY)
+        self.on_tracer_change: list = []
+        self.out = OutputContext(engine.kallsyms, self.options, engine.seed)
+        # ``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)
+        self.out.jiffies = lambda: _jiffies(engine)
+
+    # --- the tracer, options, clock ---------------------------------------------------
+
+    def set_tracer(self, name: str) -> None:
+        """``tracing_set_tracer``: reset the old one, init the new one."""
+        new = self.tracers.get(name)
+        if new is None:
+            raise einval(name)
+        if new is self.tracer:
+            return
+        self.tracer.reset(self)
+        self.tracer = new
+        new.init(self)
+        for callback in self.on_tracer_change:
+            callback()
+
+    def option_names(self) -> list[str]:
+        return list(self.options) + list(self.tracer.flags)
+
+    def trace_options(self) -> str:
+        """``tracing_trace_options_show``: global flags, then the tracer's."""
+        lines = [("" if on else "no") + name for name, on in self.options.items()]
+        lines += [("" if on else "no") + name for name, on in self.tracer.flags.items()]
+        return "".join(line + "\n" for line in lines)
+
+    def set_option(self, name: str, on: bool) -> None:
+        """``trace_set_options``/``set_tracer_option``: EINVAL if unknown or
+        refused by the tracer."""
+        if name in self.options:
+            self.options[name] = on
+            if name == "overwrite":
+                for buf in self.buffers:
+                    buf.overwrite = on
+            elif name == "event-fork":
+                self.follow_fork(on)
+        elif name in self.tracer.flags:
+            self.tracer.set_flag(name, on)
+        else:
+            raise einval(name)
+
+    def write_trace_options(self, text: str) -> None:
+        """``trace_set_options``: ``name`` sets, ``noname`` clears; an empty
+        word is EINVAL like any unknown one."""
+        word = text.strip()
+        if not word:
+            raise einval("empty option")
+        if word.startswith("no"):
+            self.set_option(word[2:], False)
+        else:
+            self.set_option(word, True)
+
+    def set_clock(self, name: str) -> None:
+        """``tracing_set_clock``: the buffers are reset; the engine's clock
+        keeps stamping (every clock reads the same here)."""
+        if name not in TRACE_CLOCKS:
+            raise einval(name)
+        if name != self.clock:
+            self.clock = name
+            self.reset()
+
+    def trace_clock(self) -> str:
+        return " ".join(f"[{c}]" if c == self.clock else c for c in TRACE_CLOCKS) + "\n"
+
+    # --- trace_marker, kernel_stack, error_log ----------------------------------------
+
+    def marker(self, pid: int, data: bytes, raw: bool = False,
+               cpu: Optional[int] = None, ts: Optional[int] = None) -> int:
+        """``tracing_mark_write``: an ``ftrace:print`` entry (``print`` with the
+        newline the kernel adds); ``trace_marker_raw``: ``raw_data``. EBADF
+        while tracing is off and EINVAL without the ``markers`` option, as
+        the kernel."""
+        if not self.tracing_on:
+            raise OSError(errno.EBADF, "tracing is off")
+        if not self.options["markers"]:
+            raise einval("markers option is off")
+        cpu = pid % len(self.buffers) if cpu is None else cpu
+        if raw:  # all or nothing: an id and what one event holds
+            if not raw_marker_ok(len(data)):
+                raise einval("raw marker")
+            ev = self.by_id[TRACE_RAW_DATA]
+            payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, 1) + data[4:]
+            count = len(data)
+        else:  # cut to TRACE_MARKER_MAX_SIZE, then to one event: the count says
+            count = marker_count(len(data))
+            text = data[:count]
+            text = text + b"\0\0" if text.endswith(b"\n") else text + b"\n\0"
+            ev = self.by_id[TRACE_PRINT]
+            payload = ev.pack(pid, {"ip": 0}, 0, 1) + text  # ip 0: see sym()
+        ts = self.engine.clock.now() if ts is None else ts
+        post = [] if raw else marker_triggers(self, cpu, pid, ts, data[:count])
+        if not self.commit(cpu, ts, payload) and not self.tracing_on:
+            raise OSError(errno.EBADF, "tracing is off")
+        for t in post:  # event_triggers_post_call
+            run_trigger(self, t, cpu, pid, ts)
+        return count
+
+    def stack_entry(self, cpu: int, pid: int, ts: int) -> None:
+        """The ``kernel_stack`` entry of the ``stacktrace`` trigger and
+        option (``__trace_stack``): the fake has no kernel stack to walk, so
+        the callers are the chain a 6.18 kernel shows for the event being
+        recorded (:mod:`.stacks`)."""
+        ev = self.by_id.get(TRACE_STACK)
+        if ev is None:
+            return
+        self.commit(cpu, ts, stack_payload(ev, self.engine.kallsyms, pid, self.firing))
+
+    def log_err(self, loc: str, cmd: bytes, text: str, pos: int) -> None:
+        """``tracing_log_err``: one ``error_log`` entry (16 kept)."""
+        ns = self.engine.clock.now()
+        entry = (f"[{ns // 10**9:5d}.{ns % 10**9 // 1000:06d}] {loc}: error: {text}\n"
+                 "  Command: ").encode() + cmd + b"\n" + b" " * (11 + pos) + b"^\n"
+        self.error_log.append(entry)
+        del self.error_log[:-ERROR_LOG_MAX]
+
+
+__all__ = ["TraceArray", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS", "TRACE_OPTIONS"]

@@ -1,0 +1,346 @@
+"""The event side of a trace array (kernel/trace/trace_events.c, 6.18).
+
+:class:`EventProbe` is ``trace_event_raw_event_<name>`` bound to one trace
+array; :class:`TraceEvents`, mixed into :class:`~.trace.TraceArray`, is
+what ``trace_events.c`` keeps per trace array: which events are enabled
+(``__ftrace_event_enable_disable``, with the soft mode triggers use),
+``set_event``, the per-event and per-system ``enable`` and ``filter``
+files, and the ``set_event_pid``/``set_event_notrace_pid`` lists
+(``trace_event_ignore_this_pid``, ``event-fork``).  The event types
+themselves are global (the registry, :mod:`.registry`); a new one comes
+through ``Ftrace.add_event`` (``trace_add_event_call``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fakedebugfs.engine.core.errors import einval
+from fakedebugfs.engine.ftrace.ctype import SPACES
+from fakedebugfs.engine.ftrace.events import EventType
+from fakedebugfs.engine.ftrace.registry import LazyProbes
+from fakedebugfs.engine.ftrace.trigger import trigger_probe
+
+# events whose pid filtering also looks at another task (pid fields)
+PID_PAIR_EVENTS = {"sched:sched_switch": ("prev_pid", "next_pid"),
+                   "sched:sched_wakeup": ("pid",), "sched:sched_wakeup_new": ("pid",),
+                   "sched:sched_waking": ("pid",)}
+
+
+class EventProbe:
+    """``trace_event_raw_event_<name>`` of one event bound to one trace
+    array: reserve, fill, filter, commit.  The event (a profile's is ~5 KB
+    of codec and print fmt once built) is looked up the first time the
+    probe fires or its :attr:`event` is asked for (the batch path), not
+    when it is enabled: ``--enable-all`` enables 2,305 events, most of
+    which a workload never fires."""
+
+    __slots__ = ("tr", "key", "_event", "batch_owner")
+
+    def __init__(self, tr, key: str, ev: Optional[EventType] = None):
+        self.tr = tr
+        self.key = key
+        self._event = ev
+        self.batch_owner = tr  # the batch path (write_batch)
+
+    @property
+    def event(self) -> EventType:
+        ev = self._event
+        if ev is None:
+            ev = self._event = self.tr.events[self.key]
+        return ev
+
+    def __call__(self, cpu, pid, ts, values):
+        tr, key = self.tr, self.key
+        ev = self._event or self.event
+        tr.firing = key  # whose stack a kernel_stack entry shows (.stacks)
+        trig = tr.triggers.get(key)
+        if trig is not None and trig.list:
+            trigger_probe(tr, ev, trig, cpu, pid, ts, values)
+            return
+        if key in tr.soft_disabled or tr.pid_filtered(key, pid, values):
+            return
+        match = tr.filter_preds.get(key)
+        if match is None:
+            if tr.commit(cpu, ts, ev.encode(pid, values)) and tr.options["stacktrace"]:
+                tr.stack_entry(cpu, pid, ts)  # ftrace_trace_stack after the event
+            return
+        vals, rec = tr.event_record(ev, cpu, pid, values)
+        if match(rec) and tr.commit(cpu, ts, ev.pack(pid, vals)) and tr.options["stacktrace"]:
+            tr.stack_entry(cpu, pid, ts)
+
+
+class TraceEvents:
+    """``trace_events.c``'s state of one trace array (its
+    ``trace_event_file`` flags, ``filtered_pids``/``filtered_no_pids``)
+    and the operations of its event files.  Needs ``engine``, ``events``,
+    ``commit`` and ``log_err`` of the trace array it is part of."""
+
+    enabled: set  # keys with this array's probe registered
+    soft_mode: dict  # key -> soft users (``sm_ref``: enable_event triggers, own triggers)
+    soft_disabled: set  # keys in soft mode not recording (SOFT_DISABLED)
+    filters: dict  # key -> the filter file's text
+    filter_preds: dict  # key -> compiled filter
+    probes: LazyProbes  # key -> EventProbe, made when first enabled here
+    event_pids: set  # set_event_pid
+    notrace_pids: set  # set_event_notrace_pid
+    on_event_added: list  # callables(EventType): a new events/ directory
+
+    def _init_events(self) -> None:
+        self.enabled = set()
+        self.soft_mode = {}
+        self.soft_disabled = set()
+        self.filters = {}
+        self.filter_preds = {}
+        self.probes = LazyProbes(self)
+        self.event_pids = set()
+        self.notrace_pids = set()
+        self.on_event_added = []
+        # (key, on) before this array's enable of an event starts (an
+        # OSError refuses it) or ends: mirroring's hook (sources/mirror.py
+        # opens and closes the real tracepoint)
+        self.on_enable_change: list = self.top.on_enable_change \
+            if self.top is not self else []
+        self._fork_probes = None
+
+    # --- the events ----------------------------------------------------------------
+
+    def event_keys(self) -> list[str]:
+        """``system:name`` of the events with tracepoints (``available_events``)."""
+        return [key for key in self.events
+                if not key.startswith("ftrace:") and key in self.engine.tracepoints]
+
+    def systems(self) -> list[str]:
+        return sorted({key.split(":")[0] for key in self.event_keys()})
+
+    def make_probe(self, ev) -> EventProbe:
+        """``trace_event_raw_event_<name>`` bound to this trace array, for
+        *ev* (an :class:`EventType`, or its key: the event is then looked
+        up, which builds a profile's event, when the probe first fires)."""
+        if isinstance(ev, str):
+            return EventProbe(self, ev)
+        return EventProbe(self, ev.key, ev)
+
+    def event_record(self, ev: EventType, cpu: int, pid: int, values) -> tuple[dict, dict]:
+        """The field values of one firing and the record filters see (the
+        fields with ``common_pid``, ``CPU`` and ``COMM``)."""
+        vals = ev.encode_values(values) if ev.encode_values else dict(values)
+        comm = self.engine.comms.get(pid, "")
+        return vals, dict(vals, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+
+    # --- enable and soft mode ---------------------------------------------------------
+
+    def set_event(self, key: str, on: bool) -> None:
+        """``ftrace_event_enable_disable``: a hard enable or disable."""
+        self.enable_disable(key, on, soft=False)
+
+    def enable_disable(self, key: str, on: bool, soft: bool) -> None:
+        """``__ftrace_event_enable_disable``: *soft* uses of an event
+        (triggers) count in ``sm_ref``; while any holds it the event stays
+        registered and a disable only sets SOFT_DISABLED."""
+        tp = self.engine.tracepoints[key]
+        refs = self.soft_mode.get(key, 0)
+        if not on:
+            if soft:
+                refs = max(0, refs - 1)
+                self.soft_mode[key] = refs
+                if refs > 0:
+                    return
+                disable = key in self.soft_disabled
+            else:
+                disable = refs == 0
+            if disable and key in self.enabled:
+                for hook in self.on_enable_change:
+                    hook(key, False)
+                tp.unregister(self.probes[key])
+                self.enabled.discard(key)
+            if refs > 0:
+                self.soft_disabled.add(key)
+            else:
+                self.soft_disabled.discard(key)
+            return
+        if not soft:
+            self.soft_disabled.discard(key)
+        else:
+            self.soft_mode[key] = refs + 1
+            if refs + 1 > 1:
+                return
+        if key not in self.enabled:
+            for hook in self.on_enable_change:
+                hook(key, True)
+            if soft:
+                self.soft_disabled.add(key)
+            tp.register(self.probes[key])
+            self.enabled.add(key)
+
+    def event_enable_show(self, key: str) -> str:
+        """``event_enable_read``: 1 if enabled and not soft-disabled, ``*``
+        in soft mode."""
+        on = key in self.enabled and key not in self.soft_disabled
+        star = "*" if key in self.soft_disabled or self.soft_mode.get(key, 0) else ""
+        return f"{int(on)}{star}\n"
+
+    def keys_matching(self, system: Optional[str], name: Optional[str]) -> list[str]:
+        """``__ftrace_set_clr_event`` matching: None or ``*`` matches all."""
+        if system not in (None, "*", "") and name not in (None, "*", ""):
+            key = f"{system}:{name}"  # one event's own files: no walk of the catalogue
+            ok = system != "ftrace" and key in self.events and key in self.engine.tracepoints
+            return [key] if ok else []
+        out = []
+        for key in self.event_keys():
+            sys_, ev = key.split(":")
+            if system not in (None, "*", "") and system != sys_:
+                continue
+            if name not in (None, "*", "") and name != ev:
+                continue
+            out.append(key)
+        return out
+
+    def enable_state(self, keys) -> str:
+        """``0``, ``1`` or ``X`` (mixed), as ``events/enable`` prints it."""
+        states = {key in self.enabled for key in keys}
+        return "X" if len(states) > 1 else "1" if states == {True} else "0"
+
+    def set_event_line(self, line: str) -> None:
+        """``ftrace_set_clr_event`` of one ``set_event`` word:
+        ``[!]match`` (an event or a system name), ``[!]sys:event`` where
+        an empty part or ``*`` matches all; EINVAL if nothing matched."""
+        on = not line.startswith("!")
+        word = line[1:] if not on else line
+        match, sep, rest = word.partition(":")
+        system = name = None
+        if sep:
+            system = None if match in ("", "*") else match
+            name = None if rest in ("", "*") else rest
+            match = None
+        keys = [key for key in self.event_keys()
+                if _event_matches(key, match, system, name)]
+        if not keys:
+            raise einval(word)
+        for key in keys:
+            self.set_event(key, on)
+
+    # --- filters (the files; compiling is trace_events_filter.c, .filter) -----------
+
+    def set_filter(self, keys, data, system: bool = False) -> None:
+        """``apply_event_filter``/``apply_subsystem_event_filter`` of one
+        write (bytes up to a NUL, trailing spaces stripped as ``strstrip``
+        leaves them): ``0`` clears.  An event filter that does not parse
+        is kept as its error text (the filter file shows it, the event is
+        unfiltered), logged in ``error_log`` and refused with its errno.
+        A system filter goes to each event of the system, each failing
+        one showing the subsystem error; the write itself succeeds."""
+        if isinstance(data, str):
+            data = data.encode(errors="surrogateescape")
+        text = data.split(b"\0", 1)[0].rstrip(SPACES)  # strstrip's end (lib/ctype: 0xA0 too)
+        if text.lstrip(SPACES) == b"0":
+            for key in keys:
+                self.filters.pop(key, None)
+                self.filter_preds.pop(key, None)
+            return
+        from fakedebugfs.engine.ftrace.filter import (E_BAD_SUBSYS_FILTER, FilterError,
+            compile_filter)
+
+        shown = text.decode(errors="surrogateescape")
+        for key in keys:
+            try:
+                pred = compile_filter(self.events[key], text)
+            except FilterError as err:
+                self.filter_preds.pop(key, None)
+                if system:
+                    err = FilterError(err.errno, E_BAD_SUBSYS_FILTER, 0)
+                self.log_filter_error(text, err)
+                self.filters[key] = err.filter_text(text).decode(errors="surrogateescape")
+                if not system:
+                    raise
+                continue
+            self.filters[key] = shown
+            self.filter_preds[key] = pred
+
+    def compile_event_filter(self, key: str, text: str):
+        """``create_event_filter`` with ``set_str``: errors are logged."""
+        from fakedebugfs.engine.ftrace.filter import FilterError, compile_filter
+
+        raw = text.encode(errors="surrogateescape")
+        try:
+            return compile_filter(self.events[key], raw)
+        except FilterError as err:
+            self.log_filter_error(raw, err)
+            raise
+
+    def log_filter_error(self, text: bytes, err) -> None:
+        """``append_filter_err``'s ``tracing_log_err``."""
+        if err.lasterr > 0:
+            self.log_err("event filter parse error", text, err.log_text(), err.pos)
+        else:
+            self.log_err("event filter parse error", text, "Error", 0)
+
+    # --- set_event_pid, set_event_notrace_pid ----------------------------------------
+
+    def ignore_pid(self, pid: int) -> bool:
+        """``trace_event_ignore_this_pid``: set_event_notrace_pid, then
+        set_event_pid."""
+        if pid in self.notrace_pids:
+            return True
+        return bool(self.event_pids) and pid not in self.event_pids
+
+    def pid_filtered(self, key: str, pid: int, values) -> bool:
+        """The pid lists' verdict for one firing of *key*: ``sched_switch``
+        is kept if its previous or next task is traced, a wake-up if the
+        waker or the woken task is (``event_filter_pid_sched_switch_probe_pre``,
+        ``..._sched_wakeup_probe_pre``); any other event by its task."""
+        if not (self.event_pids or self.notrace_pids):
+            return False
+        if key in PID_PAIR_EVENTS:
+            tp = self.engine.tracepoints[key]
+            try:
+                others = [values[tp.index(arg)] for arg in PID_PAIR_EVENTS[key]]
+            except (ValueError, IndexError):
+                return self.ignore_pid(pid)
+            pids = others if key == "sched:sched_switch" else [pid] + others
+            return all(self.ignore_pid(p) for p in pids)
+        return self.ignore_pid(pid)
+
+    def follow_fork(self, on: bool) -> None:
+        """``trace_event_follow_fork``: with ``event-fork`` a forked task
+        joins the pid lists its parent is in, an exiting one leaves them."""
+        fork = self.engine.tracepoints.get("sched:sched_process_fork")
+        exit_ = self.engine.tracepoints.get("sched:sched_process_exit")
+        if fork is None or exit_ is None:
+            return
+        if self._fork_probes is None:
+            self._fork_probes = (self._on_fork(fork), self._on_exit(exit_))
+        for tp, probe in zip((fork, exit_), self._fork_probes):
+            (tp.register if on else tp.unregister)(probe)
+
+    def _on_fork(self, tp):
+        parent_i, child_i = tp.index("parent_pid"), tp.index("child_pid")
+
+        def probe(cpu, pid, ts, values):
+            parent, child = values[parent_i], values[child_i]
+            for pids in (self.event_pids, self.notrace_pids):
+                if parent in pids:
+                    pids.add(child)
+        return probe
+
+    def _on_exit(self, tp):
+        pid_i = tp.index("pid")
+
+        def probe(cpu, pid, ts, values):
+            if self.event_pids or self.notrace_pids:
+                self.event_pids.discard(values[pid_i])
+                self.notrace_pids.discard(values[pid_i])
+        return probe
+
+
+def _event_matches(key: str, match, system, name) -> bool:
+    """``__ftrace_set_clr_event_nolock``'s test for one event."""
+    sys_, ev = key.split(":", 1)
+    if match is not None and match not in (ev, sys_):
+        return False
+    if system is not None and system != sys_:
+        return False
+    return name is None or name == ev
+
+
+__all__ = ["EventProbe", "TraceEvents", "PID_PAIR_EVENTS"]
