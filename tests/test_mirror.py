@@ -8,6 +8,7 @@ exactly the program's N calls."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -137,3 +138,66 @@ def test_unprivileged_is_refused_before_mounting():
     assert res.returncode != 0
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and "CAP_PERFMON" in err[0], res.stderr
+
+
+# --- the same recording on the real tracefs -------------------------------------
+
+# ``trace-cmd record -F``'s way: the shell's pid in set_event_pid with
+# event-fork, then it becomes ls ($1: the tracefs)
+LS = """echo $$
+echo $$ > $1/set_event_pid
+echo 1 > $1/options/event-fork
+echo 'syscalls:*' > $1/set_event
+echo 1 > $1/tracing_on
+LD_PRELOAD= exec ls / > /dev/null
+"""
+NUMBER = re.compile(r"\b(0x[0-9a-f]+|\d+)\b")
+
+
+def _value(m) -> str:
+    """A number as a number (the kernel prints small ones in decimal); a
+    user address masked (another run, another layout)."""
+    v = int(m[1], 0)
+    return "ADDR" if v >= 1 << 36 else str(v)
+
+
+def syscalls_of(trace: str, pid: str) -> list[str]:
+    """``ls``'s syscalls after its exec: names, and the arguments of the
+    entries with addresses masked (exits' return values apart)."""
+    out = []
+    for line in trace.splitlines():
+        if f"-{pid} " not in line or line.startswith("#"):
+            continue
+        what = line.split(": ", 1)[1].strip()
+        if "sys_execve(" in what:
+            out = []
+        out.append(NUMBER.sub(_value, what) if "(" in what else what.split(" -> ")[0])
+    return out
+
+
+def real_tracefs_ls(script: str) -> str:
+    """``ls /`` as the real tracefs records it, in a scratch instance of a
+    tracefs mounted in a private mount namespace (nothing else changed)."""
+    outer = ("set -e; d=$(mktemp -d); mount -t tracefs nodev $d; i=$d/instances/fdfs-h8-$$; "
+             f"mkdir $i; sh {script} $i; echo 0 > $i/tracing_on; cat $i/trace; rmdir $i; "
+             "umount $d; rmdir $d")
+    res = subprocess.run(["flock", "-o", "/tmp/real-tracefs.lock", "unshare", "-m",
+                          "--propagation", "private", "sh", "-c", outer],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_ls_syscalls_as_the_real_tracefs_records_them(tmp_path):
+    script = tmp_path / "ls.sh"
+    script.write_text(LS)
+    os.chmod(tmp_path, 0o755)
+    fake = run("--mirror=tree", "--", "sh", "-c",
+               f"sh {script} /sys/kernel/tracing; "
+               "echo 0 > /sys/kernel/tracing/tracing_on; cat /sys/kernel/tracing/trace")
+    assert fake.returncode == 0, fake.stderr
+    real = real_tracefs_ls(str(script))
+    got = syscalls_of(fake.stdout, fake.stdout.splitlines()[0].strip())
+    want = syscalls_of(real, real.splitlines()[0].strip())
+    assert len(want) > 50
+    assert got == want

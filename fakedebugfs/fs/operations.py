@@ -130,7 +130,7 @@ class TreeOperations(pyfuse3.Operations):
         # called before every open: what happened before a reader opens a
         # file is in it (the server's watch of `run`'s command, server/watch.py)
         self.on_open: Optional[Callable[[], None]] = None
-        # before every read and write of a file that is not static (--mirror:
+        # before every read, write and poll of a file that is not static (--mirror:
         # the kernel's events so far drained into the buffers first)
         self.on_io: Optional[Callable[[], None]] = None
 
@@ -374,6 +374,8 @@ class TreeOperations(pyfuse3.Operations):
         if f is None or (self.faults is not None and self.faults.active):
             return None
         _take_nonblock(f, flags)
+        if self.on_io is not None and not f.node.static:
+            self._before_io(f.node)
         try:
             data = f.node.fops.read_nowait(f, off, size)
         except BaseException as err:
@@ -429,6 +431,8 @@ class TreeOperations(pyfuse3.Operations):
             delay = self.faults.peek(_rel(f.node), "poll", "poll_delay")
             if delay is not None and poll_handle is not None:
                 poll_handle = _DelayedNotify(poll_handle, self.faults, _rel(f.node))
+        if self.on_io is not None and not f.node.static:
+            self._before_io(f.node)
         with _Guard("poll", f.node):
             return f.node.fops.poll(f, PollTable(poll_handle, fh))
 

@@ -347,11 +347,8 @@ class Mirror:
             keys |= tr.enabled
         return sorted(k for k in keys if not k.startswith("ftrace:"))
 
-    def enabled_anywhere(self, key: str) -> bool:
-        return any(key in tr.enabled for tr in self.kernel.ftrace.arrays())
-
     def enable_change(self, key: str, on: bool) -> None:
-        """The fake's hook: an array starts (*on*, before it does: OSError
+        """The fake's hook, called before an array starts (*on*; OSError
         refuses) or stops recording *key*."""
         if key.startswith("ftrace:") or key.startswith("kmemtrace:"):
             return  # the tracer's own entries: nothing on the kernel
@@ -359,7 +356,11 @@ class Mirror:
             self.check_event(key)
             if self.rings:
                 self._open_event(key)
-        elif not self.enabled_anywhere(key):
+            return
+        # called before the array lets go: what the kernel recorded until
+        # now goes in first, then the event stops if no other array has it
+        self.drain()
+        if sum(key in tr.enabled for tr in self.kernel.ftrace.arrays()) <= 1:
             self._close_event(key)
 
     def check_event(self, key: str) -> None:
