@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_cli
-from support.nobody import NOBODY, nobody  # noqa: F401 - the fixture
+from support.nobody import NOBODY, nobody_user
 
+nobody = pytest.fixture(scope="module")(nobody_user)
 pytestmark = pytest.mark.timeout(300)
 
 NAMES = ["FUSE device", "fusermount3", "fuse.conf", "pyfuse3", "user namespaces",

@@ -16,8 +16,9 @@ import textwrap
 import pytest
 
 from conftest import is_mounted, run_cli
-from support.nobody import NOBODY, nobody  # noqa: F401 - the fixture
+from support.nobody import NOBODY, nobody_user
 
+nobody = pytest.fixture(scope="module")(nobody_user)
 pytestmark = pytest.mark.timeout(600)
 
 

@@ -99,8 +99,9 @@ class Nobody:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def nobody():
+def nobody_user():
+    """The generator of a test module's ``nobody`` fixture:
+    ``nobody = pytest.fixture(scope="module")(nobody_user)``."""
     why = usable()
     if why:
         pytest.skip(f"as a normal user: {why}")
