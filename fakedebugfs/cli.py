@@ -536,7 +536,7 @@ def _client_commands(sub) -> None:
 def cmd_capture_profile(args) -> int:
     """``fakedebugfs capture-profile OUTDIR``: this machine's tracefs, read
     only, saved as a kernel profile (:mod:`fakedebugfs.engine.ftrace.profile`)."""
-    from fakedebugfs.engine.ftrace.profile import ProfileError, capture_here
+    from fakedebugfs.sources.hostprofile import ProfileError, capture_here
 
     try:
         n, where = capture_here(args.outdir, args.tracefs)

@@ -39,7 +39,7 @@ def pytest_configure(config):
     find none) are unmounted at the end: the machine is left as found."""
     if os.geteuid() != 0:
         return
-    from fakedebugfs.engine.ftrace.profile import find_tracefs
+    from fakedebugfs.sources.hostprofile import find_tracefs
 
     _SESSION_TRACEFS[:] = _tracing_mounts()
     if find_tracefs() is None:  # where tools look for it (perf mounts it there too)

@@ -34,7 +34,7 @@ from fakedebugfs.engine.ftrace.events import KMEM_EVENTS, STRUCT_PAGE_SIZE, VMEM
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
 from fakedebugfs.engine.ftrace.output import OutputContext
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
-from fakedebugfs.engine.ftrace.profile import find_tracefs
+from fakedebugfs.sources.hostprofile import find_tracefs
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs" / "events"

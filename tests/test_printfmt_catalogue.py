@@ -28,7 +28,7 @@ from fakedebugfs import Fake
 from fakedebugfs.engine.ftrace.format_text import KERNEL_SYMBOLS, POINTEES, _encoder
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
 from fakedebugfs.engine.ftrace.ctype import wrap
-from fakedebugfs.engine.ftrace.profile import find_tracefs
+from fakedebugfs.sources.hostprofile import find_tracefs
 from fakedebugfs.engine.kernel import Kernel
 
 _KERNEL = Kernel()

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKEDEBUGFS, read_chunks, run_cli
-from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE, Profile, find_tracefs
+from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE, Profile
+from fakedebugfs.sources.hostprofile import find_tracefs
 
 ROOT = os.geteuid() == 0
 REAL = find_tracefs() if ROOT else None

@@ -1,8 +1,9 @@
 """Kernel profiles: what the fake needs to look like one kernel's tracefs.
 
-``fakedebugfs capture-profile OUTDIR`` (:func:`capture`) reads a real
-tracefs, never writing to it, and saves plain text files a user can commit
-next to their tool's tests:
+``fakedebugfs capture-profile OUTDIR``
+(:func:`fakedebugfs.sources.hostprofile.capture`, the host side) reads a
+real tracefs, never writing to it, and saves plain text files a user can
+commit next to their tool's tests; this module reads them back:
 
     uname             ``uname -r`` of the kernel
     formats           every ``events/<system>/<event>/format``, each after a
@@ -30,11 +31,8 @@ is the default.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
-from typing import Optional
 
 DEFAULT_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "linux-6.18"
 COPIED = ("available_events", "available_tracers", "trace_clock", "trace_options", "README")
@@ -42,7 +40,7 @@ HEADERS = ("header_page", "header_event")
 # a section's head, found after a newline (a literal prefix: ~5 ms for the
 # 2 MB of 6.18, where a MULTILINE ``^`` made it ~20 ms of every mount's start)
 _HEAD = re.compile(r"\n### (\S+)/(\S+)(?=\n)")
-_ID = re.compile(r"^ID: *(\d+)", re.M)
+ID_LINE = re.compile(r"^ID: *(\d+)", re.M)
 
 
 class ProfileError(ValueError):
@@ -52,70 +50,6 @@ class ProfileError(ValueError):
 def _read(path) -> str:
     with open(path, encoding="utf-8", errors="surrogateescape") as fp:
         return fp.read()
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as fp:
-        fp.write(text)
-
-
-def capture(tracefs: str, outdir: str) -> int:
-    """Save the profile of the tracefs mounted at *tracefs* into *outdir*;
-    returns the number of events.  Only reads (``open(O_RDONLY)``, ``lstat``)."""
-    root, out = Path(tracefs), Path(outdir)
-    if not (root / "events" / "header_page").is_file():
-        raise ProfileError(f"{tracefs}: not a tracefs (no events/header_page)")
-    chunks = []
-    for system in sorted(os.listdir(root / "events")):
-        sdir = root / "events" / system
-        if not sdir.is_dir():
-            continue
-        for name in sorted(os.listdir(sdir)):
-            fmt = sdir / name / "format"
-            if not fmt.is_file():
-                continue
-            text = _read(fmt)
-            _check_id(sdir / name, text)
-            chunks.append(f"### {system}/{name}\n{text}")
-    _write(out / "formats", "".join(chunks))
-    for name in COPIED:
-        _write(out / name, _read(root / name))
-    for name in HEADERS:
-        _write(out / name, _read(root / "events" / name))
-    _write(out / "uname", os.uname().release + "\n")
-    _write(out / "modes", _modes(root))
-    return len(chunks)
-
-
-def _check_id(edir: Path, text: str) -> None:
-    """The ``id`` file is the format's ID line (the profile keeps one)."""
-    if (edir / "id").is_file():
-        m = _ID.search(text)
-        if not m or _read(edir / "id").strip() != m[1]:
-            raise ProfileError(f"{edir}: id differs from the format's ID line")
-
-
-def _modes(root: Path) -> str:
-    """Mode and kind of the entries the fake lays out from the profile."""
-    first_system = next(s for s in sorted(os.listdir(root / "events"))
-                        if (root / "events" / s).is_dir() and s != "ftrace")
-    ftrace = sorted(f"events/ftrace/{e}" for e in os.listdir(root / "events" / "ftrace"))
-    dirs = ["", "options", "per_cpu/cpu0", "events", f"events/{first_system}",
-            "events/sched/sched_switch", *ftrace]
-    lines = []
-    for rel in dirs:
-        path = root / rel if rel else root
-        if not path.is_dir():
-            continue
-        for name in sorted(os.listdir(path)):
-            child = f"{rel}/{name}" if rel else name
-            st = os.lstat(root / child)
-            kind = "d" if stat.S_ISDIR(st.st_mode) else "f"
-            if rel.startswith("events") and kind == "d":
-                continue  # systems and events are in `formats`
-            lines.append(f"{stat.S_IMODE(st.st_mode):04o} {kind} {child}\n")
-    return "".join(lines)
 
 
 def _split(text: str) -> list:
@@ -147,7 +81,7 @@ class Profile:
         self.ids: dict[str, int] = {}
         for i in range(1, len(parts), 3):
             key, body = f"{parts[i]}:{parts[i + 1]}", parts[i + 2]
-            m = _ID.search(body)
+            m = ID_LINE.search(body)
             if not m:
                 raise ProfileError(f"{self.path}/formats: {key} has no ID line")
             self.formats[key] = body
@@ -177,44 +111,4 @@ class Profile:
         return out
 
 
-
-
-def find_tracefs() -> Optional[str]:
-    """A tracefs mounted on this machine (``/proc/self/mounts``), if any."""
-    try:
-        with open("/proc/self/mounts") as fp:
-            for line in fp:
-                parts = line.split()
-                if len(parts) > 2 and parts[2] == "tracefs":
-                    return parts[1].replace("\\040", " ")
-    except OSError:
-        pass
-    return None
-
-
-def capture_here(outdir: str, tracefs: Optional[str] = None) -> tuple[int, str]:
-    """:func:`capture` from *tracefs*, else the one mounted, else a tracefs
-    mounted for the capture (``mount -t tracefs``, read, unmounted: the
-    same superblock, so still read-only).  Returns ``(events, tracefs)``."""
-    import subprocess
-    import tempfile
-
-    path = tracefs or find_tracefs()
-    if path:
-        return capture(path, outdir), path
-    tmp = tempfile.mkdtemp(prefix="fdfs-tracefs-")
-    try:
-        res = subprocess.run(["mount", "-t", "tracefs", "nodev", tmp], capture_output=True,
-                             text=True)
-        if res.returncode:
-            raise ProfileError(f"no tracefs mounted and mounting one failed: "
-                               f"{res.stderr.strip() or 'mount failed'} (run as root)")
-        try:
-            return capture(tmp, outdir), "tracefs"
-        finally:
-            subprocess.run(["umount", tmp], capture_output=True)
-    finally:
-        os.rmdir(tmp)
-
-
-__all__ = ["DEFAULT_PROFILE", "Profile", "ProfileError", "capture", "capture_here", "find_tracefs"]
+__all__ = ["DEFAULT_PROFILE", "COPIED", "HEADERS", "ID_LINE", "Profile", "ProfileError"]
