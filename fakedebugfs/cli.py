@@ -14,6 +14,7 @@
     fakedebugfs kmemtrace-report [DIR]         allocations, fragmentation, errors from cpuN.out
     fakedebugfs kmemtrace-check FILE...        is each cpuN.out well formed?
     fakedebugfs run [options] -- COMMAND ...   COMMAND sees a fake at /sys/kernel/{debug,tracing}
+    fakedebugfs doctor                         what this machine allows this user, with fixes
 
 Every error is one line on stderr: exit status 2 for what the user gave
 (arguments, fields, scenario lines), 1 for what went wrong running it.
