@@ -6,7 +6,7 @@ machine's 6.18 kernel (``fixtures/tracefs/events/*/*/format``).  A payload
 starts with ``struct trace_entry`` (``layouts.trace_entry``) and is
 ``sizeof(struct trace_event_raw_<name>)`` bytes (the fixed part rounded up
 to 8) plus its ``__data_loc`` strings.  ``kmem_alloc``/``kmem_free`` are the
-entries of seed 000's kmemtrace tracer (``struct kmemtrace_alloc_entry``,
+entries of the 2.6.29 kmemtrace ftrace plugin (``struct kmemtrace_alloc_entry``,
 ``struct kmemtrace_free_entry``, as 2.6.30's ``trace_entries`` showed them).
 """
 
@@ -545,7 +545,7 @@ KMEM_EVENTS = (
 )
 
 # enum trace_type of kernel/trace/trace.h (6.18) for the ftrace/ entries
-# shown, and seed 000's TRACE_KMEM_ALLOC/FREE (17, 18 in 2.6.29; osnoise and
+# shown, and the kmemtrace plugin's TRACE_KMEM_ALLOC/FREE (17, 18 in 2.6.29; osnoise and
 # timerlat, which use those numbers today, are not emulated).
 TRACE_FN, TRACE_PRINT, TRACE_BPRINT, TRACE_BPUTS, TRACE_RAW_DATA = 1, 5, 6, 15, 19
 TRACE_KMEM_ALLOC, TRACE_KMEM_FREE = 17, 18

@@ -1,5 +1,6 @@
-"""ftrace tracer plugins (``struct tracer``): ``nop`` and seed 000's
-``kmemtrace`` (kernel/trace/kmemtrace.c, Feb 2009).
+"""ftrace tracer plugins (``struct tracer``): ``nop`` and the 2.6.29
+kmemtrace ftrace plugin's ``kmemtrace`` (kernel/trace/kmemtrace.c, Feb 2009;
+docs/tracefs.md, "The kmemtrace tracer").
 
 ``kmemtrace`` attaches to the kmem tracepoints while it is the current
 tracer and writes ``TRACE_KMEM_ALLOC``/``TRACE_KMEM_FREE`` entries
@@ -7,7 +8,7 @@ tracer and writes ``TRACE_KMEM_ALLOC``/``TRACE_KMEM_FREE`` entries
 buffers; its ``print_line`` prints them in the original kmemtrace text or,
 with the ``kmem_minimalistic`` tracer flag, as the compact table.
 
-Decisions where the seed's sample output and its code disagree (the code
+Decisions where the patch's sample output and its code disagree (the code
 wins unless said otherwise):
 
 * Headers: ``kmemtrace_headers`` returns early without
