@@ -81,6 +81,8 @@ class EventType:
     # the batch path: tracepoint argument columns -> field columns (None: one by one)
     encode_columns: Optional[Callable] = None
     packer: struct.Struct = field(init=False)
+    # a syscall event: its line shows no event name (print_syscall_enter/exit)
+    bare = False
 
     def __post_init__(self):
         end = max((off + size for _, _, off, size, _ in self.fields), default=8)

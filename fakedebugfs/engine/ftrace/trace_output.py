@@ -60,7 +60,7 @@ class TraceOutput:
         if self.options["context-info"]:
             head = context(self.top.cmdlines, cpu, ev.ts, pid, rec["common_flags"],
                            rec["common_preempt_count"], self.options["irq-info"])
-        if etype.system == "ftrace" or getattr(etype, "bare", False):
+        if etype.system == "ftrace" or etype.bare:
             # internal entries and syscall events print no event name
             return head + etype.show(rec, self) + "\n"
         return f"{head}{etype.name}: {etype.show(rec, self.out)}\n"
