@@ -2,9 +2,12 @@
 
 Each ``bench/bench_<name>.py`` module exposes ``run() -> list[dict]``; a row
 is ``{"name", "fake", "real", "unit"}`` plus an optional ``"detail"`` (any
-JSON).  ``fake`` is the figure measured on fakedebugfs, ``real`` the same
-measurement on the real kernel, or None when the real kernel has nothing
-to compare (printed ``n/a``).  ``python -m bench`` runs every module (or
+JSON) and ``"spread"``: ``{"fake": [min, median, max], "real": [...]}`` over
+the row's trials, printed beside the figures (a row measured once has
+none).  ``fake`` is the figure measured on fakedebugfs (the median of the
+trials where there are several), ``real`` the same measurement on the real
+kernel, or None when the real kernel has nothing to compare (printed
+``n/a``).  ``python -m bench`` runs every module (or
 those named) and prints one table; a module that fails gets an ``error``
 row and the command exits nonzero.  To add rows, drop in a new module.
 """

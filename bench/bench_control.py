@@ -1,0 +1,528 @@
+"""The cost of one use: control-plane tools, a fake's start, one test.
+
+Every row is measured on the fake and on the real tracefs in the same run
+(except where the kernel has no counterpart), TRIALS times on each side;
+``fake``/``real`` are the medians and ``spread`` gives min/median/max of
+each side.  The real side runs in a private mount namespace (``unshare -m
+--propagation private``, tracefs mounted at /sys/kernel/tracing there),
+in a scratch instance where the command allows it; what must touch the top
+level (``trace-cmd reset``, ``trace-cmd record``) runs under ``flock
+/tmp/real-tracefs.lock`` with the top level's settings saved first and put
+back after (``tracing_on``, ``current_tracer``, ``set_event``,
+``buffer_size_kb``, ``trace_options``, ``tracing_cpumask``, ``set_event_pid``).
+
+* ``tracecmd_reset_s``, ``tracecmd_stat_s``: the command run TRIALS times in
+  a row, timed by a Python timer in the same namespace as the command
+  (fake: inside one ``fakedebugfs run --workload none``, so its start is not
+  counted; the first trial meets a fresh mount).
+* ``tracecmd_record_ready_s``: from starting ``trace-cmd record -e
+  sched:sched_switch`` until every CPU's ``trace_pipe_raw`` is open in one
+  of its processes (read from ``/proc/PID/fd``, the same way on both sides);
+  the fake's recorder is started through the handle (``Fake.popen``), as a
+  test does.
+* ``mount_ready_ms``: ``Fake().start()`` until ``tracing/tracing_on`` is
+  read; real: ``mount -t tracefs`` and the same read.
+* ``fixture_per_test_ms``: what the function-scoped ``fakedebugfs`` fixture
+  costs a test: ``Fake().start()``, one read, ``close()``.  No real figure.
+* ``realistic_test_s``: a test end to end: (fake: the fixture's start),
+  ``trace-cmd record -e sched:sched_switch`` started, its readers waited
+  for, a line written to ``trace_marker``, SIGINT, ``trace-cmd report``
+  checked for the line, (the fixture's close).
+* ``set_event_write_ms``: one ``write(2)`` of one event name
+  (``sched:sched_switch``, already on; WRITES per trial) to a scratch
+  instance's ``set_event``.
+* ``cat_trace_full_s``: ``cat trace`` of a full default buffer (1408 KiB per
+  CPU of kmem events, tracing off): the fake's filled by the kmem workload,
+  the kernel's scratch instance by ``find /usr`` with the kmem events on.
+
+    python -m bench control               # this table alone (a few minutes)
+    python -m bench.bench_control         # rows as JSON lines
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import FAKEDEBUGFS, ROOT, Mount, cli, write_trunc
+from .bench_dataplane import _compile_package
+
+TRIALS = 5
+WRITES = 200  # set_event writes per trial
+FILL_EVENTS = 300_000  # kmem events for a full default buffer on 2 CPUs, with wrap
+KMEM_EVENTS = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free")
+TRACING = "/sys/kernel/tracing"  # where the real side mounts tracefs in its namespace
+LOCK = "/tmp/real-tracefs.lock"
+FUNCTION_FILES = ("set_ftrace_pid", "set_ftrace_notrace_pid", "set_ftrace_filter",
+                  "set_ftrace_notrace", "set_graph_function", "set_graph_notrace")
+# top-level files a real reset or record changes, put back afterwards
+SAVED = ("tracing_on", "current_tracer", "buffer_size_kb", "trace_options", "tracing_cpumask",
+         "set_event", "set_event_pid")
+
+
+def spread(values) -> list:
+    """[min, median, max] of *values* (None when there are none)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return [round(min(values), 6), round(statistics.median(values), 6), round(max(values), 6)]
+
+
+def row(name: str, unit: str, fake: list, real, scale: float = 1.0) -> dict:
+    """A row from the trials of each side (seconds, shown times *scale*)."""
+    fake = [t * scale for t in fake]
+    real = [t * scale for t in real] if real else None
+    out = {"name": name, "fake": spread(fake)[1], "real": spread(real)[1] if real else None,
+           "unit": unit, "spread": {"fake": spread(fake), "real": spread(real) if real else None},
+           "detail": {"fake": [round(t, 6) for t in fake],
+                      "real": [round(t, 6) for t in real] if real else None}}
+    return out
+
+
+# --- a timer run where the command runs ------------------------------------------------------
+
+TIMER = """
+import subprocess, sys, time, json
+argv, n = json.loads(sys.argv[1]), int(sys.argv[2])
+out = []
+for _ in range(n):
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    out.append(time.perf_counter() - t0)
+print(json.dumps(out))
+"""
+
+
+def _timer_argv(argv, trials: int) -> list[str]:
+    return ["python3", "-c", TIMER, json.dumps(list(argv)), str(trials)]
+
+
+def fake_command_trials(argv, trials: int = TRIALS) -> list[float]:
+    """*argv* run *trials* times inside one ``fakedebugfs run --workload none``."""
+    p = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--",
+                        *_timer_argv(argv, trials)], capture_output=True, text=True,
+                       timeout=1800, check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# --- the real side: a child in a private mount namespace -------------------------------------
+
+def real_side(what: str, trials: int = TRIALS):
+    """The trials of *what* (a ``real_*`` function here) on the real tracefs,
+    run by a child of this module in a private mount namespace; None when
+    there is none (not root, no tracefs)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return None
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-m",
+                        "bench.bench_control", "--real", what, str(trials)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        print(f"real {what}: {p.stderr[-800:]}", file=sys.stderr)
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _in_namespace_mount() -> None:
+    """(In the child's private namespace) tracefs at /sys/kernel/tracing,
+    where trace-cmd looks for it, unless the namespace copied one there; and
+    a writable ``/proc/sys/kernel/ftrace_enabled`` saying 1 (``trace-cmd
+    record`` writes 1 there, which this machine's container refuses with
+    EPERM though the value is 1 already), and empty files in place of the
+    function tracer's files it refuses to open (``set_ftrace_pid``...:
+    trace-cmd record crashes on that EPERM); none is what is timed."""
+    sysctl = "/proc/sys/kernel/ftrace_enabled"
+    if os.path.exists(sysctl):
+        _bind_stand_in(sysctl, _read(sysctl))
+    with open("/proc/self/mounts") as fp:
+        mounted = any(f[1] == TRACING and f[2] == "tracefs" for f in (ln.split() for ln in fp))
+    if not mounted:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], check=True,
+                       capture_output=True)
+    for name in FUNCTION_FILES:  # refused here: empty files in their place
+        path = os.path.join(TRACING, name)
+        try:
+            with open(path):
+                pass
+        except PermissionError:
+            _bind_stand_in(path, "")
+        except OSError:
+            pass
+
+
+def _bind_stand_in(path: str, text: str) -> None:
+    """A writable regular file holding *text* bind-mounted over *path* (in
+    this private namespace only)."""
+    with tempfile.NamedTemporaryFile("w", prefix="stand-in-", delete=False) as fp:
+        fp.write(text)
+    subprocess.run(["mount", "--bind", fp.name, path], capture_output=True, check=True)
+    os.unlink(fp.name)  # the bind mount keeps it
+
+
+def _read(path: str) -> str:
+    with open(path) as fp:
+        return fp.read()
+
+
+@contextlib.contextmanager
+def top_level_saved():
+    """The real top level held (``flock``) and its settings put back after."""
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = {}
+        for name in SAVED:
+            text = _read(os.path.join(TRACING, name))
+            if name == "buffer_size_kb" and "expanded" in text:
+                text = text.split("expanded: ")[1].split(")")[0]
+            saved[name] = text
+        try:
+            yield
+        finally:
+            _restore(saved)
+
+
+def _restore(saved: dict) -> None:
+    t = TRACING
+    write_trunc(os.path.join(t, "tracing_on"), "0")
+    write_trunc(os.path.join(t, "current_tracer"), saved["current_tracer"].strip())
+    write_trunc(os.path.join(t, "set_event"), "")  # O_TRUNC: every event off
+    for line in saved["set_event"].split():
+        with open(os.path.join(t, "set_event"), "a") as fp:
+            fp.write(line)
+    with open(os.path.join(t, "set_event_pid"), "w") as fp:
+        fp.write(" ".join(saved["set_event_pid"].split()))
+    for opt in saved["trace_options"].split():
+        try:
+            write_trunc(os.path.join(t, "trace_options"), opt)
+        except OSError:
+            pass  # an option of another tracer
+    write_trunc(os.path.join(t, "tracing_cpumask"), saved["tracing_cpumask"].strip())
+    write_trunc(os.path.join(t, "buffer_size_kb"), saved["buffer_size_kb"].split()[0])
+    write_trunc(os.path.join(t, "tracing_on"), saved["tracing_on"].strip())
+
+
+@contextlib.contextmanager
+def scratch_instance(root: str = TRACING):
+    path = os.path.join(root, "instances", f"bench{os.getpid()}")
+    os.mkdir(path)
+    try:
+        yield path
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def real_reset(trials: int) -> list[float]:
+    with top_level_saved():
+        return _local_trials(["trace-cmd", "reset"], trials)
+
+
+def real_stat(trials: int) -> list[float]:
+    return _local_trials(["trace-cmd", "stat"], trials)
+
+
+def _local_trials(argv, trials: int) -> list[float]:
+    p = subprocess.run(_timer_argv(argv, trials), capture_output=True, text=True, check=True,
+                       timeout=1800)
+    return json.loads(p.stdout)
+
+
+def real_record_ready(trials: int) -> list[float]:
+    out = []
+    with top_level_saved():
+        for _ in range(trials):
+            with tempfile.TemporaryDirectory() as tmp:
+                proc = subprocess.Popen(["trace-cmd", "record", "-e", "sched:sched_switch",
+                                         "-o", os.path.join(tmp, "t.dat")],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+                t0 = time.perf_counter()
+                try:
+                    out.append(_until_readers(proc.pid, _ncpus(TRACING), t0))
+                finally:
+                    _stop(proc)
+    return out
+
+
+def real_realistic(trials: int) -> list[float]:
+    out = []
+    with top_level_saved():
+        for i in range(trials):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                _realistic_steps(TRACING, ["trace-cmd", "record"], tmp, i, t0)
+                out.append(time.perf_counter() - t0)
+    return out
+
+
+def real_mount_ready(trials: int) -> list[float]:
+    out = []
+    for _ in range(trials):
+        mnt = tempfile.mkdtemp(prefix="ready-real-")
+        try:
+            t0 = time.perf_counter()
+            subprocess.run(["mount", "-t", "tracefs", "nodev", mnt], check=True)
+            _read(os.path.join(mnt, "tracing_on"))
+            out.append(time.perf_counter() - t0)
+        finally:
+            subprocess.run(["umount", mnt], capture_output=True)
+            os.rmdir(mnt)
+    return out
+
+
+def real_set_event(trials: int) -> list[float]:
+    with scratch_instance() as inst:
+        return set_event_trials(inst, trials)
+
+
+def real_cat_trace(trials: int) -> list[float]:
+    with scratch_instance() as inst:
+        for e in KMEM_EVENTS:
+            write_trunc(os.path.join(inst, "events", "kmem", e, "enable"), "1")
+        for _ in range(8):  # until every CPU's buffer has wrapped
+            subprocess.run(["find", "/usr"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=300)
+            stats = [_read(f) for f in glob.glob(os.path.join(inst, "per_cpu/cpu*/stats"))]
+            if all("overrun: 0\n" not in s for s in stats):
+                break
+        write_trunc(os.path.join(inst, "tracing_on"), "0")
+        trials_out = cat_trials(os.path.join(inst, "trace"), trials)
+        for e in KMEM_EVENTS:
+            write_trunc(os.path.join(inst, "events", "kmem", e, "enable"), "0")
+        return trials_out
+
+
+REAL = {"reset": real_reset, "stat": real_stat, "record_ready": real_record_ready,
+        "realistic": real_realistic, "mount_ready": real_mount_ready,
+        "set_event": real_set_event, "cat_trace": real_cat_trace}
+
+
+# --- shared steps ----------------------------------------------------------------------------
+
+def _ncpus(tracing: str) -> int:
+    return len(glob.glob(os.path.join(tracing, "per_cpu", "cpu*")))
+
+
+def _descendants(pid: int) -> list[int]:
+    """*pid* and every process below it (/proc/PID/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in glob.glob(f"/proc/{p}/task/*/children"):
+            try:
+                todo += [int(c) for c in _read(task).split()]
+            except OSError:
+                pass
+    return out
+
+
+def _readers_open(pid: int) -> int:
+    """How many distinct ``trace_pipe_raw`` files the process tree holds open."""
+    seen = set()
+    for p in _descendants(pid):
+        for fd in glob.glob(f"/proc/{p}/fd/*"):
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.endswith("/trace_pipe_raw"):
+                seen.add(target)
+    return len(seen)
+
+
+def _until_readers(pid: int, ncpus: int, t0: float, timeout: float = 60.0) -> float:
+    while _readers_open(pid) < ncpus:
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("trace-cmd record's readers did not all start")
+        time.sleep(0.001)
+    return time.perf_counter() - t0
+
+
+def _stop(proc: subprocess.Popen, group: bool = True) -> None:
+    """SIGINT to the recorder's group, as a user's ^C (or, for a command run
+    through the fake's handle, to ``fakedebugfs run``, which forwards it, as
+    a test does); wait for it."""
+    try:
+        if group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _realistic_steps(tracing: str, record, tmp: str, i: int, t0: float, popen=None) -> None:
+    """record, wait for the readers, mark, ^C, report and check."""
+    dat = os.path.join(tmp, f"t{i}.dat")
+    argv = [*record, "-e", "sched:sched_switch", "-o", dat]
+    proc = (popen or (lambda a: subprocess.Popen(a, start_new_session=True,
+                                                 stdout=subprocess.DEVNULL,
+                                                 stderr=subprocess.DEVNULL)))(argv)
+    line = f"bench-mark-{os.getpid()}-{i}"
+    try:
+        _until_readers(proc.pid, _ncpus(tracing), t0)
+        with open(os.path.join(tracing, "trace_marker"), "w") as fp:
+            fp.write(line)
+    finally:
+        _stop(proc, popen is None)
+    report = subprocess.run(["trace-cmd", "report", "-i", dat], capture_output=True,
+                            text=True, timeout=120).stdout
+    if line not in report:
+        raise RuntimeError(f"{line} not in the report of {dat}")
+
+
+def set_event_trials(inst: str, trials: int) -> list[float]:
+    """Seconds per write of one name, each trial WRITES writes.  The event
+    is enabled by an untimed first write: the timed ones find it on (on the
+    kernel, a write that registers or unregisters a tracepoint waits for an
+    RCU grace period, some 14 ms here, which would hide the write's own cost)."""
+    out = []
+    fd = os.open(os.path.join(inst, "set_event"), os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"sched:sched_switch")
+        for _ in range(trials):
+            t0 = time.perf_counter()
+            for _ in range(WRITES):
+                os.write(fd, b"sched:sched_switch")
+            out.append((time.perf_counter() - t0) / WRITES)
+        os.write(fd, b"!sched:sched_switch")
+    finally:
+        os.close(fd)
+    return out
+
+
+def cat_trials(path: str, trials: int) -> list[float]:
+    out = []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True, timeout=600)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+# --- the fake side -----------------------------------------------------------------------------
+
+def fake_api():
+    sys.path.insert(0, str(ROOT))
+    from fakedebugfs.api import Fake
+
+    return Fake
+
+
+def fake_mount_ready(trials: int) -> tuple[list[float], list[float]]:
+    """(mount-ready, whole fixture cycle) trials, after one untimed start."""
+    Fake = fake_api()
+    Fake().start().close()
+    ready, cycle = [], []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        fake = Fake().start()
+        _read(str(fake.tracing / "tracing_on"))
+        ready.append(time.perf_counter() - t0)
+        fake.close()
+        cycle.append(time.perf_counter() - t0)
+    return ready, cycle
+
+
+def fake_record_ready(trials: int) -> list[float]:
+    Fake = fake_api()
+    out = []
+    with Fake() as fake, tempfile.TemporaryDirectory() as tmp:
+        for i in range(trials):
+            t0 = time.perf_counter()
+            proc = fake.popen(["trace-cmd", "record", "-e", "sched:sched_switch",
+                               "-o", os.path.join(tmp, f"r{i}.dat")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                out.append(_until_readers(proc.pid, _ncpus(str(fake.tracing)), t0))
+            finally:
+                _stop(proc, group=False)
+    return out
+
+
+def fake_realistic(trials: int) -> list[float]:
+    Fake = fake_api()
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(trials):
+            t0 = time.perf_counter()
+            with Fake() as fake:
+                popen = lambda argv: fake.popen(argv, stdout=subprocess.DEVNULL,  # noqa: E731
+                                                stderr=subprocess.DEVNULL)
+                _realistic_steps(str(fake.tracing), ["trace-cmd", "record"], tmp, i, t0, popen)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def fake_set_event(trials: int) -> list[float]:
+    Fake = fake_api()
+    with Fake() as fake, scratch_instance(str(fake.tracing)) as inst:
+        return set_event_trials(inst, trials)
+
+
+def fake_cat_trace(trials: int, workdir: str) -> list[float]:
+    with Mount(workdir, "--cpus", "2", "--workload", "kmem", "--rate", "0", "--count",
+               str(FILL_EVENTS), "--enable", "tracing") as mnt:
+        cli("status", mnt, "--wait-done", "--timeout", "600", timeout=700)
+        write_trunc(os.path.join(mnt, "tracing", "tracing_on"), "0")
+        return cat_trials(os.path.join(mnt, "tracing", "trace"), trials)
+
+
+# --- rows ----------------------------------------------------------------------------------------
+
+def run(trials: int = TRIALS) -> list[dict]:
+    if shutil.which("trace-cmd") is None:
+        return []
+    _compile_package()  # as installed: no module compiled again at each start
+    rows = [row("tracecmd_reset_s", "s", fake_command_trials(["trace-cmd", "reset"], trials),
+                real_side("reset", trials)),
+            row("tracecmd_stat_s", "s", fake_command_trials(["trace-cmd", "stat"], trials),
+                real_side("stat", trials)),
+            row("tracecmd_record_ready_s", "s", fake_record_ready(trials),
+                real_side("record_ready", trials))]
+    ready, cycle = fake_mount_ready(trials)
+    rows += [row("mount_ready_ms", "ms", ready, real_side("mount_ready", trials), 1e3),
+             row("fixture_per_test_ms", "ms", cycle, None, 1e3),
+             row("realistic_test_s", "s", fake_realistic(trials), real_side("realistic", trials)),
+             row("set_event_write_ms", "ms", fake_set_event(trials),
+                 real_side("set_event", trials), 1e3)]
+    workdir = tempfile.mkdtemp(prefix="bench-control-")
+    try:
+        rows.append(row("cat_trace_full_s", "s", fake_cat_trace(3, workdir),
+                        real_side("cat_trace", 3)))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def _main(argv: list[str]) -> None:
+    if argv[:1] == ["--real"]:  # the child in its private namespace
+        _in_namespace_mount()
+        print(json.dumps(REAL[argv[1]](int(argv[2]))))
+        return
+    for r in run():
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
