@@ -24,6 +24,8 @@ back after (``tracing_on``, ``current_tracer``, ``set_event``,
   read; real: ``mount -t tracefs`` and the same read.
 * ``fixture_per_test_ms``: what the function-scoped ``fakedebugfs`` fixture
   costs a test: ``Fake().start()``, one read, ``close()``.  No real figure.
+  ``[forkserver]``: the same two rows with the servers forked by a fork
+  server (``FAKEDEBUGFS_FORKSERVER``, fakedebugfs/server/forkserver.py).
 * ``realistic_test_s``: a test end to end: (fake: the fixture's start),
   ``trace-cmd record -e sched:sched_switch`` started, its readers waited
   for, a line written to ``trace_marker``, SIGINT, ``trace-cmd report``
@@ -135,7 +137,9 @@ def real_side(what: str, trials: int = TRIALS):
 
 def _in_namespace_mount() -> None:
     """(In the child's private namespace) tracefs at /sys/kernel/tracing,
-    where trace-cmd looks for it, unless the namespace copied one there; and
+    where trace-cmd looks for it, unless the namespace copied one there (the
+    copies of other tracefs mounts are taken away: trace-cmd uses the first
+    one listed); and
     a writable ``/proc/sys/kernel/ftrace_enabled`` saying 1 (``trace-cmd
     record`` writes 1 there, which this machine's container refuses with
     EPERM though the value is 1 already), and empty files in place of the
@@ -145,8 +149,11 @@ def _in_namespace_mount() -> None:
     if os.path.exists(sysctl):
         _bind_stand_in(sysctl, _read(sysctl))
     with open("/proc/self/mounts") as fp:
-        mounted = any(f[1] == TRACING and f[2] == "tracefs" for f in (ln.split() for ln in fp))
-    if not mounted:
+        tracefs = [f[1] for f in (ln.split() for ln in fp) if f[2] == "tracefs"]
+    for other in tracefs:  # copies of other users' mounts: trace-cmd takes the first listed
+        if other != TRACING:
+            subprocess.run(["umount", "-l", other], capture_output=True)
+    if TRACING not in tracefs:
         subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], check=True,
                        capture_output=True)
     for name in FUNCTION_FILES:  # refused here: empty files in their place
@@ -429,8 +436,21 @@ def fake_api():
     return Fake
 
 
-def fake_mount_ready(trials: int) -> tuple[list[float], list[float]]:
-    """(mount-ready, whole fixture cycle) trials, after one untimed start."""
+def fake_mount_ready(trials: int, fork: bool = False) -> tuple[list[float], list[float]]:
+    """(mount-ready, whole fixture cycle) trials, after one untimed start;
+    *fork*: the servers forked by a fork server (server/forkserver.py)."""
+    if fork:
+        from fakedebugfs.server import forkserver
+
+        with tempfile.TemporaryDirectory() as tmp:
+            sock = os.path.join(tmp, "fork.sock")
+            pid = forkserver.start(sock)
+            os.environ[forkserver.ENV] = sock
+            try:
+                return fake_mount_ready(trials)
+            finally:
+                del os.environ[forkserver.ENV]
+                os.kill(pid, signal.SIGTERM)
     Fake = fake_api()
     Fake().start().close()
     ready, cycle = [], []
@@ -501,8 +521,12 @@ def run(trials: int = TRIALS) -> list[dict]:
             row("tracecmd_record_ready_s", "s", fake_record_ready(trials),
                 real_side("record_ready", trials))]
     ready, cycle = fake_mount_ready(trials)
-    rows += [row("mount_ready_ms", "ms", ready, real_side("mount_ready", trials), 1e3),
+    real_ready = real_side("mount_ready", trials)
+    warm_ready, warm_cycle = fake_mount_ready(trials, fork=True)
+    rows += [row("mount_ready_ms", "ms", ready, real_ready, 1e3),
+             row("mount_ready_ms[forkserver]", "ms", warm_ready, real_ready, 1e3),
              row("fixture_per_test_ms", "ms", cycle, None, 1e3),
+             row("fixture_per_test_ms[forkserver]", "ms", warm_cycle, None, 1e3),
              row("realistic_test_s", "s", fake_realistic(trials), real_side("realistic", trials)),
              row("set_event_write_ms", "ms", fake_set_event(trials),
                  real_side("set_event", trials), 1e3)]

@@ -84,9 +84,11 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
     log_path = runstate.paths(mountpoint)["log"]
     log = os.fdopen(runstate.open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, pass_fds=(w,),
-                                start_new_session=True)
+        proc = _forked(mountpoint, argv, log, w) if python is None else None
+        if proc is None:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, pass_fds=(w,),
+                                    start_new_session=True)
     finally:
         os.close(w)
         log.close()
@@ -101,6 +103,22 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
             else f"not mounted after {ready_timeout:g} s")
         raise MountError(f"{mountpoint}: {detail}")
     return proc
+
+
+def _forked(mountpoint: str, argv: Sequence[str], log, ready: int):
+    """The same server forked by the fork server named in
+    ``FAKEDEBUGFS_FORKSERVER`` (:mod:`fakedebugfs.server.forkserver`: its
+    imports done once), or None where there is none to ask."""
+    path = os.environ.get("FAKEDEBUGFS_FORKSERVER")
+    if not path:
+        return None
+    from fakedebugfs.server import forkserver
+
+    try:
+        return forkserver.spawn(path, ["mount", mountpoint, "--foreground", "--ready-fd",
+                                       "{ready}", *argv], log.fileno(), ready)
+    except OSError:  # gone, or it refused (another user, another environment)
+        return None
 
 
 def read_line(fp, timeout: float) -> bytes:

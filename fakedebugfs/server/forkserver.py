@@ -1,0 +1,287 @@
+"""A warm start: a process that has imported a server's modules once and
+forks a new mount's server on request.
+
+``fakedebugfs mount`` pays Python's start and its imports (trio, pyfuse3,
+the engine, the trees: 0.2 s on a quiet machine, seconds on a busy one)
+before it mounts anything.  A fork server pays them once; each mount is a
+``fork()`` of it that runs the very command :func:`launcher.spawn_server
+<fakedebugfs.server.launcher.spawn_server>` would have started (``python
+-m fakedebugfs mount MOUNTPOINT --foreground --ready-fd N ARGV``), with the
+modules already in memory.
+
+Entry points::
+
+    python -m fakedebugfs.server.forkserver SOCKET   # serve until SIGTERM
+    pid = start(SOCKET)                              # the same, as a child; waits until it listens
+    proc = spawn(SOCKET, MOUNTPOINT, ARGV, ready_fd, log_fd)  # one mount's server (a Forked)
+
+``spawn_server`` uses the fork server named by ``FAKEDEBUGFS_FORKSERVER``
+(its socket) when that is set and answers, and starts the command as
+before otherwise.  A forked server dies with the client that asked for it
+as ``--die-with-parent`` makes a spawned one die with its parent: the
+client holds one end of a pipe (the *lifeline*), the server the other, and
+the server stops (SIGTERM: it unmounts) when the client's end closes.  Only
+clients of the fork server's own user are served (``SO_PEERCRED``), and
+only when their ``FAKEDEBUGFS_*`` environment is the fork server's (those
+variables are read once, at import).
+"""
+
+from __future__ import annotations
+
+import array
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Optional, Sequence
+
+# what `python -m fakedebugfs mount` imports before it mounts (by name: the
+# fork server runs that command, it does not call into the layers above it)
+WARM = ("fakedebugfs.cli", "fakedebugfs.api.mount", "fakedebugfs.server.server",
+        "fakedebugfs.trees", "fakedebugfs.trees.tracing", "fakedebugfs.trees.ktrace",
+        "fakedebugfs.trees.kmemtrace", "fakedebugfs.engine.kernel",
+        "fakedebugfs.sources.workloads", "pyfuse3", "trio")
+ENV = "FAKEDEBUGFS_FORKSERVER"  # the socket spawn_server asks, when set
+MAX_REQUEST = 1 << 16
+
+
+def _own_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k.startswith("FAKEDEBUGFS_") and k != ENV}
+
+
+# --- the fork server ------------------------------------------------------------------------
+
+def serve(path: str) -> None:
+    """Import :data:`WARM`, listen on the Unix socket *path* and fork a
+    server for each request, until SIGTERM/SIGINT (the socket is removed)."""
+    for name in WARM:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    _warm_caches()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked servers are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(True))
+    try:
+        while not stop:
+            try:
+                ready, _, _ = select.select([listener], [], [], 0.5)
+            except InterruptedError:
+                continue
+            if ready:
+                conn, _ = listener.accept()
+                with conn:
+                    _answer(conn, listener)
+    finally:
+        listener.close()
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _warm_caches() -> None:
+    """A kernel and its trees built once and dropped: what a first build in
+    a process loads and keeps (the kernel profile's catalogue, ~75 ms) is
+    then in every forked server's memory already."""
+    try:
+        from fakedebugfs.engine.kernel import Kernel
+        from fakedebugfs.trees import build_root
+
+        build_root(Kernel())
+    except Exception:  # a cold start is slower, not wrong
+        pass
+
+
+def _answer(conn: socket.socket, listener: socket.socket) -> None:
+    """One request: ``{"argv": [...], "env": {...}}`` with three fds (the
+    server's log, the ready pipe's write end, the lifeline's read end);
+    answered ``{"pid": N}`` or ``{"error": why}``."""
+    fds: list[int] = []
+    try:
+        uid = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        peer_uid = int.from_bytes(uid[4:8], sys.byteorder)
+        msg, fds = _recv_fds(conn)
+        req = json.loads(msg)
+        if peer_uid != os.getuid():
+            raise PermissionError(f"uid {peer_uid} is not the fork server's")
+        if req.get("env") != _own_env():
+            raise ValueError("FAKEDEBUGFS_* environment differs from the fork server's")
+        if len(fds) != 3:
+            raise ValueError("three fds expected (log, ready, lifeline)")
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            conn.close()
+            _child(req["argv"], *fds)  # never returns
+        conn.sendall(json.dumps({"pid": pid}).encode())
+    except Exception as err:  # a bad request costs its client, never the fork server
+        try:
+            conn.sendall(json.dumps({"error": f"{type(err).__name__}: {err}"}).encode())
+        except OSError:
+            pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _child(argv: list[str], log: int, ready: int, lifeline: int) -> None:
+    """The forked server: stdio on *log*, a session of its own, stopped when
+    the lifeline closes; then ``fakedebugfs ARGV`` (``mount ... --ready-fd``)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.set_inheritable(ready, True)
+        threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
+        argv = [a if a != "{ready}" else str(ready) for a in argv]
+        sys.argv = ["fakedebugfs", *argv]
+        main = importlib.import_module("fakedebugfs.cli").main
+        code = main(argv) or 0
+    except SystemExit as err:
+        code = err.code if isinstance(err.code, int) else 1
+    except BaseException:  # shown in the server's log
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _watch_lifeline(fd: int) -> None:
+    """SIGTERM this server (it unmounts) once the client's end is closed."""
+    while True:
+        try:
+            if not os.read(fd, 64):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _recv_fds(conn: socket.socket) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    msg, ancdata, _, _ = conn.recvmsg(MAX_REQUEST, socket.CMSG_SPACE(8 * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
+
+
+# --- the client side ------------------------------------------------------------------------
+
+class Forked:
+    """A server forked by the fork server, as ``spawn_server``'s caller uses
+    a ``subprocess.Popen``: ``pid``, ``poll()`` (its exit status is the fork
+    server's to collect: 0 once gone).  Holds the lifeline: the server
+    stops when this object (or this process) goes."""
+
+    def __init__(self, pid: int, lifeline: int):
+        self.pid = pid
+        self.returncode: Optional[int] = None
+        self._lifeline = lifeline
+        try:
+            self._pidfd: Optional[int] = os.pidfd_open(pid)
+        except OSError:  # gone already
+            self._pidfd = None
+            self.returncode = 0
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None and self._pidfd is not None \
+                and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = 0
+        if self.returncode is not None:
+            self._close()
+        return self.returncode
+
+    def _close(self) -> None:
+        for name in ("_pidfd", "_lifeline"):
+            fd = getattr(self, name)
+            if fd is not None:
+                setattr(self, name, None)
+                os.close(fd)
+
+    def __del__(self):
+        self._close()
+
+
+def spawn(path: str, argv: Sequence[str], log: int, ready: int,
+          timeout: float = 5.0) -> Forked:
+    """Ask the fork server at *path* for a server running ``fakedebugfs
+    ARGV`` (``"{ready}"`` in *argv* becomes its number of the fd *ready*),
+    stdio on *log*.  OSError when there is no fork server there or it
+    refuses (the caller then starts the command itself)."""
+    r, w = os.pipe()  # the lifeline: w stays here, non-inheritable
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(path)
+            msg = json.dumps({"argv": list(argv), "env": _own_env()}).encode()
+            conn.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                  array.array("i", [log, ready, r]))])
+            reply = json.loads(conn.recv(MAX_REQUEST) or b"{}")
+    except BaseException:
+        os.close(w)
+        raise
+    finally:
+        os.close(r)
+    if "pid" not in reply:
+        os.close(w)
+        raise OSError(f"fork server {path}: {reply.get('error', 'no answer')}")
+    return Forked(reply["pid"], w)
+
+
+def start(path: str, timeout: float = 60.0, python: Optional[str] = None) -> int:
+    """A fork server listening at *path*, as a child of this process in a
+    session of its own; returns its pid once it answers (stop it with
+    SIGTERM).  RuntimeError if it did not start."""
+    proc = subprocess.Popen([python or sys.executable, "-m", __name__, path],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"fork server exited with status {proc.returncode}")
+        if os.path.exists(path):
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                    probe.connect(path)
+                return proc.pid
+            except OSError:
+                pass
+        time.sleep(0.01)
+    proc.kill()
+    raise RuntimeError(f"fork server not listening at {path} after {timeout:g} s")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m fakedebugfs.server.forkserver SOCKET")
+    serve(sys.argv[1])
