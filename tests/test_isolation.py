@@ -281,7 +281,7 @@ def test_kallsyms_is_live(tmp_path):
     """A replay while trace-cmd records: the recording's symbols are the
     fake's /proc/kallsyms at once, so the re-recording's call sites print
     as the original's do."""
-    src = FIXTURES / "replay" / "real-kmem-v7.dat"
+    src = FIXTURES / "replay" / "large" / "real-kmem-v7.dat"
     orig = report_lines(src)
     out = tmp_path / "out.dat"
     script = (f"trace-cmd record -e kmem -o {out} sleep 8 & sleep 3; "
