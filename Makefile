@@ -1,19 +1,24 @@
 # fakedebugfs: `make run` mounts with a default workload, `make test` runs the suite.
 # Both install what they need first (Debian packages, .venv, patched pyfuse3).
+# `make dist` puts the two wheels another project installs into dist/.
 
 PYTHON      ?= python3
 VENV        := .venv
 PY          := $(VENV)/bin/python
 PIP         := $(VENV)/bin/pip
 PYFUSE3_VER := 3.5.0
+# the patched build's own version (local label): equal to fakedebugfs.version.PYFUSE3,
+# to the one patches/pyfuse3-*-startup.patch writes in and to pyproject.toml's requirement
+PYFUSE3_PATCHED := $(PYFUSE3_VER)+fakedebugfs.1
 PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk
 MNT         ?= /tmp/fakedebugfs
 NATIVE      := $(BUILD)/native
+DIST        ?= dist
 
-.PHONY: install run stop test bench clean debs venv pyfuse3 native mount-helper
+.PHONY: install run stop test bench clean debs venv pyfuse3 native mount-helper dist
 
 install: $(STAMPS)/package native mount-helper
 
@@ -39,6 +44,8 @@ $(STAMPS)/venv: $(STAMPS)/debs
 # startup.patch (its version written in, not read with importlib.metadata) and
 # readfast.patch (Operations.read_nowait: a read answered in the request's
 # callback, without a task or a cancel scope; fast_path() tunes the fast path).
+# It is built as version $(PYFUSE3_PATCHED) (setuptools_scm takes the version
+# from SETUPTOOLS_SCM_PRETEND_VERSION), the only pyfuse3 fakedebugfs accepts.
 # The wheel stays in build/wheels: other environments (a user's venv, the
 # plugin's fresh-venv test) install it with `pip install --find-links build/wheels`.
 $(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCHES)
@@ -47,16 +54,36 @@ $(STAMPS)/pyfuse3: $(STAMPS)/venv $(PATCHES)
 	tar xzf $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER).tar.gz -C $(BUILD)/pyfuse3
 	cd $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER) && for p in $(PATCHES); do \
 	  patch -p1 -s < $(CURDIR)/$$p || exit 1; done && rm -f src/pyfuse3/__init__.c
-	$(PIP) wheel -q --no-deps -w $(BUILD)/wheels $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)
-	$(PIP) install -q --force-reinstall --no-deps $(BUILD)/wheels/pyfuse3-$(PYFUSE3_VER)-*.whl
+	@grep -q "^__version__ = '$(PYFUSE3_PATCHED)'$$" \
+	  $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)/src/pyfuse3/_pyfuse3.py || \
+	  { echo "the startup patch does not write version $(PYFUSE3_PATCHED) in"; exit 1; }
+	SETUPTOOLS_SCM_PRETEND_VERSION=$(PYFUSE3_PATCHED) \
+	  $(PIP) wheel -q --no-deps -w $(BUILD)/wheels $(BUILD)/pyfuse3/pyfuse3-$(PYFUSE3_VER)
+	$(PIP) install -q --force-reinstall --no-deps $(BUILD)/wheels/pyfuse3-$(PYFUSE3_PATCHED)-*.whl
+	$(PY) -c "from importlib.metadata import version as v; assert v('pyfuse3') == '$(PYFUSE3_PATCHED)', v('pyfuse3')"
 	@touch $@
 
-$(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml setup.py $(wildcard fakedebugfs/*/*.pyx fakedebugfs/*/*/*.pyx fakedebugfs/*/*/*.pxd)
+$(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml setup.py $(wildcard fakedebugfs/native/*.c) $(wildcard fakedebugfs/*/*.pyx fakedebugfs/*/*/*.pyx fakedebugfs/*/*/*.pxd)
 	$(PIP) install -q -e '.[test]'
 	@touch $@
 
-# C helpers (the splice preload library and the test/bench readers) are built
-# by the package itself on first use; this target builds them ahead of time.
+# The two wheels of a release, for this Python ($(PYTHON)): the patched pyfuse3
+# and fakedebugfs with its compiled fast paths and C helpers (no gcc needed
+# where it is installed). `pip install $(DIST)/*.whl` in any venv of the same
+# Python; docs/ci.md. setuptools' build/lib and build/bdist.* are emptied
+# first (a module removed from the source must not stay in the wheel); in a
+# read-only checkout setup.py builds in a temporary directory instead.
+dist: $(STAMPS)/pyfuse3
+	@mkdir -p $(DIST)
+	rm -f $(DIST)/pyfuse3-*.whl $(DIST)/fakedebugfs-*.whl
+	[ ! -w . ] || rm -rf $(BUILD)/lib.* $(BUILD)/bdist.*
+	cp $(BUILD)/wheels/pyfuse3-$(PYFUSE3_PATCHED)-*.whl $(DIST)/
+	$(PIP) wheel -q --no-deps -w $(DIST) .
+	@ls $(DIST)/*.whl
+
+# The C helpers (the splice preload library) are built into the package by
+# setup.py; `fakedebugfs build-native` prints where they are (building them
+# into the cache when the package's copy does not match the source).
 native: $(STAMPS)/package
 	$(VENV)/bin/fakedebugfs build-native --quiet
 
@@ -84,4 +111,4 @@ bench: install
 	$(PY) -m bench
 
 clean:
-	rm -rf $(BUILD) $(VENV) *.egg-info .pytest_cache
+	rm -rf $(BUILD) $(VENV) $(DIST) *.egg-info .pytest_cache

@@ -16,7 +16,8 @@ WHEELS = REPO / "build" / "wheels"
 
 
 def test_user_project_in_a_fresh_venv(tmp_path):
-    assert list(WHEELS.glob("pyfuse3-*.whl")), "no pyfuse3 wheel in build/wheels: run make install"
+    assert list(WHEELS.glob(f"pyfuse3-{PYFUSE3}-*.whl")), \
+        f"no pyfuse3 {PYFUSE3} wheel in build/wheels: run make install"
     venv = tmp_path / "venv"
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)

@@ -1,12 +1,20 @@
-"""C helpers shipped as source and compiled on this machine with gcc.
+"""C helpers shipped as source, compiled into the wheel, and with gcc on
+this machine when the wheel's copy does not match the source.
 
-``build(name)`` compiles ``<name>.c`` from this folder into the build cache
-(``$FAKEDEBUGFS_BUILD`` or ``~/.cache/fakedebugfs``) when the source is
-newer than the binary, and returns the path.
+``build(name)`` returns the helper built from ``<name>.c`` of this folder:
+the copy an install built into the package (``setup.py`` runs
+:func:`build_prebuilt`; its file name carries :func:`source_key`, so a
+changed source or flag never picks a stale one), else one compiled into the
+build cache (``$FAKEDEBUGFS_BUILD`` or ``~/.cache/fakedebugfs``) when the
+source is newer than the binary.  An installed package thus needs no gcc.
+
+``setup.py`` loads this file by its path, before the package is importable:
+it imports nothing of fakedebugfs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -33,15 +41,62 @@ def cache_dir() -> Path:
     return d
 
 
+def source_key(name: str) -> str:
+    """What a helper is built from (its source and its gcc flags), hashed:
+    the mark of the package's prebuilt copy."""
+    _, flags = TARGETS[name]
+    digest = hashlib.sha256((HERE / f"{name}.c").read_bytes())
+    digest.update("\0".join(flags).encode())
+    return digest.hexdigest()[:16]
+
+
+def prebuilt_name(name: str) -> str:
+    """``splice_preload.so`` -> ``splice_preload-<source key>.so``."""
+    stem, dot, suffix = TARGETS[name][0].rpartition(".")
+    return f"{stem}-{source_key(name)}{dot}{suffix}"
+
+
+def prebuilt(name: str) -> Path | None:
+    """The copy built into the package for the current source, if any."""
+    path = HERE / prebuilt_name(name)
+    return path if path.exists() else None
+
+
+def compile_c(name: str, out: Path, quiet: bool = True) -> Path:
+    """gcc of ``<name>.c`` into *out* (through a temporary file, so a
+    reader never sees half a library)."""
+    _, flags = TARGETS[name]
+    tmp = out.with_name(out.name + ".tmp")
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(tmp), str(HERE / f"{name}.c"), *flags],
+                   check=True, capture_output=quiet)
+    tmp.replace(out)
+    return out
+
+
+def build_prebuilt(dest: Path) -> list[Path]:
+    """Every helper compiled into *dest* (a package's ``native`` folder)
+    under its :func:`prebuilt_name`; copies of other sources go."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, (out_name, _) in TARGETS.items():
+        stem, dot, suffix = out_name.rpartition(".")
+        keep = prebuilt_name(name)
+        for old in dest.glob(f"{stem}-*{dot}{suffix}"):
+            if old.name != keep:
+                old.unlink()
+        out.append(compile_c(name, dest / keep))
+    return out
+
+
 def build(name: str, quiet: bool = True) -> Path:
-    out_name, flags = TARGETS[name]
+    found = prebuilt(name)
+    if found is not None:
+        return found
+    out_name, _ = TARGETS[name]
     src = HERE / f"{name}.c"
     out = cache_dir() / out_name
     if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        subprocess.run(["gcc", "-O2", "-Wall", "-o", str(tmp), str(src), *flags],
-                       check=True, capture_output=quiet)
-        tmp.replace(out)
+        compile_c(name, out, quiet)
     return out
 
 
