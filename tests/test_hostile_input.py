@@ -506,3 +506,26 @@ def test_a_state_directory_someone_else_made_is_refused(tmp_path):
         assert victim.read_text() == "precious\n"
     finally:
         subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+def test_memory_of_removed_instances_is_returned_at_once():
+    """F13: the ring buffers of removed instances go back to the system
+    within a couple of seconds, with no event fired meanwhile."""
+    with Fake(cpus=2) as fk:
+        pid = fk.status()["pid"]
+        base = rss_kb(pid)
+        instances = fk.tracing / "instances"
+        for i in range(12):
+            (instances / f"big{i}").mkdir()
+            (instances / f"big{i}" / "buffer_size_kb").write_text("16000")
+            (instances / f"big{i}" / "tracing_on").write_text("0")
+            (instances / f"big{i}" / "buffer_size_kb").write_text("16001")
+        for i in range(12):  # the sizes made, replaced: what glibc keeps unless trimmed
+            (instances / f"big{i}" / "buffer_size_kb").write_text("15000")
+        assert rss_kb(pid) - base > 200_000
+        for i in range(12):
+            (instances / f"big{i}").rmdir()
+        deadline = time.monotonic() + 5
+        while rss_kb(pid) - base > 60_000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert rss_kb(pid) - base < 60_000, f"{rss_kb(pid) - base} KiB kept after the rmdirs"
