@@ -529,3 +529,25 @@ def test_memory_of_removed_instances_is_returned_at_once():
         while rss_kb(pid) - base > 60_000 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert rss_kb(pid) - base < 60_000, f"{rss_kb(pid) - base} KiB kept after the rmdirs"
+
+
+def test_rmdir_costs_the_same_with_one_instance_or_a_hundred():
+    """F13: removing an instance costs a few ms whatever the number of
+    instances (no full collection of the heap behind it: 0.1-0.4 s, more
+    with each instance)."""
+    with Fake(cpus=2) as fk:
+        instances = fk.tracing / "instances"
+
+        def rmdir_time(name: str) -> float:
+            os.listdir(instances / name / "events" / "kmem")  # some of it made
+            start = time.monotonic()
+            (instances / name).rmdir()
+            return time.monotonic() - start
+
+        (instances / "alone").mkdir()
+        alone = rmdir_time("alone")
+        for i in range(100):
+            (instances / f"i{i}").mkdir()
+        crowd = sorted(rmdir_time(f"i{i}") for i in range(7))[3]
+        assert alone < 0.05 and crowd < 0.05, f"rmdir took {alone:.3f} s alone, " \
+                                              f"{crowd:.3f} s among 100"

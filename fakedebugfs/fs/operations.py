@@ -97,6 +97,25 @@ class _Guard:
         return False
 
 
+def _teardown(node: Dir) -> None:
+    """A removed directory's nodes let go of their entries and file
+    operations: the cycles through them (a file's operations close over
+    the tree that holds the file) are broken, so the subtree is freed by
+    reference counting at once.  No full collection (which scans every
+    object, frozen ones unfrozen: 0.1-0.4 s, more with every instance)
+    is needed; what little stays in cycles (the trace array's own, its
+    memory released already) stays in the collector's permanent
+    generation.  Nothing can reach the nodes any more: they left the
+    inode table, and no file under them is open (EBUSY otherwise)."""
+    for sub in list(node.walk(make=False)):
+        if isinstance(sub, Dir):
+            sub._children.clear()
+            sub._populate = None
+            sub.dir_ops = None
+        else:
+            sub.fops = None
+
+
 def settle_heap(collect: bool = False) -> None:
     """Move every live object to the collector's permanent generation
     (``gc.freeze``), after a full collection if *collect*.  The trees,
@@ -315,7 +334,8 @@ class TreeOperations(pyfuse3.Operations):
         with _Guard(f"rmdir {node.name}"):
             ops.rmdir(node.name)
             parent.remove(node.name)
-        settle_heap(collect=True)  # the instance's cycles are garbage now
+        _teardown(node)
+
 
     async def create(self, parent_inode, name, mode, flags, ctx):
         raise pyfuse3.FUSEError(errno.EACCES)  # no i_op->create: may_o_create

@@ -523,7 +523,10 @@ class Instances:
         return sub.root
 
     def rmdir(self, name: str) -> None:
+        tr = self.tree.top.instances.get(name)
         self.tree.top.remove_instance(name)  # ENOENT, EBUSY
+        for buf in tr.buffers:  # its memory back now (ring_buffer_free)
+            buf.release()
         sub = self.trees.pop(name, None)
         if sub is not None:
             sub.detach()

@@ -129,6 +129,13 @@ class CpuBuffer(BatchWriter, RingReader):
         self._zeros = memoryview(bytes(self.data_size))
         self.reset(zero=False)  # a new bytearray is zeros already
 
+    def release(self) -> None:
+        """The buffer is gone (its instance removed): its memory is given
+        back now, whatever still points at this object."""
+        self.mem = bytearray()
+        self.nr_pages = 0
+        self.page_entries, self.page_real_end = [], []
+
     @property
     def size(self) -> int:
         return self.nr_pages * self.page_size
