@@ -258,10 +258,10 @@ def test_extract_has_every_event(tmp_path):
 
 def test_tracecmd_commands_exit_zero(tmp_path):
     # trace-cmd stream reads every events/*/*/format (2,300 of them) while its
-    # recorders start; a SIGINT in that window can kill a recorder before it
-    # ignores SIGINT, and trace-cmd (3.1) then polls its closed pipes for ever
-    # (as on the kernel, where the window is too short to hit): interrupt it
-    # once it streams, as a user would
+    # recorders start; a SIGINT in that window (seconds on a busy machine, too
+    # short to hit on the kernel) left trace-cmd 3.1.6 in poll(2) with no
+    # timeout on its recorders' pipes, its recorders exited and unreaped:
+    # interrupt it once it streams, as a user would
     out = tmp_path / "out"
     script = f"""
         set -u
