@@ -201,3 +201,59 @@ def test_ls_syscalls_as_the_real_tracefs_records_them(tmp_path):
     want = syscalls_of(real, real.splitlines()[0].strip())
     assert len(want) > 50
     assert got == want
+
+
+# --- system mode: two fakes at once, the host's tracefs untouched ------------------
+
+def real_tracefs_state() -> dict:
+    """What a tracing user of the host would see changed."""
+    root = "/sys/kernel/tracing"
+    out = {}
+    for name in ("tracing_on", "set_event", "set_event_pid", "current_tracer"):
+        with open(os.path.join(root, name)) as fp:
+            out[name] = fp.read()
+    out["instances"] = sorted(os.listdir(os.path.join(root, "instances")))
+    with open(os.path.join(root, "events/enable")) as fp:
+        out["events/enable"] = fp.read()
+    return out
+
+
+def body_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if ": " in line and not line.startswith("#")
+            and "[" in line]
+
+
+@pytest.mark.skipif(not os.path.isfile("/sys/kernel/tracing/tracing_on"),
+                    reason="the host's tracefs is not mounted at /sys/kernel/tracing")
+def test_two_system_mirrors_at_once(getppid):
+    with open("/tmp/real-tracefs.lock", "w") as lock:
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)  # no other test of ours changes it meanwhile
+        before = real_tracefs_state()
+        sched = subprocess.Popen(
+            [FAKEDEBUGFS, "run", "--mirror=system", "--", "sh", "-c",
+             "cd /sys/kernel/tracing; echo 'sched:*' > set_event; sleep 1.5; "
+             "echo 0 > tracing_on; echo ==; cat set_event; echo ==; cat trace"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sysc = run("--mirror=system", "--", "sh", "-c",
+                   "cd /sys/kernel/tracing; echo 'syscalls:*' > set_event; sleep 0.3; "
+                   f"{getppid} 1000; echo 0 > tracing_on; echo ==; cat set_event; echo ==; "
+                   "cat trace")
+        out, err = sched.communicate(timeout=120)
+        after = real_tracefs_state()
+    assert sched.returncode == 0 and sysc.returncode == 0, err + sysc.stderr
+    assert after == before
+
+    pid, set_event, trace = sysc.stdout.split("==\n")
+    pid = pid.strip()
+    assert {line.split(":")[0] for line in set_event.split()} == {"syscalls"}
+    lines = body_lines(trace)
+    assert all(": sys_" in line for line in lines)
+    assert len(lines_of(trace, pid)) == 1000  # every task's, the program's among them
+
+    _, set_event, trace = out.split("==\n")
+    assert {line.split(":")[0] for line in set_event.split()} == {"sched"}
+    lines = body_lines(trace)
+    assert lines and all(": sched_" in line for line in lines)
+    assert not [line for line in lines if ": sys_" in line]

@@ -122,7 +122,10 @@ class Server:
             await trio.sleep(MIRROR_EVERY)
             if mirror.rings and mirror.pending():
                 async with slicer.turn(slicer.WRITER):
-                    mirror.drain()
+                    try:
+                        mirror.drain()
+                    except Exception:  # noqa: BLE001: the kernel's bytes never stop the server
+                        log.exception("mirror: a drain failed")
 
     def replays(self):
         """The replay runner (:mod:`fakedebugfs.server.replays`), made on first use."""

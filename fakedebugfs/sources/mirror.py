@@ -240,10 +240,13 @@ class Decoder:
             else:
                 self.plan.append(("bytes", off, size))
 
-    def columns(self, raws: list[bytes], stacked) -> tuple:
-        """The argument columns of these samples' entries (*stacked*: the
-        same entries as a (m, width) uint8 array, for the integer fields)."""
+    def columns(self, stacked, raws: Callable[[], list]) -> tuple:
+        """The argument columns of these samples' entries: *stacked* holds
+        their first ``ev.size`` bytes as a (m, size) uint8 array (the
+        integer fields are read from it column-wise); *raws()* gives each
+        whole entry (for arrays and ``__data_loc`` strings)."""
         cols = []
+        m = len(stacked)
         for kind, off, info in self.plan:
             if kind == "int":
                 width = info.itemsize
@@ -251,17 +254,17 @@ class Decoder:
                 cols.append(col.astype(np.int64) if info.kind == "i" or width < 8
                             else col)
             elif kind == "zero":
-                cols.append(np.zeros(len(raws), np.int64))
+                cols.append(np.zeros(m, np.int64))
             elif kind == "chars":
-                cols.append(_strings([r[off:off + info].split(b"\0", 1)[0]
-                                      .decode(errors="replace") for r in raws]))
+                cols.append(_strings([bytes(r[off:off + info]).split(b"\0", 1)[0]
+                                      .decode(errors="replace") for r in raws()]))
             elif kind == "bytes":
-                col = np.empty(len(raws), object)
-                col[:] = [bytes(r[off:off + info]) for r in raws]
+                col = np.empty(m, object)
+                col[:] = [bytes(r[off:off + info]) for r in raws()]
                 cols.append(col)
             else:  # __data_loc: u32 of len << 16 | offset from the entry's start
                 vals = []
-                for r in raws:
+                for r in raws():
                     loc = int.from_bytes(r[off:off + 4], "little")
                     data = bytes(r[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)])
                     vals.append(data.split(b"\0", 1)[0].decode(errors="replace") if info
@@ -273,6 +276,14 @@ class Decoder:
                     col[:] = vals
                     cols.append(col)
         return tuple(cols)
+
+
+def _entries(data: bytes, u32, at) -> Callable[[], list]:
+    """Each whole entry at offsets *at* (its size: the u32 before it), on demand."""
+    def get() -> list:
+        sizes = u32[(at >> 2) - 1].tolist()
+        return [memoryview(data)[a:a + z] for a, z in zip(at.tolist(), sizes)]
+    return get
 
 
 def _strings(values: list) -> Strings:
@@ -300,6 +311,7 @@ class Mirror:
         self.skip_pid = skip_pid  # the server's own tasks (system mode) are not mirrored
         self.tracefs = RealTracefs()
         raise_fd_limit()
+        np.zeros(0)  # numpy loaded now, not in the first drain (a FUSE write waiting)
         self.rings: dict[int, Ring] = {}  # real CPU -> its ring (the leader's)
         self.opened: dict[str, list[int]] = {}  # event key -> fds, one per CPU
         self.parked: dict[str, list[int]] = {}  # disabled events' fds (_close_event)
@@ -458,112 +470,118 @@ class Mirror:
         return any(ring.has_records() for ring in self.rings.values())
 
     def drain(self) -> int:
-        """Fire every sample the rings hold; returns how many."""
+        """Fire every sample the rings hold; returns how many.
+
+        The records are walked once for their offsets (a record says its
+        size); everything else is read column-wise with numpy: kinds,
+        tasks, times, each event type's fields."""
         if not self.rings:
             return 0
-        samples = []  # (time, cpu, pid, id, raw)
-        lost: dict[int, int] = {}
-        engine = self.kernel.engine
-        nr, skip = engine.nr_cpus, self.skip_pid
+        blobs, cpus = [], []
         for cpu, ring in self.rings.items():
             blob = ring.read_all()
-            if not blob:
-                continue
-            fcpu = cpu % nr
+            if blob:
+                blobs.append(blob)
+                cpus.append(cpu)
+        if not blobs:
+            return 0
+        data = b"".join(blobs)
+        offs, where = [], []
+        base = 0
+        for blob, cpu in zip(blobs, cpus):  # the one loop over records: their offsets
             pos, end = 0, len(blob)
             while pos + 8 <= end:
-                kind = int.from_bytes(blob[pos:pos + 4], "little")
-                size = int.from_bytes(blob[pos + 6:pos + 8], "little")
+                size = blob[pos + 6] | blob[pos + 7] << 8
                 if size < 8:
                     break
-                if kind == PERF_RECORD_SAMPLE:
-                    if skip and int.from_bytes(blob[pos + 8:pos + 12], "little") == skip:
-                        pos += size  # the server's own task
-                        continue
-                    tid = int.from_bytes(blob[pos + 12:pos + 16], "little")
-                    ts = int.from_bytes(blob[pos + 16:pos + 24], "little")
-                    rsize = int.from_bytes(blob[pos + 24:pos + 28], "little")
-                    raw = blob[pos + SAMPLE_RAW:pos + SAMPLE_RAW + rsize]
-                    samples.append((ts, fcpu, tid, raw))
-                elif kind == PERF_RECORD_LOST:
-                    lost[fcpu] = lost.get(fcpu, 0) + int.from_bytes(blob[pos + 16:pos + 24],
-                                                                     "little")
-                elif kind == PERF_RECORD_COMM:
-                    self._comm(blob[pos + 8:pos + size])
-                elif kind == PERF_RECORD_FORK:
-                    task = perf_record_task.parse(blob[pos + 8:pos + size])
-                    if self.members is not None:
-                        self.members.add(task.tid)
-                    comms = engine.comms
-                    engine.set_comm(task.tid, comms.get(task.ptid) or comm_of(task.tid))
+                offs.append(base + pos)
                 pos += size
-        for fcpu, count in lost.items():
-            self._lose(fcpu, count)
-        if not samples:
-            return 0
-        fired = self._fire(samples)
-        if self.on_fire is not None:
+            where.append(len(offs))
+            base += len(blob)
+        data += bytes(8 * 64 + 4096)  # room for any gather past the last record
+        off = np.array(offs, np.int64)
+        cpu = np.repeat(np.array(cpus, np.int64) % self.kernel.engine.nr_cpus,
+                        np.diff(np.array([0] + where)))
+        u32 = np.frombuffer(data, "<u4", len(data) // 4)
+        u64 = np.frombuffer(data, "<u8", len(data) // 8)
+        kind = u32[off >> 2]
+        for o in off[(kind == PERF_RECORD_COMM) | (kind == PERF_RECORD_FORK)].tolist():
+            self._side_record(data, o)
+        lost = kind == PERF_RECORD_LOST
+        if lost.any():
+            for c, n in zip(cpu[lost].tolist(), u64[(off[lost] >> 3) + 2].tolist()):
+                self._lose(c, n)
+        sample = kind == PERF_RECORD_SAMPLE
+        fired = self._fire(data, off[sample], cpu[sample], u32, u64)
+        if fired and self.on_fire is not None:
             self.on_fire()
         return fired
 
-    def _comm(self, body: bytes) -> None:
-        head = perf_record_comm_head.parse(body)
-        name = body[perf_record_comm_head.sizeof():].split(b"\0", 1)[0]
-        self.kernel.engine.set_comm(head.tid, name.decode(errors="replace"))
-
-    def _pid(self, tid: int, raw) -> int:
-        """The task: its pid as this process sees it (run's PID namespace),
-        else (a task outside it, system mode) the kernel's ``common_pid``."""
-        return tid or int.from_bytes(raw[4:8], "little", signed=True)
-
-    def _fire(self, samples: list) -> int:
+    def _side_record(self, data: bytes, o: int) -> None:
+        """PERF_RECORD_COMM and PERF_RECORD_FORK: the tasks' names (and
+        the tree's new tasks)."""
+        kind = int.from_bytes(data[o:o + 4], "little")
+        size = int.from_bytes(data[o + 6:o + 8], "little")
+        body = data[o + 8:o + size]
         engine = self.kernel.engine
-        decoders = self.decoders
-        by_kind: dict[int, list] = {}
-        kinds, tps = [], []
-        rows = []  # (ts, cpu, pid, kind)
-        members = self.members
-        for ts, cpu, tid, raw in samples:
-            ident = int.from_bytes(raw[0:2], "little")
-            dec = decoders.get(ident)
-            if dec is None or (members is not None and tid not in members):
-                continue
-            pid = self._pid(tid, raw)
-            k = by_kind.get(ident)
-            if k is None:
-                k = by_kind[ident] = len(tps)
-                tps.append(dec)
-                kinds.append([])
-            kinds[k].append(raw)
-            rows.append((ts, cpu, pid, k))
-            if pid not in engine.comms:
-                engine.set_comm(pid, comm_of(pid) or "<...>")
-        if not rows:
+        if kind == PERF_RECORD_COMM:
+            head = perf_record_comm_head.parse(body)
+            name = body[perf_record_comm_head.sizeof():].split(b"\0", 1)[0]
+            engine.set_comm(head.tid, name.decode(errors="replace"))
+            return
+        task = perf_record_task.parse(body)
+        if self.members is not None:
+            self.members.add(task.tid)
+        engine.set_comm(task.tid, engine.comms.get(task.ptid) or comm_of(task.tid))
+
+    def _fire(self, data: bytes, off, cpu, u32, u64) -> int:
+        """The samples at offsets *off* of *data* (sample_type TID | TIME |
+        RAW), each on its fake CPU, into the engine's batch path."""
+        if not len(off):
             return 0
-        n = len(rows)
-        arr = np.array(rows, np.int64) if n else np.zeros((0, 4), np.int64)
-        ts, cpu, pid, kind = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+        engine = self.kernel.engine
+        tgid, tid = u32[(off >> 2) + 2].astype(np.int64), u32[(off >> 2) + 3].astype(np.int64)
+        ts = u64[(off >> 3) + 2].astype(np.int64)
+        raw = off + SAMPLE_RAW  # the entry: struct trace_entry, then the fields
+        u8 = np.frombuffer(data, np.uint8)
+        ident = u8[raw].astype(np.int64) | u8[raw + 1].astype(np.int64) << 8
+        common_pid = (u8[raw + 4].astype(np.int64) | u8[raw + 5].astype(np.int64) << 8
+                      | u8[raw + 6].astype(np.int64) << 16 | u8[raw + 7].astype(np.int64) << 24)
+        # the task as this process sees it (run's PID namespace), else (not
+        # in it: 0; exiting: -1) the kernel's common_pid
+        pid = np.where((tid > 0) & (tid < 1 << 22), tid, common_pid)
+        keep = np.isin(ident, np.fromiter(self.decoders, np.int64, len(self.decoders)))
+        keep &= (pid >= 0) & (pid < 1 << 22)
+        if self.skip_pid:
+            keep &= tgid != self.skip_pid
+        if self.members is not None:
+            keep &= np.isin(tid, np.fromiter(self.members, np.int64, len(self.members)))
+        if not keep.all():
+            ident, cpu, pid, ts, raw = ident[keep], cpu[keep], pid[keep], ts[keep], raw[keep]
+        n = len(ident)
+        if not n:
+            return 0
+        for p in np.unique(pid).tolist():
+            if p not in engine.comms:
+                engine.set_comm(p, comm_of(p) or "<...>")
         ts = self._fake_time(ts)
         # emission order: per CPU by time (rings of CPUs folded together are merged)
         order = np.lexsort((ts, cpu))
-        cpu, pid, kind, ts = cpu[order], pid[order], kind[order], ts[order]
+        ident, cpu, pid, ts, raw = ident[order], cpu[order], pid[order], ts[order], raw[order]
         for c in np.unique(cpu).tolist():  # the trace clock never goes back on a CPU
             at = np.flatnonzero(cpu == c)
-            seg = np.maximum.accumulate(np.maximum(ts[at], engine.last_ts[c]))
-            ts[at] = seg
-        # each kind's columns in emission order
-        cols = []
-        for k, dec in enumerate(tps):
-            # this kind's samples were gathered in sample order: find each
-            # one's place among them from its position before the sort
-            orig = np.flatnonzero(arr[:, 3] == k)
-            sel = [kinds[k][i] for i in np.searchsorted(orig, order[kind == k]).tolist()]
-            width = max(len(r) for r in sel)
-            stacked = np.zeros((len(sel), width), np.uint8)
-            for i, r in enumerate(sel):
-                stacked[i, :len(r)] = np.frombuffer(r, np.uint8)
-            cols.append(dec.columns(sel, stacked))
-        batch = EventBatch([d.tp for d in tps], kind, cpu, pid, ts, cols)
+            ts[at] = np.maximum.accumulate(np.maximum(ts[at], engine.last_ts[c]))
+        idents = np.unique(ident)
+        kind = np.searchsorted(idents, ident)
+        decs, cols = [], []
+        for k, i in enumerate(idents.tolist()):
+            dec = self.decoders[i]
+            at = raw[kind == k]
+            width = dec.ev.size
+            stacked = u8[at[:, None] + np.arange(width)]
+            cols.append(dec.columns(stacked, _entries(data, u32, at)))
+            decs.append(dec)
+        batch = EventBatch([d.tp for d in decs], kind, cpu, pid, ts, cols)
         fired = engine.emit_batch(batch)
         self.mirrored += fired
         return fired

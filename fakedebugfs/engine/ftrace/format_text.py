@@ -101,16 +101,27 @@ def event_from_format(text: str, system: str, event_id: int | None = None) -> Fo
                      dyn_arrays=tuple(field_key(n) for c, n in locs if not _CHAR_LOC.match(c)))
     ev.encode_values = _encoder(ev)
     ev.arg_names = tuple(field_key(f[1]) for f in fields)
+    if all(f[3] in (1, 2, 4, 8) and "[" not in f[1] and not f[0].startswith(("__data_loc",
+           "__rel_loc")) for f in fields):  # integers only: the batch path's columns
+        ev.encode_columns = _column_encoder(ev.arg_names)
     if system == "syscalls" and name.startswith(("sys_enter_", "sys_exit_")):
         ev.show, ev.bare = _syscall_show(name, ev.arg_names), True
     return ev
+
+
+def _column_encoder(names: tuple):
+    """Tracepoint argument columns (one per field, in format order) ->
+    field columns, for an event of integer fields only."""
+    def encode(cols) -> dict:
+        return dict(zip(names, cols))
+    return encode
 
 
 def _syscall_show(name: str, args: tuple):
     """``print_syscall_enter``/``print_syscall_exit`` (kernel/trace/
     trace_syscalls.c): the syscall events print ``sys_openat(dfd: 0xffffff9c,
     ...)`` and ``sys_openat -> 0x3``, not their print fmt and no event name
-    (each argument ``%#lx``: ``0`` for zero)."""
+    (each argument ``0x%lx``, or ``%lu`` below 10 as 6.18 prints them)."""
     enter = name.startswith("sys_enter_")
     call = "sys_" + name[len("sys_enter_" if enter else "sys_exit_"):]
     params = tuple(a for a in args if a != "__syscall_nr")
@@ -119,7 +130,7 @@ def _syscall_show(name: str, args: tuple):
         if not enter:
             return f"{call} -> 0x{rec.get('ret', 0) & 0xFFFFFFFFFFFFFFFF:x}"
         vals = ((p, rec.get(p, 0) & 0xFFFFFFFFFFFFFFFF) for p in params)
-        return f"{call}(" + ", ".join(f"{p}: {v:#x}" if v else f"{p}: 0"
+        return f"{call}(" + ", ".join(f"{p}: {v:#x}" if v >= 10 else f"{p}: {v}"
                                      for p, v in vals) + ")"
     return show
 
