@@ -25,14 +25,13 @@ from fakedebugfs.engine.ktrace.tracer import DEFAULT_BUF_SIZE, Ktrace
 from fakedebugfs.engine.ktrace.sites import DEFAULT_SITES, check_module, parse_event_file, user_site
 
 
-RESERVED_SYSTEMS = ("enable", "header_page", "header_event")  # files of tracefs' events/
-RESERVED_NAMES = ("enable", "filter")  # files of events/<group>/
-
-
 def same_definition(old, new, print_fmt=None) -> bool:
-    """Whether defining *new* (with *print_fmt* given, or None) over *old*
-    changes nothing: the same fields, and the same print fmt if one is given."""
-    return old.fields == new.fields and print_fmt in (None, old.print_fmt)
+    """Whether defining *new* over *old* changes nothing
+    (:func:`~fakedebugfs.engine.ftrace.define.same_definition`; .define is
+    imported when first defining, not at a mount's start)."""
+    from fakedebugfs.engine.ftrace.define import same_definition as same
+
+    return same(old, new, print_fmt)
 
 
 TREES = ("ktrace", "tracing", "kmemtrace")  # what --enable-all turns on (api.options.TREES)
@@ -106,31 +105,17 @@ class Kernel:
 
     def define_event(self, system: str, name: str, fields, print_fmt=None):
         """A new tracefs event ``events/<system>/<name>/`` whose fields are C
-        declarations (:meth:`~fakedebugfs.engine.ftrace.Ftrace.define_event`).
-        A group named like a file of ``events/`` or an event like a file of
-        ``events/<group>/`` is refused before anything is made (tracefs would
-        hold both under one name)."""
-        self.check_define(system, name, fields, print_fmt)
+        declarations (:func:`~fakedebugfs.engine.ftrace.define.define_event`):
+        on the top level and every instance."""
         return self.ftrace.define_event(system, name, list(fields), print_fmt)
 
     def check_define(self, system: str, name: str, fields, print_fmt=None):
         """What :meth:`define_event` would make, made but not registered
         (nothing changes): ValueError for a name, declaration or print fmt
         it refuses, or an event of that name with another format."""
-        from fakedebugfs.engine.ftrace.define import build_event
+        from fakedebugfs.engine.ftrace.define import check_definition
 
-        for what, taken, files, where in (("group", system, RESERVED_SYSTEMS, "events/"),
-                                          ("event", name, RESERVED_NAMES, f"events/{system}/")):
-            if taken in files:
-                raise ValueError(f"{taken!r} is the name of the file {where}{taken}: "
-                                 f"choose another {what} name")
-        if system == "ftrace":
-            raise ValueError("system 'ftrace' holds the tracer's own entries")
-        ev = build_event(system, name, fields, max(self.ftrace.by_id) + 1, print_fmt)
-        old = self.ftrace.events.get(ev.key)
-        if old is not None and not same_definition(old, ev, print_fmt):
-            raise ValueError(f"event {ev.key} already exists with another format")
-        return ev
+        return check_definition(self.ftrace, system, name, fields, print_fmt)
 
     def published(self) -> bool:
         """Every finished ktrace page is visible to readers (GET_PRODUCED)."""

@@ -353,23 +353,50 @@ def build_event(system: str, name: str, fields, event_id: int,
     return ev
 
 
-def define_event(ft, system: str, name: str, fields, print_fmt=None) -> DefinedEvent:
-    """A new event ``system:name`` of the top-level trace array *ft* from C
-    field declarations, registered as ``trace_add_event_call`` registers a
-    dynamic event (``ft.add_event``: every instance gets it too): the id
-    after the highest one (the kernel's ``ida`` gives the lowest free id
-    above the static ones; with none freed that is max + 1, as a uprobe
-    event created on this machine's 6.18 shows) and an engine tracepoint
-    whose arguments are the field names.  An identical definition returns
-    the existing event; ValueError for anything else taken or refused."""
+RESERVED_SYSTEMS = ("enable", "header_page", "header_event")  # files of tracefs' events/
+RESERVED_NAMES = ("enable", "filter")  # files of events/<group>/
+
+
+def same_definition(old, new, print_fmt=None) -> bool:
+    """Whether defining *new* (with *print_fmt* given, or None) over *old*
+    changes nothing: the same fields, and the same print fmt if one is given."""
+    return old.fields == new.fields and print_fmt in (None, old.print_fmt)
+
+
+def check_definition(ft, system: str, name: str, fields, print_fmt=None) -> DefinedEvent:
+    """The event :func:`define_event` would make on the top-level trace
+    array *ft*, made but not registered (nothing changes): ValueError for a
+    name, declaration or print fmt it refuses, a group named like a file of
+    ``events/`` or an event like a file of ``events/<group>/`` (tracefs
+    would hold both under one name), the tracer's own ``ftrace`` system, or
+    an event of that name with another format."""
+    for what, taken, files, where in (("group", system, RESERVED_SYSTEMS, "events/"),
+                                      ("event", name, RESERVED_NAMES, f"events/{system}/")):
+        if taken in files:
+            raise ValueError(f"{taken!r} is the name of the file {where}{taken}: "
+                             f"choose another {what} name")
     if system == "ftrace":
         raise ValueError("system 'ftrace' holds the tracer's own entries")
     ev = build_event(system, name, fields, max(ft.by_id) + 1, print_fmt)
     old = ft.events.get(ev.key)
-    if old is not None:
-        if old.fields == ev.fields and print_fmt in (None, old.print_fmt):
-            return old
+    if old is not None and not same_definition(old, ev, print_fmt):
         raise ValueError(f"event {ev.key} already exists with another format")
+    return ev
+
+
+def define_event(ft, system: str, name: str, fields, print_fmt=None) -> DefinedEvent:
+    """A new event ``system:name`` of the top-level trace array *ft* from C
+    field declarations (checked by :func:`check_definition`), registered as
+    ``trace_add_event_call`` registers a dynamic event (``ft.add_event``:
+    every instance gets it too): the id after the highest one (the
+    kernel's ``ida`` gives the lowest free id above the static ones; with
+    none freed that is max + 1, as a uprobe event created on this
+    machine's 6.18 shows) and an engine tracepoint whose arguments are the
+    field names.  An identical definition returns the existing event."""
+    ev = check_definition(ft, system, name, fields, print_fmt)
+    old = ft.events.get(ev.key)
+    if old is not None:
+        return old
     ft.engine.define(system, name, ev.arg_names)  # ValueError if taken
     ft.add_event(ev)
     return ev
@@ -404,5 +431,6 @@ def _trial(ev: DefinedEvent, pf) -> None:
         raise ValueError(f"print_fmt {ev.print_fmt!r}: {err}") from None
 
 
-__all__ = ["Decl", "DefinedEvent", "build_event", "check_names", "default_print_fmt", "define_event",
+__all__ = ["Decl", "DefinedEvent", "build_event", "check_definition", "check_names",
+           "default_print_fmt", "define_event", "same_definition", "RESERVED_NAMES", "RESERVED_SYSTEMS",
            "layout", "parse_declaration", "MAX_EVENT_NAME_LEN"]
