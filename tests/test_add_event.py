@@ -126,3 +126,32 @@ def test_add_event_refuses_a_taken_name_or_id():
     with pytest.raises(OSError) as err:
         ft.add_event(KERNEL_STACK)
     assert err.value.errno == errno.EINVAL
+
+
+def test_remove_event_leaves_every_trace_array():
+    """``Ftrace.remove_event`` (``trace_remove_event_call``): EBUSY while an
+    instance has the event enabled, nothing changed; once disabled the event
+    leaves the registry, every array's probes and filters and the engine,
+    and each array's ``on_event_removed`` is told; ENOENT after."""
+    ft = Kernel(cpus=1).ftrace
+    inst = ft.new_instance("x")
+    ev = ft.define_event("demo", "gone", ["int a"])
+    told = []
+    for tr in ft.arrays():
+        tr.on_event_removed.append(lambda key, tr=tr: told.append((tr.name, key)))
+    inst.set_filter([ev.key], "a > 1")
+    inst.set_event(ev.key, True)
+    with pytest.raises(OSError) as err:
+        ft.remove_event(ev.key)
+    assert err.value.errno == errno.EBUSY and ev.key in ft.events and told == []
+    inst.set_event(ev.key, False)
+    ft.remove_event(ev.key)
+    assert ev.key not in ft.events and ev.id not in ft.by_id
+    assert ev.key not in ft.engine.tracepoints and ev.key not in ft.event_keys()
+    assert ev.key not in inst.probes and ev.key not in inst.filters
+    assert sorted(told) == [("", ev.key), ("x", ev.key)]
+    with pytest.raises(OSError) as err:
+        ft.remove_event(ev.key)
+    assert err.value.errno == errno.ENOENT
+    again = ft.define_event("demo", "gone", ["long a"])  # the name is free again
+    assert again.key in inst.probes

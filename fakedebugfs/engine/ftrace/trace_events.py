@@ -85,6 +85,7 @@ class TraceEvents:
     event_pids: set  # set_event_pid
     notrace_pids: set  # set_event_notrace_pid
     on_event_added: list  # callables(EventType): a new events/ directory
+    on_event_removed: list  # callables(key): an events/ directory goes
 
     def _init_events(self) -> None:
         self.enabled = set()
@@ -96,6 +97,7 @@ class TraceEvents:
         self.event_pids = set()
         self.notrace_pids = set()
         self.on_event_added = []
+        self.on_event_removed = []
         # (key, on) before this array's enable of an event starts (an
         # OSError refuses it) or ends: mirroring's hook (sources/mirror.py
         # opens and closes the real tracepoint)

@@ -8,7 +8,8 @@ keeps once: the registry of every event type (``ftrace_events``, built from
 the kernel profile of :class:`FtraceConfig`), ``saved_cmdlines``,
 ``printk_formats``, ``tracing_thresh``, and the instances, each another
 trace array sharing the registry.  :meth:`Ftrace.add_event` is
-``trace_add_event_call``: a new event type for every trace array.  The
+``trace_add_event_call``: a new event type for every trace array;
+:meth:`Ftrace.remove_event` is ``trace_remove_event_call``.  The
 current tracer is ``nop`` or the 2009 kmemtrace ftrace plugin's
 ``kmemtrace`` (:mod:`.kmemtrace_plugin`).
 
@@ -64,6 +65,7 @@ class Ftrace(TraceArray):
         self.cmdlines = SavedCmdlines(engine.comms, DEFAULT_SAVED_CMDLINES)
         self.printk_formats = ""  # trace_printk formats (a replayed recording's)
         self.thresh_ns = 0  # tracing_thresh
+        self.dyn_events = None  # dynamic_events' list (.trace_dynevent), made when first used
         if KERNEL_STACK.id not in self.by_id:  # the stacktrace trigger's entries
             self.events[KERNEL_STACK.key] = KERNEL_STACK
             self.by_id[KERNEL_STACK.id] = KERNEL_STACK
@@ -93,6 +95,31 @@ class Ftrace(TraceArray):
             tr.probes[ev.key] = tr.make_probe(ev)
             for callback in tr.on_event_added:
                 callback(ev)
+
+    def remove_event(self, key: str) -> None:
+        """``trace_remove_event_call``: the event *key* leaves every trace
+        array (its probe, filter, triggers, soft-mode counts; its
+        ``events/`` directory through ``on_event_removed``), the registry
+        and the engine.  ENOENT for no such event; EBUSY while a trace
+        array has it enabled (``probe_remove_event_call``), nothing
+        changed."""
+        ev = self.events.get(key)
+        if ev is None:
+            raise OSError(errno.ENOENT, key)
+        if any(key in tr.enabled or tr.soft_mode.get(key) for tr in self.arrays()):
+            raise OSError(errno.EBUSY, f"event {key} is in use")
+        for tr in self.arrays():
+            for table in (tr.probes, tr.filters, tr.filter_preds, tr.triggers, tr.soft_mode,
+                          tr.tm_ref):
+                table.pop(key, None)
+            tr.soft_disabled.discard(key)
+        if ev.id in self.by_id:
+            del self.by_id[ev.id]
+        del self.events[key]
+        self.engine.remove(key)
+        for tr in self.arrays():
+            for callback in tr.on_event_removed:
+                callback(key)
 
     def define_event(self, system: str, name: str, fields, print_fmt=None) -> EventType:
         """A new event from C field declarations (:func:`.define.define_event`)."""
