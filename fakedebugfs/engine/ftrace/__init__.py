@@ -1,5 +1,5 @@
 """ftrace, the tracer behind ``tracing/`` (kernel/trace/trace.c, trace_events.c)."""
 
-from fakedebugfs.engine.ftrace.tracer import DEFAULT_BUFFER_KB, TRACE_CLOCKS, Ftrace
+from fakedebugfs.engine.ftrace.tracer import DEFAULT_BUFFER_KB, TRACE_CLOCKS, Ftrace, FtraceConfig
 
-__all__ = ["Ftrace", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]
+__all__ = ["Ftrace", "FtraceConfig", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]
