@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pkgutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,15 @@ class Mount:
             os.rmdir(self.path)
         except OSError:
             pass
+
+
+def spread(values) -> list:
+    """``[min, median, max]`` of a row's trials (None when there are none):
+    its ``"spread"`` for one side."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return [round(min(values), 6), round(statistics.median(values), 6), round(max(values), 6)]
 
 
 def available() -> list[str]:

@@ -50,14 +50,12 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from . import FAKEDEBUGFS, ROOT, Mount, cli, write_trunc
+from . import FAKEDEBUGFS, ROOT, Mount, cli, spread, write_trunc
 from .bench_dataplane import _compile_package
 
 TRIALS = 5
@@ -71,14 +69,6 @@ FUNCTION_FILES = ("set_ftrace_pid", "set_ftrace_notrace_pid", "set_ftrace_filter
 # top-level files a real reset or record changes, put back afterwards
 SAVED = ("tracing_on", "current_tracer", "buffer_size_kb", "trace_options", "tracing_cpumask",
          "set_event", "set_event_pid")
-
-
-def spread(values) -> list:
-    """[min, median, max] of *values* (None when there are none)."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return [round(min(values), 6), round(statistics.median(values), 6), round(max(values), 6)]
 
 
 def row(name: str, unit: str, fake: list, real, scale: float = 1.0) -> dict:
@@ -511,29 +501,46 @@ def fake_cat_trace(trials: int, workdir: str) -> list[float]:
 # --- rows ----------------------------------------------------------------------------------------
 
 def run(trials: int = TRIALS) -> list[dict]:
+    """Every row; a row that fails is an ``error`` row (the others still run)."""
     if shutil.which("trace-cmd") is None:
         return []
     _compile_package()  # as installed: no module compiled again at each start
-    rows = [row("tracecmd_reset_s", "s", fake_command_trials(["trace-cmd", "reset"], trials),
-                real_side("reset", trials)),
-            row("tracecmd_stat_s", "s", fake_command_trials(["trace-cmd", "stat"], trials),
-                real_side("stat", trials)),
-            row("tracecmd_record_ready_s", "s", fake_record_ready(trials),
-                real_side("record_ready", trials))]
-    ready, cycle = fake_mount_ready(trials)
+    rows: list[dict] = []
+
+    def add(name: str, make) -> None:
+        try:
+            rows.extend(make())
+        except Exception as err:  # report, go on with the next row
+            rows.append({"name": f"{name}: error", "fake": None, "real": None, "unit": "",
+                         "detail": f"{type(err).__name__}: {err}"})
+
+    add("tracecmd_reset_s", lambda: [row(
+        "tracecmd_reset_s", "s", fake_command_trials(["trace-cmd", "reset"], trials),
+        real_side("reset", trials))])
+    add("tracecmd_stat_s", lambda: [row(
+        "tracecmd_stat_s", "s", fake_command_trials(["trace-cmd", "stat"], trials),
+        real_side("stat", trials))])
+    add("tracecmd_record_ready_s", lambda: [row(
+        "tracecmd_record_ready_s", "s", fake_record_ready(trials),
+        real_side("record_ready", trials))])
     real_ready = real_side("mount_ready", trials)
-    warm_ready, warm_cycle = fake_mount_ready(trials, fork=True)
-    rows += [row("mount_ready_ms", "ms", ready, real_ready, 1e3),
-             row("mount_ready_ms[forkserver]", "ms", warm_ready, real_ready, 1e3),
-             row("fixture_per_test_ms", "ms", cycle, None, 1e3),
-             row("fixture_per_test_ms[forkserver]", "ms", warm_cycle, None, 1e3),
-             row("realistic_test_s", "s", fake_realistic(trials), real_side("realistic", trials)),
-             row("set_event_write_ms", "ms", fake_set_event(trials),
-                 real_side("set_event", trials), 1e3)]
+    for fork in (False, True):
+        label = "[forkserver]" if fork else ""
+
+        def ready_rows(fork=fork, label=label):
+            ready, cycle = fake_mount_ready(trials, fork=fork)
+            return [row(f"mount_ready_ms{label}", "ms", ready, real_ready, 1e3),
+                    row(f"fixture_per_test_ms{label}", "ms", cycle, None, 1e3)]
+        add(f"mount_ready_ms{label}", ready_rows)
+    add("realistic_test_s", lambda: [row(
+        "realistic_test_s", "s", fake_realistic(trials), real_side("realistic", trials))])
+    add("set_event_write_ms", lambda: [row(
+        "set_event_write_ms", "ms", fake_set_event(trials), real_side("set_event", trials),
+        1e3)])
     workdir = tempfile.mkdtemp(prefix="bench-control-")
     try:
-        rows.append(row("cat_trace_full_s", "s", fake_cat_trace(3, workdir),
-                        real_side("cat_trace", 3)))
+        add("cat_trace_full_s", lambda: [row(
+            "cat_trace_full_s", "s", fake_cat_trace(3, workdir), real_side("cat_trace", 3))])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return rows

@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import time
 
-from . import FAKEDEBUGFS, Mount, cli, write_trunc
+from . import FAKEDEBUGFS, Mount, cli, spread, write_trunc
 from .load import ReadLoad, percentile, probe
 
 MIXES = ("none", "tracefs", "ktrace", "kmemtrace", "all")
@@ -245,6 +245,7 @@ def bench_ready(workdir: str) -> dict:
     real = [r for r in (_ready_real(workdir) for _ in range(READY_TRIALS)) if r is not None]
     return {"name": "mount_ready_s", "fake": round(statistics.median(fake), 3),
             "real": round(statistics.median(real), 4) if real else None, "unit": "s",
+            "spread": {"fake": spread(fake), "real": spread(real) if real else None},
             "detail": {"trials": [round(t, 3) for t in fake]}}
 
 

@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import FAKEDEBUGFS, write_trunc
+from . import FAKEDEBUGFS, spread, write_trunc
 
 HERE = Path(__file__).resolve().parent
 RATES = (25_000, 50_000, 100_000, 150_000, 200_000, 300_000, 500_000, 1_000_000, 1_200_000,
@@ -186,11 +186,17 @@ def bench_raw(workdir: str) -> dict:
             for i in range(RAW_TRIALS)]
     real = [real_raw(reader, _mkdir(workdir, f"real{i}")) for i in range(RAW_TRIALS)]
     row = {"name": "trace_pipe_raw_MB_per_s", "fake": _median_mb(fake), "real": None,
-           "unit": "MB/s", "detail": {"fake": fake}}
+           "unit": "MB/s", "detail": {"fake": fake},
+           "spread": {"fake": spread(_rates(fake)), "real": None}}
     if all(real):
         row["real"] = _median_mb(real)
         row["detail"]["real"] = real
+        row["spread"]["real"] = spread(_rates(real))
     return row
+
+
+def _rates(drains: list[tuple[int, float]]) -> list[float]:
+    return [round(b / t / 1e6, 1) if t else 0.0 for b, t in drains]
 
 
 def _median_mb(drains: list[tuple[int, float]]) -> float:
