@@ -180,7 +180,12 @@ def hide_other_fakes(keep_mnt: str, keep_files: list[str]) -> None:
         if any(_under(keep_mnt, d) for d in dirs):
             clones[keep_mnt] = open_tree_clone(keep_mnt)
         for d in dirs:
-            libc.mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            try:
+                libc.mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            except PermissionError:  # another user's, which we cannot reach either
+                if any(_under(path, d) for path in [keep_mnt, *keep_files]):
+                    raise
+                continue
             os.chmod(d, 0o755)
         for path, data in copies.items():
             os.makedirs(os.path.dirname(path), exist_ok=True)
