@@ -246,7 +246,7 @@ class TraceEvents:
         shown = text.decode(errors="surrogateescape")
         for key in keys:
             try:
-                pred = compile_filter(self.events[key], text)
+                pred = compile_filter(self.events[key], text, self.engine.kallsyms)
             except FilterError as err:
                 self.filter_preds.pop(key, None)
                 if system:
@@ -265,7 +265,7 @@ class TraceEvents:
 
         raw = text.encode(errors="surrogateescape")
         try:
-            return compile_filter(self.events[key], raw)
+            return compile_filter(self.events[key], raw, self.engine.kallsyms)
         except FilterError as err:
             self.log_filter_error(raw, err)
             raise
