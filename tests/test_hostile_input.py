@@ -551,3 +551,41 @@ def test_rmdir_costs_the_same_with_one_instance_or_a_hundred():
         crowd = sorted(rmdir_time(f"i{i}") for i in range(7))[3]
         assert alone < 0.05 and crowd < 0.05, f"rmdir took {alone:.3f} s alone, " \
                                               f"{crowd:.3f} s among 100"
+
+
+LATENCY = """
+import os, sys, time
+path, done = sys.argv[1], sys.argv[2]
+worst = 0.0
+while not os.path.exists(done):
+    t = time.monotonic()
+    open(path).read()
+    worst = max(worst, time.monotonic() - t)
+    time.sleep(0.005)
+print(worst)
+"""
+
+
+def test_a_bulk_emit_of_megabytes_leaves_fuse_answering(tmp_path):
+    """F7: an emit of 100,000 events (a line of megabytes) is decoded,
+    checked and fired in turns: another process's reads of ``tracing_on``
+    are answered meanwhile (they waited seconds behind one such line)."""
+    import sys
+
+    events = [{"event": "kmem:kfree", "fields": {"ptr": i}} for i in range(100_000)]
+    with Fake(clock="virtual") as fk:
+        (fk.tracing / "events" / "kmem" / "kfree" / "enable").write_text("1")
+        done = tmp_path / "done"
+        reader = subprocess.Popen([sys.executable, "-c", LATENCY, str(fk.tracing / "tracing_on"),
+                                   str(done)], stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            assert fk.emit_many(events) == 100_000
+        finally:
+            done.touch()
+            worst = float(reader.communicate(timeout=600)[0])
+        assert worst < 1.0, f"tracing_on waited {worst:.3f} s behind the emit"
+        assert fk.status()["injected"] == 100_000
+        with pytest.raises(EventError, match="never goes back"):  # checked whole: none fired
+            fk.emit_many(events[:5000] + [{"event": "kmem:kfree", "ts": 5}])
+        assert fk.status()["injected"] == 100_000

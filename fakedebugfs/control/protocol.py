@@ -67,6 +67,7 @@ Commands (arguments -> results):
 from __future__ import annotations
 
 import json
+import re
 from typing import Iterator, Optional
 
 PROTOCOL_VERSION = 1
@@ -146,6 +147,83 @@ def decode(line: bytes, what: str = "request") -> dict:
     if not isinstance(obj, dict):
         raise BadRequest(f"a {what} is a JSON object")
     return obj
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+STEP_ITEMS = 64  # array items decoded between the yields of decode_steps
+
+
+def decode_steps(line: bytes, what: str = "request"):
+    """:func:`decode` of a long line, a generator yielding between parts
+    (its result is StopIteration's value): a top-level object's values
+    decoded one by one, an array value item by item, each item's depth
+    checked as it comes, so the server's loop answers FUSE requests while
+    a bulk emit of megabytes is read.  BadRequest as :func:`decode`."""
+    try:
+        text = line.decode()
+    except UnicodeDecodeError:
+        raise BadRequest(f"a {what} is one JSON object per line") from None
+    scan = _DECODER.raw_decode
+    try:
+        i = _WS.match(text).end()
+        if text[i:i + 1] != "{":
+            return decode(line, what)
+        obj: dict = {}
+        i = _WS.match(text, i + 1).end()
+        if text[i] == "}":
+            i += 1
+        else:
+            while True:
+                key, i = scan(text, i)
+                if not isinstance(key, str):
+                    raise ValueError("a key is a string")
+                i = _WS.match(text, i).end()
+                if text[i] != ":":
+                    raise ValueError("':' expected")
+                i = _WS.match(text, i + 1).end()
+                if text[i] == "[":
+                    value, i = [], _WS.match(text, i + 1).end()
+                    if text[i] == "]":
+                        i += 1
+                    while i <= len(text) and text[i - 1] != "]":
+                        item, i = scan(text, i)
+                        _check_depth(item, 2, what)
+                        value.append(item)
+                        if len(value) % STEP_ITEMS == 0:
+                            yield
+                        i = _WS.match(text, i).end()
+                        if text[i] not in ",]":
+                            raise ValueError("',' or ']' expected")
+                        i = _WS.match(text, i + 1).end() if text[i] == "," else i + 1
+                else:
+                    value, i = scan(text, i)
+                    _check_depth(value, 1, what)
+                obj[key] = value
+                i = _WS.match(text, i).end()
+                if text[i] == "}":
+                    i += 1
+                    break
+                if text[i] != ",":
+                    raise ValueError("',' or '}' expected")
+                i = _WS.match(text, i + 1).end()
+                yield
+        if _WS.match(text, i).end() != len(text):
+            raise ValueError("text after the object")
+    except BadRequest:
+        raise
+    except RecursionError:
+        raise BadRequest(f"a {what} nests arrays and objects at most {MAX_DEPTH} deep") from None
+    except (ValueError, IndexError):
+        raise BadRequest(f"a {what} is one JSON object per line") from None
+    return obj
+
+
+def _check_depth(value, above: int, what: str) -> None:
+    if isinstance(value, (dict, list)) and not depth_ok(value, MAX_DEPTH - above):
+        raise BadRequest(f"a {what} nests arrays and objects at most {MAX_DEPTH} deep")
+
+
+_DECODER = json.JSONDecoder()
 
 
 def fds_of(ancdata) -> list[int]:

@@ -24,7 +24,8 @@ from fakedebugfs.control.protocol import MAX_REPEAT, PROTOCOL_VERSION, ok, refus
 
 log = logging.getLogger(__name__)
 
-REPEAT_RUN = 512  # events a repeated emit fires at once between looks at the FUSE queue
+REPEAT_RUN = 512  # events an emit fires at once between looks at the FUSE queue
+PREPARE_RUN = 128  # events checked at once, likewise
 WAIT_POLL = 0.005  # seconds between checks of a wait condition
 READERS_DEFAULT = "tracing/per_cpu/cpu*/trace_pipe_raw"
 
@@ -47,6 +48,7 @@ class ControlService:
         self.injector = Injector(self.kernel)
         self.scenarios = 0  # running now
         self.fds: list = []  # the connection's SCM_RIGHTS fds, while a request is handled
+        self._emitting = trio.Lock()  # one emit fires at a time (long ones in turns)
         self.commands: dict[str, Callable] = {
             "hello": self.hello, "status": self.status, "emit": self.emit,
             "define": self.define, "fault": self.fault, "faults": self.faults,
@@ -110,11 +112,11 @@ class ControlService:
 
     # --- events -------------------------------------------------------------------
 
-    def _prepare(self, events, strict: bool) -> list:
+    def _prepare(self, events, strict: bool, first: int = 0) -> list:
         if not isinstance(events, list):
             raise Refused("request", "events must be a list")
         out = []
-        for i, ev in enumerate(events):
+        for i, ev in enumerate(events, first):
             if not isinstance(ev, dict) or "event" not in ev:
                 raise Refused("event", f"event #{i + 1}: needs an 'event' name")
             out.append(self.injector.prepare(
@@ -122,30 +124,68 @@ class ControlService:
                 ts=ev.get("ts"), fields=ev.get("fields") or {}, strict=strict))
         return out
 
+    async def _prepare_sliced(self, events, strict: bool) -> list:
+        """:meth:`_prepare` of a long list in slicer turns (FUSE requests
+        answered in between); nothing is fired either way."""
+        if not isinstance(events, list) or len(events) <= REPEAT_RUN:
+            return self._prepare(events, strict)
+        from fakedebugfs.fs.slices import slicer
+
+        out, i = [], 0
+        while i < len(events):
+            async with slicer.turn(slicer.WRITER) as turn:
+                while i < len(events) and not turn.over():
+                    out.extend(self._prepare(events[i:i + PREPARE_RUN], strict, i))
+                    i += PREPARE_RUN
+        return out
+
     async def emit(self, req) -> dict:
         """Check every event, then fire them all (or none); ``repeat`` times
-        over in turns of the slicer (FUSE requests answered in between)."""
+        over; a long list or repeat in turns of the slicer (FUSE requests
+        answered in between)."""
         events = req["events"] if "events" in req else [req]
         repeat = _repeat(req)
-        prepared = self._prepare(events, bool(req.get("strict")))
+        prepared = await self._prepare_sliced(events, bool(req.get("strict")))
         return {"emitted": await self._fire(prepared, repeat)}
 
     async def _fire(self, prepared: list, repeat: int = 1) -> int:
-        """Fire *prepared* *repeat* times; the first round fires (or refuses)
-        at once, the rest in slicer turns of at most REPEAT_RUN events."""
-        fired = self.injector.fire(prepared)
-        left = repeat - 1
-        if not left or not prepared:
-            return fired
+        """Fire *prepared* *repeat* times.  Each round's timestamps are
+        planned whole first (the first round refused whole if one goes
+        back), then fired in slicer turns of at most REPEAT_RUN events; one
+        emit at a time (another waits for its end, so no CPU's clock is
+        mixed up between turns)."""
+        if not prepared:
+            return 0
         from fakedebugfs.fs.slices import slicer
 
-        per = max(1, REPEAT_RUN // len(prepared))
-        while left:
-            async with slicer.turn(slicer.WRITER) as turn:
-                while left and not turn.over():
-                    n = min(per, left)
-                    fired += self.injector.fire(prepared * n)
-                    left -= n
+        inj, fired = self.injector, 0
+        async with self._emitting:
+            if len(prepared) <= REPEAT_RUN:  # small: whole rounds at once
+                fired = inj.fire(prepared)
+                left, per = repeat - 1, max(1, REPEAT_RUN // len(prepared))
+                while left:
+                    async with slicer.turn(slicer.WRITER) as turn:
+                        while left and not turn.over():
+                            n = min(per, left)
+                            fired += inj.fire(prepared * n)
+                            left -= n
+                return fired
+            for _ in range(repeat):
+                stamps, state, i = [], None, 0
+                while i < len(prepared):  # planned whole (refused: nothing fired) ...
+                    async with slicer.turn(slicer.WRITER) as turn:
+                        while i < len(prepared) and not turn.over():
+                            part, state = inj.plan(prepared[i:i + REPEAT_RUN], state)
+                            stamps += part
+                            i += REPEAT_RUN
+                end, i = state[1], 0
+                while i < len(prepared):  # ... then fired
+                    async with slicer.turn(slicer.WRITER) as turn:
+                        while i < len(prepared) and not turn.over():
+                            j = i + REPEAT_RUN
+                            fired += inj.fire(prepared[i:j], stamps[i:j])
+                            i = j
+                inj.advance(end)
         return fired
 
     def define(self, req) -> dict:

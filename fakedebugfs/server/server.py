@@ -25,7 +25,7 @@ import trio
 from fakedebugfs.control import runstate
 from fakedebugfs.errors import MountError
 from fakedebugfs.control.protocol import (MAX_FDS, MAX_LINE, BadRequest, LineReader, decode,
-    encode, fds_of, refused, too_long)
+    decode_steps, encode, fds_of, refused, too_long)
 from fakedebugfs.control.service import ControlService
 from fakedebugfs.fs import waitqueue
 from fakedebugfs.fs.operations import TreeOperations, settle_heap
@@ -51,7 +51,7 @@ IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 GIL_SWITCH = 0.0005
 MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
-BIG_LINE = 1 << 20  # request lines longer than this are decoded in a worker thread
+BIG_LINE = 1 << 16  # request lines longer than this are decoded in slicer turns
 
 
 def check_can_mount(mountpoint: str) -> None:
@@ -281,10 +281,25 @@ class Server:
 
     async def handle_line(self, line: bytes, fds: Optional[list] = None) -> dict:
         """The reply to one request line (never raises: whatever decoding or
-        handling raises is a refused reply, and the server goes on)."""
+        handling raises is a refused reply, and the server goes on).  A
+        long line is decoded, checked and applied in slicer turns, with
+        the collector off meanwhile (its hundreds of thousands of new
+        objects would set off full collections of a second: they die by
+        reference counting at the end)."""
+        if len(line) <= BIG_LINE:
+            return await self._handle(line, fds)
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            if len(line) > BIG_LINE:  # the decoder holds the loop: do it beside
-                req = await trio.to_thread.run_sync(decode, line)
+            return await self._handle(line, fds)
+        finally:
+            if collecting:
+                gc.enable()
+
+    async def _handle(self, line: bytes, fds: Optional[list]) -> dict:
+        try:
+            if len(line) > BIG_LINE:  # in turns: FUSE requests are answered meanwhile
+                req = await _decode_in_turns(line)
             else:
                 req = decode(line)
         except BadRequest as err:
@@ -446,6 +461,18 @@ def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
         if turn.over():
             break
     return fired
+
+
+async def _decode_in_turns(line: bytes) -> dict:
+    """:func:`decode_steps` run in turns of the slicer."""
+    steps = decode_steps(line)
+    while True:
+        async with slicer.turn(slicer.WRITER) as turn:
+            try:
+                while not turn.over():
+                    next(steps)
+            except StopIteration as done:
+                return done.value
 
 
 async def _send(stream, reply: dict) -> bool:

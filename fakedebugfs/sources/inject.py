@@ -256,11 +256,13 @@ class Injector:
             raise InjectError(f"{MARKER_EVENT}: field buf takes a string, got {buf!r}")
         return buf.encode()
 
-    def fire(self, batch: Iterable[Prepared]) -> int:
+    def fire(self, batch: Iterable[Prepared], stamps: Optional[list] = None) -> int:
         """Fire checked injections in order; timestamps are checked against
-        each CPU's last event first, so a bad one fires nothing."""
+        each CPU's last event first, so a bad one fires nothing.  *stamps*:
+        their timestamps, planned already (:meth:`plan`: a long batch fired
+        in parts, the clock advanced once at its end)."""
         batch = list(batch)
-        stamped = self._stamp(batch)
+        stamped = self._stamp(batch) if stamps is None else stamps
         engine = self.kernel.engine
         for p in batch:
             if p.comm is not None and p.pid:
@@ -280,12 +282,31 @@ class Injector:
         return len(batch)
 
     def _stamp(self, batch: list[Prepared]) -> list[int]:
-        """The timestamp of each event; raises InjectError (nothing fired)
-        if one would go back in time on its CPU."""
+        """The timestamp of each event (the virtual clock moved past them);
+        raises InjectError (nothing fired) if one would go back in time on
+        its CPU."""
+        stamps, (_, now) = self.plan(batch)
+        self.advance(now)
+        return stamps
+
+    def advance(self, now: int) -> None:
+        """The virtual clock moved on to *now* (after a planned batch)."""
         clock = self.kernel.engine.clock
-        last = list(self.kernel.engine.last_ts)
+        if getattr(clock, "deterministic", False) and now > clock.now():
+            clock.advance(now - clock.now())
+
+    def plan(self, batch: list[Prepared], state: Optional[tuple] = None) -> tuple[list, tuple]:
+        """The timestamp of each event, and the state after them (each
+        CPU's last time, where the virtual clock goes: :meth:`advance`
+        takes the second), nothing changed; InjectError if one would go
+        back in time on its CPU.  *state*: where a plan of the events
+        before these left off (a long batch planned in parts)."""
+        clock = self.kernel.engine.clock
         virtual = getattr(clock, "deterministic", False)
-        now = clock.now()
+        if state is None:
+            last, now = list(self.kernel.engine.last_ts), clock.now()
+        else:
+            last, now = state
         out = []
         for p in batch:
             if p.ts is not None:
@@ -305,6 +326,4 @@ class Injector:
             if virtual:
                 now = max(now, ts)
             out.append(ts)
-        if virtual and now > clock.now():
-            clock.advance(now - clock.now())
-        return out
+        return out, (last, now)
