@@ -243,12 +243,12 @@ def end_namespace(keep=()) -> None:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        _reap_orphans(keep)
+        _reap_orphans()
         time.sleep(0.005)
 
 
-def _reap_orphans(keep=()) -> None:
-    """Reap every child that ended but those of *keep* (init adopts orphans)."""
+def _reap_orphans() -> None:
+    """Reap every child that ended (init adopts orphans)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)

@@ -21,8 +21,10 @@ SECCOMP_SET_MODE_FILTER, after PR_SET_NO_NEW_PRIVS) answers EPERM to:
 and ENOSYS to clone3, whose flags live in memory a filter cannot read:
 glibc then falls back to clone(2), whose flags it can.  The filter is
 inherited by every child and kept across execve(), so nothing the command
-starts gets out either.  A 32-bit (i386 or x32) system call, which the
-numbers below do not describe, is refused outright.
+starts gets out either.  A system call of another ABI (i386, x32), which
+the numbers below do not describe, kills the process
+(SECCOMP_RET_KILL_PROCESS): no way around the filter, and none that
+half-works.
 
 perf_event_open(2) and bpf(2) stay allowed: perf, bpftrace and libbpf
 tools trace the real kernel as root does outside.
@@ -51,7 +53,8 @@ BPF_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 BPF_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 BPF_RET_K = 0x06  # BPF_RET | BPF_K
 
-SECCOMP_RET_ALLOW = 0x7FFF0000  # include/uapi/linux/seccomp.h
+SECCOMP_RET_KILL_PROCESS = 0x80000000  # include/uapi/linux/seccomp.h
+SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_SET_MODE_FILTER = 1
 PR_SET_NO_NEW_PRIVS = 38  # include/uapi/linux/prctl.h
@@ -76,12 +79,12 @@ NAMESPACE_FLAGS = (CLONE_NEWTIME | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS 
 
 def _program() -> list[tuple]:
     """The filter as (code, jt, jf, k) with jumps to labels; see the module."""
-    allow, eperm, enosys, flags = "allow", "eperm", "enosys", "flags"
+    allow, eperm, enosys, flags, kill = "allow", "eperm", "enosys", "flags", "kill"
     prog: list = [
         (BPF_LD_W_ABS, 0, 0, OFF_ARCH),
-        (BPF_JEQ_K, None, eperm, AUDIT_ARCH_X86_64),
+        (BPF_JEQ_K, None, kill, AUDIT_ARCH_X86_64),
         (BPF_LD_W_ABS, 0, 0, OFF_NR),
-        (BPF_JSET_K, eperm, None, X32_SYSCALL_BIT),
+        (BPF_JSET_K, kill, None, X32_SYSCALL_BIT),
     ]
     for nr in sorted(BLOCKED.values()):
         prog.append((BPF_JEQ_K, eperm, None, nr))
@@ -94,6 +97,7 @@ def _program() -> list[tuple]:
         allow, (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
         eperm, (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),
         enosys, (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+        kill, (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
     ]
     return prog
 
