@@ -351,14 +351,5 @@ class CpuBuffer(BatchWriter, RingReader):
         self.read_entries = 0
 
 
-    # --- state for readers -------------------------------------------------
-
-
-    # --- page reader (trace_pipe_raw, ktrace) -------------------------------
-
-
-    # --- event reader (trace_pipe) ----------------------------------------
-
-
-    # --- ktrace reader protocol (docs/ktrace.md#the-buffer-protocol) ---------
-
+    # the readers (trace_pipe_raw, trace_pipe, ktrace's reader protocol,
+    # docs/ktrace.md#the-buffer-protocol): RingReader, ringbuffer_read.py

@@ -308,7 +308,5 @@ class SlabWorkload(BlockGenerator):
         return EventBatch(self.tps, blk["kind"][a:b], blk["cpu"][a:b], blk["pid"][a:b], ts,
                           cols, dict(enumerate(where)))
 
-    # --- generating a block -----------------------------------------------------------
-
 
 __all__ = ["ARGS", "BLOCK_ALLOCS", "KINDS", "SlabWorkload", "lifo_match"]

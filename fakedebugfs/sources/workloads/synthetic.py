@@ -202,17 +202,8 @@ class SyntheticWorkload(IrqActivity, SchedActivity, KmemActivity):
             return 0
         return r.choice((0, 0, 1, -11))
 
-    # --- memory ------------------------------------------------------------------
-
-
-    # --- the scheduler ------------------------------------------------------------
-
-
-    # --- interrupts ---------------------------------------------------------------
-
-
-    # --- processes ------------------------------------------------------------------
-
+    # memory, the scheduler and processes, interrupts: KmemActivity,
+    # SchedActivity and IrqActivity (synthetic_kmem/_sched/_irq.py)
 
     # --- user-declared events ---------------------------------------------------------
 
