@@ -26,6 +26,8 @@ TARGETS: dict[str, tuple[str, list[str]]] = {}
 
 # LD_PRELOAD library of `fakedebugfs run`: splice() from fakedebugfs files
 TARGETS["splice_preload"] = ("splice_preload.so", ["-shared", "-fPIC", "-ldl"])
+# --mirror's walk over perf records (sources/mirror.py), loaded with ctypes
+TARGETS["perf_records"] = ("perf_records.so", ["-shared", "-fPIC"])
 
 
 def cache_base() -> Path:

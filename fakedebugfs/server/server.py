@@ -50,6 +50,7 @@ IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 # loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
 GIL_SWITCH = 0.0005
 MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
+MIRROR_SYNC_BYTES = 32 << 10  # what a FUSE request drains of each ring first
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 BIG_LINE = 1 << 16  # request lines longer than this are decoded in slicer turns
 
@@ -111,7 +112,12 @@ class Server:
         if self.watches is not None:
             self.watches.sync()
         if self.mirror is not None:
-            self.mirror.drain()
+            self.mirror.drain(MIRROR_SYNC_BYTES)
+
+    def mirror_sync(self) -> None:
+        """Before a FUSE read, write or poll: the mirror's recent samples
+        (a slice: a request never waits for a whole backlog)."""
+        self.mirror.drain(MIRROR_SYNC_BYTES)
 
     async def drive_mirror(self) -> None:
         """``--mirror``: drain the kernel's rings every MIRROR_EVERY seconds
@@ -340,7 +346,7 @@ class Server:
                     self.mirror.attach()
                     self.mirror.start()
                     ops.on_open = self.sync_sources
-                    ops.on_io = self.mirror.drain
+                    ops.on_io = self.mirror_sync
                     nursery.start_soon(self.drive_mirror)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again

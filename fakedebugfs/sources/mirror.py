@@ -11,9 +11,11 @@ and closed when no trace array has it enabled any more:
 * one ``PERF_TYPE_TRACEPOINT`` event per (event, CPU) with
   ``PERF_SAMPLE_RAW``: the kernel hands each sample the tracepoint's entry
   (``struct trace_entry`` and the event's fields, ``__data_loc`` data
-  after them: the bytes its ring buffer would hold), on every task; in
-  ``tree`` mode only the samples of the command's tasks are kept (the
-  leader below follows its forks with ``inherit``);
+  after them: the bytes its ring buffer would hold), on every task, or in
+  ``tree`` mode on the tasks of a cgroup (v2) the command is put in before
+  it execs (PERF_FLAG_PID_CGROUP: its descendants, whenever forked, and
+  nothing else; without cgroup v2, every task's samples are read and those
+  of the tasks the leader below saw forked are kept);
 * per CPU one ring (a ``PERF_COUNT_SW_DUMMY`` leader that also reports
   ``PERF_RECORD_COMM``, and in ``tree`` mode ``PERF_RECORD_FORK`` of the
   command's tasks: their names for ``saved_cmdlines``), every
@@ -66,6 +68,7 @@ ATTR_USE_CLOCKID = 1 << 25
 CLOCK_MONOTONIC = 1
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401  # _IO('$', 0), _IO('$', 1)
 PERF_EVENT_IOC_SET_OUTPUT = 0x2405  # _IO('$', 5)
+PERF_FLAG_PID_CGROUP = 1 << 2  # pid is a cgroup directory's fd
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38  # include/uapi/linux/capability.h
@@ -73,6 +76,7 @@ CAP_SYS_ADMIN, CAP_PERFMON = 21, 38  # include/uapi/linux/capability.h
 SYS_fsopen, SYS_fsconfig, SYS_fsmount = 430, 431, 432
 FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 1, 1
 
+DRAIN_BYTES = 256 << 10  # a drain takes at most this much of a ring's records
 RING_PAGES = int(os.environ.get("FAKEDEBUGFS_MIRROR_PAGES", "512"))  # per CPU, power of two
 # a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
 # { u32 pid, tid; u64 time; u32 size; char data[size]; }
@@ -114,6 +118,20 @@ def _initial_userns() -> bool:
             return fp.read().split() == ["0", "0", "4294967295"]
     except OSError:
         return False
+
+
+def cgroup2_root() -> Optional[str]:
+    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or
+    ``.../unified`` beside v1 controllers), or None."""
+    try:
+        with open("/proc/self/mounts") as fp:
+            for line in fp:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return parts[1]
+    except OSError:
+        pass
+    return None
 
 
 def raise_fd_limit() -> None:
@@ -240,19 +258,14 @@ class Decoder:
             else:
                 self.plan.append(("bytes", off, size))
 
-    def columns(self, stacked, raws: Callable[[], list]) -> tuple:
-        """The argument columns of these samples' entries: *stacked* holds
-        their first ``ev.size`` bytes as a (m, size) uint8 array (the
-        integer fields are read from it column-wise); *raws()* gives each
-        whole entry (for arrays and ``__data_loc`` strings)."""
+    def columns(self, entries: "Entries") -> tuple:
+        """The argument columns of these samples' *entries*."""
         cols = []
-        m = len(stacked)
+        m = len(entries.at)
+        raws = entries.raws
         for kind, off, info in self.plan:
             if kind == "int":
-                width = info.itemsize
-                col = np.ascontiguousarray(stacked[:, off:off + width]).view(info).ravel()
-                cols.append(col.astype(np.int64) if info.kind == "i" or width < 8
-                            else col)
+                cols.append(entries.integers(off, info))
             elif kind == "zero":
                 cols.append(np.zeros(m, np.int64))
             elif kind == "chars":
@@ -278,12 +291,91 @@ class Decoder:
         return tuple(cols)
 
 
-def _entries(data: bytes, u32, at) -> Callable[[], list]:
-    """Each whole entry at offsets *at* (its size: the u32 before it), on demand."""
-    def get() -> list:
-        sizes = u32[(at >> 2) - 1].tolist()
-        return [memoryview(data)[a:a + z] for a, z in zip(at.tolist(), sizes)]
-    return get
+_WALK = []  # the compiled walk (native/perf_records.c), once loaded; [None] if not
+
+
+def record_offsets(blob: bytes):
+    """The offsets of the perf records in *blob* (int64 array): each
+    header's size leads to the next one."""
+    if not _WALK:
+        try:
+            import ctypes
+
+            from fakedebugfs.native import build
+
+            lib = ctypes.CDLL(str(build("perf_records")))
+            fn = lib.perf_record_offsets
+            fn.restype = ctypes.c_size_t
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+            _WALK.append(fn)
+        except (OSError, ImportError, subprocess_error()) as err:
+            log.info("mirror: no compiled walk (%s): records walked in Python", err)
+            _WALK.append(None)
+    walk = _WALK[0]
+    if walk is not None:
+        out = np.empty(len(blob) // 8 + 1, np.int64)
+        n = walk(blob, len(blob), out.ctypes.data, len(out))
+        return out[:n]
+    offs, pos, end = [], 0, len(blob)
+    while pos + 8 <= end:
+        size = blob[pos + 6] | blob[pos + 7] << 8
+        if size < 8:
+            break
+        offs.append(pos)
+        pos += size
+    return np.array(offs, np.int64)
+
+
+def subprocess_error():
+    import subprocess
+
+    return subprocess.CalledProcessError
+
+
+def _distinct(col) -> set:
+    """The values of *col* (runs of one value are the rule: cheaper than a sort)."""
+    if not len(col):
+        return set()
+    change = np.empty(len(col), bool)
+    change[0] = True
+    np.not_equal(col[1:], col[:-1], out=change[1:])
+    return set(col[change].tolist())
+
+
+class Entries:
+    """Raw entries at offsets *at* of *data* (4-byte aligned: a sample's
+    raw data follows its u32 size), read column-wise."""
+
+    def __init__(self, data: bytes, u8, u32, at):
+        self.data, self.u8, self.u32, self.at = data, u8, u32, at
+
+    def integers(self, off: int, dtype):
+        """The field of *dtype* at *off* of every entry, as int64 (uint64
+        for an unsigned 8-byte one): 4- and 8-byte fields from 32-bit words
+        when aligned on 4, else byte by byte."""
+        pos = self.at + off
+        size = dtype.itemsize
+        if size in (4, 8) and off % 4 == 0:
+            lo = self.u32[pos >> 2]
+            if size == 4:
+                return lo.view(np.int32).astype(np.int64) if dtype.kind == "i" \
+                    else lo.astype(np.int64)
+            value = lo.astype(np.uint64) | self.u32[(pos >> 2) + 1].astype(np.uint64) << 32
+            return value.view(np.int64) if dtype.kind == "i" else value
+        raw = np.zeros(len(pos), np.uint64)
+        for i in range(size):
+            raw |= self.u8[pos + i].astype(np.uint64) << (8 * i)
+        if dtype.kind == "i" and size < 8:
+            sign = np.uint64(1 << (8 * size - 1))
+            return (raw.astype(np.int64) ^ int(sign)) - int(sign)
+        return raw.view(np.int64) if dtype.kind == "i" else \
+            (raw.astype(np.int64) if size < 8 else raw)
+
+    def raws(self) -> list:
+        """Each whole entry (its size: the u32 before it)."""
+        sizes = self.u32[(self.at >> 2) - 1].tolist()
+        view = memoryview(self.data)
+        return [view[a:a + z] for a, z in zip(self.at.tolist(), sizes)]
 
 
 def _strings(values: list) -> Strings:
@@ -320,6 +412,8 @@ class Mirror:
         self.lost = 0  # samples the kernel reported lost
         self.refused: list[str] = []
         self.members: Optional[set] = None  # tree: the tasks of the tree (leaders' forks)
+        self.cgroup_fd: Optional[int] = None  # tree: the command's cgroup, where one is made
+        self.cgroup_path: Optional[str] = None
         self.on_fire: Optional[Callable[[], None]] = None
         self._clock_base = None  # virtual clock: (sample time, fake time) of the first
 
@@ -335,11 +429,38 @@ class Mirror:
             return
         self.pid = pid
         self.members = {pid}
+        self.cgroup_fd = self._cgroup_of(pid)
+        if self.cgroup_fd is not None:  # the kernel keeps the tree's samples only
+            self.members = None
         if pid not in self.kernel.engine.comms:
             self.kernel.engine.set_comm(pid, comm_of(pid))
         self._open_rings()
         for key in self.wanted():
             self._open_event(key)
+
+    def _cgroup_of(self, pid: int) -> Optional[int]:
+        """A cgroup (v2) of its own for the command *pid*, which its
+        descendants stay in: its tracepoints are then opened for that
+        cgroup (PERF_FLAG_PID_CGROUP), whatever forked when; None where
+        one cannot be made (the tree is then told by the leaders' forks)."""
+        root = cgroup2_root()
+        if root is None:
+            return None
+        path = os.path.join(root, f"fakedebugfs-mirror-{os.getpid()}-{pid}")
+        try:
+            os.mkdir(path)
+            with open(os.path.join(path, "cgroup.procs"), "w") as fp:
+                fp.write(str(pid))
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as err:
+            log.info("mirror: no cgroup for the command (%s): forks tell its tree", err)
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            return None
+        self.cgroup_path = path
+        return fd
 
     def start(self) -> None:
         """``system``: the rings and the events already enabled."""
@@ -431,7 +552,12 @@ class Mirror:
         fds: list[int] = []
         try:
             for cpu, ring in self.rings.items():
-                fd = perf_open(attr, -1, cpu, f"perf_event_open({key}, cpu {cpu})")
+                if self.cgroup_fd is not None:
+                    fd = libc.check(libc.syscall(SYS_perf_event_open, attr, self.cgroup_fd, cpu,
+                                                 -1, PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP),
+                                    f"perf_event_open({key}, cpu {cpu}, cgroup)")
+                else:
+                    fd = perf_open(attr, -1, cpu, f"perf_event_open({key}, cpu {cpu})")
                 fds.append(fd)
                 fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring.fd)
         except OSError as err:
@@ -463,14 +589,23 @@ class Mirror:
             fds.append(ring.fd)
         self.rings = {}
         release_later(fds)
+        if self.cgroup_fd is not None:
+            os.close(self.cgroup_fd)
+            self.cgroup_fd = None
+            try:
+                os.rmdir(self.cgroup_path)
+            except OSError as err:  # a task of the command still in it
+                log.warning("mirror: %s left: %s", self.cgroup_path, err.strerror)
 
     # --- draining -------------------------------------------------------------------
 
     def pending(self) -> bool:
         return any(ring.has_records() for ring in self.rings.values())
 
-    def drain(self) -> int:
-        """Fire every sample the rings hold; returns how many.
+    def drain(self, most: int = DRAIN_BYTES) -> int:
+        """Fire the samples the rings hold, at most *most* bytes of records
+        per ring (what is left waits for the next drain; a ring the kernel
+        finds full reports the samples it lost); returns how many.
 
         The records are walked once for their offsets (a record says its
         size); everything else is read column-wise with numpy: kinds,
@@ -478,30 +613,33 @@ class Mirror:
         if not self.rings:
             return 0
         blobs, cpus = [], []
+        parts, counts = [], []
         for cpu, ring in self.rings.items():
-            blob = ring.read_all()
-            if blob:
-                blobs.append(blob)
-                cpus.append(cpu)
+            blob = ring.read_upto(most)
+            if not blob:
+                continue
+            part = record_offsets(blob)
+            if len(part):  # the last record may be cut: whole ones only
+                last = int(part[-1])
+                size = blob[last + 6] | blob[last + 7] << 8
+                if last + size > len(blob):
+                    part = part[:-1]
+                    blob = blob[:last]
+                else:
+                    blob = blob[:last + size]
+            ring.release(len(blob))
+            if not len(part):
+                continue
+            blobs.append(blob)
+            cpus.append(cpu)
+            parts.append(part)
+            counts.append(len(part))
         if not blobs:
             return 0
-        data = b"".join(blobs)
-        offs, where = [], []
-        base = 0
-        for blob, cpu in zip(blobs, cpus):  # the one loop over records: their offsets
-            pos, end = 0, len(blob)
-            while pos + 8 <= end:
-                size = blob[pos + 6] | blob[pos + 7] << 8
-                if size < 8:
-                    break
-                offs.append(base + pos)
-                pos += size
-            where.append(len(offs))
-            base += len(blob)
-        data += bytes(8 * 64 + 4096)  # room for any gather past the last record
-        off = np.array(offs, np.int64)
-        cpu = np.repeat(np.array(cpus, np.int64) % self.kernel.engine.nr_cpus,
-                        np.diff(np.array([0] + where)))
+        starts = np.cumsum([0] + [len(b) for b in blobs[:-1]])
+        off = np.concatenate([p + b for p, b in zip(parts, starts.tolist())])
+        cpu = np.repeat(np.array(cpus, np.int64) % self.kernel.engine.nr_cpus, counts)
+        data = b"".join(blobs) + bytes(8 * 64 + 4096)  # room for gathers past the end
         u32 = np.frombuffer(data, "<u4", len(data) // 4)
         u64 = np.frombuffer(data, "<u8", len(data) // 8)
         kind = u32[off >> 2]
@@ -561,25 +699,23 @@ class Mirror:
         n = len(ident)
         if not n:
             return 0
-        for p in np.unique(pid).tolist():
+        for p in _distinct(pid):
             if p not in engine.comms:
                 engine.set_comm(p, comm_of(p) or "<...>")
         ts = self._fake_time(ts)
         # emission order: per CPU by time (rings of CPUs folded together are merged)
         order = np.lexsort((ts, cpu))
         ident, cpu, pid, ts, raw = ident[order], cpu[order], pid[order], ts[order], raw[order]
-        for c in np.unique(cpu).tolist():  # the trace clock never goes back on a CPU
+        for c in _distinct(cpu):  # the trace clock never goes back on a CPU
             at = np.flatnonzero(cpu == c)
             ts[at] = np.maximum.accumulate(np.maximum(ts[at], engine.last_ts[c]))
-        idents = np.unique(ident)
+        idents = np.array(sorted(_distinct(ident)), np.int64)
         kind = np.searchsorted(idents, ident)
         decs, cols = [], []
         for k, i in enumerate(idents.tolist()):
             dec = self.decoders[i]
             at = raw[kind == k]
-            width = dec.ev.size
-            stacked = u8[at[:, None] + np.arange(width)]
-            cols.append(dec.columns(stacked, _entries(data, u32, at)))
+            cols.append(dec.columns(Entries(data, u8, u32, at)))
             decs.append(dec)
         batch = EventBatch([d.tp for d in decs], kind, cpu, pid, ts, cols)
         fired = engine.emit_batch(batch)

@@ -181,6 +181,17 @@ class Ring:
         _U64.pack_into(self.map, RING_AT + 8, head)  # data_tail
         return data
 
+    def read_upto(self, most: int) -> bytes:
+        """At most *most* new bytes from data_tail on (records may be cut
+        at the end: :meth:`release` frees what was used)."""
+        head, tail = _RING.unpack_from(self.map, RING_AT)[:2]
+        return self._bytes(tail, min(head - tail, most)) if head != tail else b""
+
+    def release(self, n: int) -> None:
+        """Free the first *n* bytes after data_tail (whole records)."""
+        tail = _RING.unpack_from(self.map, RING_AT)[1]
+        _U64.pack_into(self.map, RING_AT + 8, tail + n)
+
     def _bytes(self, pos: int, n: int) -> bytes:
         start = self.offset + pos % self.size
         first = min(n, self.offset + self.size - start)
