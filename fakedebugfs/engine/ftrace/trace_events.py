@@ -139,8 +139,12 @@ class TraceEvents:
     def enable_disable(self, key: str, on: bool, soft: bool) -> None:
         """``__ftrace_event_enable_disable``: *soft* uses of an event
         (triggers) count in ``sm_ref``; while any holds it the event stays
-        registered and a disable only sets SOFT_DISABLED."""
-        tp = self.engine.tracepoints[key]
+        registered and a disable only sets SOFT_DISABLED.  The tracepoint
+        is looked up when it is (un)registered: a disable of an event that
+        is off (``events/enable`` <- 0 walks all 2,305) builds no profile
+        event's tracepoint."""
+        if key not in self.engine.tracepoints:
+            raise KeyError(key)
         refs = self.soft_mode.get(key, 0)
         if not on:
             if soft:
@@ -154,7 +158,7 @@ class TraceEvents:
             if disable and key in self.enabled:
                 for hook in self.on_enable_change:
                     hook(key, False)
-                tp.unregister(self.probes[key])
+                self.engine.tracepoints[key].unregister(self.probes[key])
                 self.enabled.discard(key)
             if refs > 0:
                 self.soft_disabled.add(key)
@@ -172,7 +176,7 @@ class TraceEvents:
                 hook(key, True)
             if soft:
                 self.soft_disabled.add(key)
-            tp.register(self.probes[key])
+            self.engine.tracepoints[key].register(self.probes[key])
             self.enabled.add(key)
 
     def event_enable_show(self, key: str) -> str:
