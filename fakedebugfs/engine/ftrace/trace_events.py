@@ -192,6 +192,13 @@ class TraceEvents:
             key = f"{system}:{name}"  # one event's own files: no walk of the catalogue
             ok = system != "ftrace" and key in self.events and key in self.engine.tracepoints
             return [key] if ok else []
+        if system not in (None, "*", "") and name in (None, "*", ""):
+            # one system's events (its enable and filter files): a prefix test
+            # of each key, the tracepoint asked for that system's only
+            if system == "ftrace" or ":" in system:
+                return []
+            prefix, tracepoints = system + ":", self.engine.tracepoints
+            return [key for key in self.events if key.startswith(prefix) and key in tracepoints]
         out = []
         for key in self.event_keys():
             sys_, ev = key.split(":")
