@@ -7,9 +7,15 @@ from __future__ import annotations
 from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
 from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, kmalloc_size
 
-CACHE_SITES = (("names_cache", "getname_flags"), ("filp", "alloc_empty_file"),
-               ("dentry", "__d_alloc"), ("vm_area_struct", "vm_area_alloc"),
-               ("skbuff_head_cache", "__alloc_skb"))
+# (cache, the function allocating from it, the one freeing to it): a cache's
+# kmem_cache_free comes from its own free path (putname, file_free_rcu...),
+# as on the kernel, so a call site seen once is seen again
+CACHE_SITES = (("names_cache", "getname_flags", "putname"),
+               ("filp", "alloc_empty_file", "file_free_rcu"),
+               ("dentry", "__d_alloc", "__d_free"),
+               ("vm_area_struct", "vm_area_alloc", "vm_area_free"),
+               ("skbuff_head_cache", "__alloc_skb", "kfree_skbmem"))
+FREE_SITE = {cache: free for cache, _, free in CACHE_SITES}
 LIVE_MAX = 4096  # allocations alive at once (all CPUs)
 
 
@@ -57,7 +63,7 @@ class KmemActivity:
 
     def _cache(self, cpu, name=None):
         cache = next((c for c in CACHE_SITES if c[0] == name), None) or self.rng.choice(CACHE_SITES)
-        name, fn = cache
+        name, fn, _ = cache
         object_size, size = CACHES[name]
         site = self._addr(fn, self.rng.randrange(8, 64))
         ptr = self._ptr(size)
@@ -87,7 +93,8 @@ class KmemActivity:
         if item[0] == "kfree":
             self._ev(cpu, pid, "kmem:kfree", (self._call_site(), item[2]))
         elif item[0] == "kmem_cache_free":
-            self._ev(cpu, pid, "kmem:kmem_cache_free", (self._call_site(), item[2], item[3]))
+            site = self._addr(FREE_SITE.get(item[3], "kfree"), self.rng.randrange(2, 12) * 4)
+            self._ev(cpu, pid, "kmem:kmem_cache_free", (site, item[2], item[3]))
         else:
             self._ev(cpu, pid, "kmem:mm_page_free", item[1:])
         return None
