@@ -261,14 +261,16 @@ class ProcessEvents:
             events += [self._exec_event(pid) for pid in list(self.pending)]
         return events
 
-    def _exec_event(self, pid: int, filename: str | None = None) -> dict:
+    def _exec_event(self, pid: int, filename: str | None = None,
+                    mapping: tuple | None = None) -> dict:
         """An exec waits for the binary's first executable mapping, which
         names the file (begin_new_exec() reports the comm before the ELF
-        loader maps it)."""
+        loader maps it); ``mapping`` is that mapping's (addr, len, pgoff),
+        where the task's uprobes on the file are (server/watch.py)."""
         cpu, comm = self.pending.pop(pid)
         return {"event": "sched:sched_process_exec", "cpu": cpu, "pid": pid, "comm": comm,
                 "fields": {"filename": filename or _exe_of(pid, comm), "pid": pid,
-                           "old_pid": pid}}
+                           "old_pid": pid}, "mapping": mapping if filename else None}
 
     def events(self, kind: int, misc: int, body: bytes, cpu: int) -> list[dict]:
         """The tracepoints the kernel fires where it writes this record."""
@@ -279,7 +281,8 @@ class ProcessEvents:
             if head.pid not in self.pending:
                 return []
             name = body[perf_record_mmap_head.sizeof():].split(b"\0")[0].decode(errors="replace")
-            return [self._exec_event(head.pid, name if name.startswith("/") else None)]
+            return [self._exec_event(head.pid, name if name.startswith("/") else None,
+                                     (head.addr, head.len, head.pgoff))]
         if kind == PERF_RECORD_COMM:
             head = perf_record_comm_head.parse(body)
             comm = body[perf_record_comm_head.sizeof():].split(b"\0")[0].decode(errors="replace")

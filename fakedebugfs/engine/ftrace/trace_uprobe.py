@@ -12,9 +12,11 @@ again is EEXIST "There is already the exact same probe event".
 The event's format is ``__probe_ip`` (``__probe_func``, ``__probe_ret_ip``
 for a return probe) then the arguments packed after it, and its text is
 ``(0x<ip>)`` or ``(0x<ret_ip> <- 0x<func>)`` then ``name=value`` for
-each argument (``print_uprobe_event``).  The fake never hits a uprobe by
-itself: its hits are the events injected on it (``fakedebugfs emit``),
-each counted in ``uprobe_profile``.
+each argument (``print_uprobe_event``).  The fake places no breakpoint:
+a uprobe's hits are the events injected on it (``fakedebugfs emit``), and
+under ``fakedebugfs run`` one hit of each enabled entry probe on a binary
+each time a watched task execs that binary (:func:`exec_hits`, fired by
+the server's process watcher), each counted in ``uprobe_profile``.
 """
 
 from __future__ import annotations
@@ -81,6 +83,41 @@ class TraceUprobe:
             label = lambda r: f"(0x{r.get('__probe_ip', 0):x})"
         return make_probe_event(self.group, self.event, event_id, head, self.args,
                                 "return" if self.is_return else "normal", label)
+
+
+def exec_hits(dyn, inode: tuple) -> list:
+    """The probes one exec of the binary *inode* (``(st_dev, st_ino)``)
+    hits in the fake: every entry probe on it whose event is enabled in a
+    trace array, once (``uprobe_dispatcher`` as if the probed instruction
+    ran once after ``begin_new_exec``).  Return probes are never hit so."""
+    return [p for p in dyn.list if isinstance(p, TraceUprobe) and not p.is_return
+            and p.inode == inode and dyn.busy(p.key)]
+
+
+def hit_fields(probe: TraceUprobe, ip: int, comm: str) -> dict:
+    """The fields of one such hit: ``__probe_ip``, ``$comm`` args the
+    task's name, immediate values (``\\IMM``, ``\\"STR"``) theirs; the
+    fetch args the fake cannot evaluate (registers, memory) stay 0."""
+    fields = {"__probe_ip": ip}
+    for arg in probe.args:
+        op = arg.ops[0] if arg.ops else ""
+        fetch = arg.comm.split(":", 1)[0]  # without its type (parse_probe_arg_type)
+        if op == "COMM":
+            fields[arg.name] = comm
+        elif op == "DATA" and arg.type.is_string:
+            fields[arg.name] = fetch[2:-1]
+        elif op == "IMM" and fetch.startswith("\\") and not arg.count \
+                and not arg.type.is_string:
+            try:
+                value = int(fetch[1:], 0)
+            except ValueError:
+                continue
+            bits = 8 * arg.type.size
+            value &= (1 << bits) - 1
+            if arg.type.signed and value >> (bits - 1):
+                value -= 1 << bits
+            fields[arg.name] = value
+    return fields
 
 
 def _kstrtoul(text: str) -> int:
@@ -180,4 +217,4 @@ def register(tu: TraceUprobe, dyn) -> None:
     dyn.add(tu, tu.make_event, lambda: log.err(0, "EVENT_EXIST", errno.EEXIST))
 
 
-__all__ = ["TraceUprobe", "create", "register", "UPROBE_EVENT_SYSTEM"]
+__all__ = ["TraceUprobe", "create", "register", "exec_hits", "hit_fields", "UPROBE_EVENT_SYSTEM"]
