@@ -411,18 +411,12 @@ def _reap(pid: int, timeout: float) -> bool:
 
 
 def stop_server(pid: int, mnt: str) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    if not _reap(pid, 10):
-        os.kill(pid, signal.SIGKILL)
-        _reap(pid, 5)
-    if runstate.is_mounted(mnt):
-        try:
-            umount(mnt)
-        except OSError:
-            pass
+    """Stop the fake's server and take its mount away: the one lifecycle
+    the CLI and the API use (:mod:`fakedebugfs.server.launcher`)."""
+    from fakedebugfs.server import launcher
+
+    launcher.stop_server(pid)
+    launcher.unmount(mnt)
     runstate.clear_state(mnt)
 
 
