@@ -261,3 +261,21 @@ def test_two_system_mirrors_at_once(getppid):
     lines = body_lines(trace)
     assert lines and all(": sched_" in line for line in lines)
     assert not [line for line in lines if ": sys_" in line]
+
+
+# --- trace_marker on the writer's CPU ------------------------------------------------
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("mirror", [[], ["--mirror=tree"]], ids=["plain", "mirror"])
+def test_marker_is_recorded_on_the_writers_cpu(mirror):
+    res = run(*mirror, "--workload", "none", "--", "sh", "-c",
+              "cd /sys/kernel/tracing; echo 1 > tracing_on; "
+              "taskset -c 1 sh -c 'echo on-one > trace_marker'; "
+              "taskset -c 0 sh -c 'echo on-zero > trace_marker'; "
+              "taskset -c 1 sh -c 'printf \"\\001\\000\\000\\000raw\" > trace_marker_raw'; "
+              "cat per_cpu/cpu1/trace; echo ==; cat per_cpu/cpu0/trace")
+    assert res.returncode == 0, res.stderr
+    one, zero = res.stdout.split("==\n")
+    assert "on-one" in one and "on-zero" not in one, res.stdout
+    assert "on-zero" in zero and "on-one" not in zero, res.stdout
+    assert "buf: 72 61 77" in one and "buf:" not in zero, res.stdout  # raw_data: "raw"

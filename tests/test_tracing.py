@@ -392,8 +392,8 @@ def test_trace_pipe_raw_blocking_poll_ioctl(fake):
         result = {}
         reader = threading.Thread(target=lambda: result.setdefault("data", os.read(fd, 4096)))
         reader.start()
-        # marker entries from a pid that lands on CPU 0 (pid % 2 == 0)
-        script = ("import os\nwhile os.getpid() % 2:\n    if os.fork(): os._exit(0)\n"
+        # marker entries written on CPU 0 (a marker goes to the writer's CPU)
+        script = ("import os\nos.sched_setaffinity(0, {0})\n"
                   f"fd = os.open({str(tracing / 'trace_marker')!r}, os.O_WRONLY)\n"
                   "for i in range(3): os.write(fd, b'x' * 100)\n")
         subprocess.run([os.sys.executable, "-c", script], check=True)
@@ -426,12 +426,15 @@ def test_missed_events_after_overrun(fake):
     stats_before = read(tracing / "per_cpu/cpu0/stats")
     assert "overrun: 0" in stats_before
     fd = os.open(tracing / "trace_marker", os.O_WRONLY)
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})  # a marker goes to the writer's CPU
     try:
         for _ in range(400):
             os.write(fd, b"y" * 60)
     finally:
+        os.sched_setaffinity(0, cpus)
         os.close(fd)
-    cpu = os.getpid() % 2
+    cpu = 0
     stats = read(tracing / f"per_cpu/cpu{cpu}/stats")
     overrun = int(re.search(r"overrun: (\d+)", stats).group(1))
     assert overrun > 0

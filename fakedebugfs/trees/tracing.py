@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import Optional
 
 from fakedebugfs.engine.ftrace.control import (EVENT_BUF_SIZE,
     bitmap_parse, bool_write, nsecs_write, percent, pid_write, saved_cmdlines_size, subbuf_order,
@@ -455,6 +456,18 @@ class TracingTree:
         return store
 
 
+def writer_cpu(pid: int, nr_cpus: int) -> Optional[int]:
+    """The CPU task *pid* runs on (``/proc/PID/stat`` field 39,
+    ``processor``: a writer blocked in write(2) is where it wrote from),
+    folded into the fake's CPUs; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fp:
+            stat = fp.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[36]) % nr_cpus
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Marker(FileOperations):
     """``tracing_mark_fops``/``tracing_mark_raw_fops``."""
 
@@ -465,7 +478,8 @@ class Marker(FileOperations):
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
         pid = writer_pid(f)  # tracing_mark_write records current, the writer
         _learn_comm(self.tree.ft.engine, pid)
-        n = self.tree.ft.marker(pid, data, raw=self.raw)
+        cpu = writer_cpu(pid, self.tree.ft.engine.nr_cpus)  # on current's CPU
+        n = self.tree.ft.marker(pid, data, raw=self.raw, cpu=cpu)
         self.tree.wake()
         return n
 
