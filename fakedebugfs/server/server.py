@@ -50,7 +50,8 @@ IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 # loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
 GIL_SWITCH = 0.0005
 MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
-MIRROR_SYNC_BYTES = 32 << 10  # what a FUSE request drains of each ring first
+MIRROR_SYNC_BYTES = 64 << 10  # slices of each ring a FUSE request drains first
+MIRROR_SYNC_S = 0.05  # ... until what was there when it came, or this long
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 BIG_LINE = 1 << 16  # request lines longer than this are decoded in slicer turns
 
@@ -112,12 +113,12 @@ class Server:
         if self.watches is not None:
             self.watches.sync()
         if self.mirror is not None:
-            self.mirror.drain(MIRROR_SYNC_BYTES)
+            self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_SYNC_S)
 
     def mirror_sync(self) -> None:
         """Before a FUSE read, write or poll: the mirror's recent samples
         (a slice: a request never waits for a whole backlog)."""
-        self.mirror.drain(MIRROR_SYNC_BYTES)
+        self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_SYNC_S)
 
     async def drive_mirror(self) -> None:
         """``--mirror``: drain the kernel's rings every MIRROR_EVERY seconds

@@ -47,6 +47,7 @@ import fcntl
 import logging
 import os
 import re
+import time
 from typing import Callable, Optional
 
 from fakedebugfs.engine.core.batch import EventBatch, Strings
@@ -601,6 +602,19 @@ class Mirror:
 
     def pending(self) -> bool:
         return any(ring.has_records() for ring in self.rings.values())
+
+    def sync(self, most: int, seconds: float) -> int:
+        """Drain what the rings held when called (the events that happened
+        before a FUSE request), in slices of *most* bytes per ring, for at
+        most *seconds*; returns how many were fired."""
+        marks = {cpu: ring.positions()[0] for cpu, ring in self.rings.items()}
+        deadline = time.monotonic() + seconds
+        fired = 0
+        while True:
+            fired += self.drain(most)
+            if all(self.rings[cpu].positions()[1] >= head for cpu, head in marks.items()
+                   if cpu in self.rings) or time.monotonic() >= deadline:
+                return fired
 
     def drain(self, most: int = DRAIN_BYTES) -> int:
         """Fire the samples the rings hold, at most *most* bytes of records

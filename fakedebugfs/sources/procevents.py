@@ -181,6 +181,10 @@ class Ring:
         _U64.pack_into(self.map, RING_AT + 8, head)  # data_tail
         return data
 
+    def positions(self) -> tuple[int, int]:
+        """``(data_head, data_tail)``."""
+        return _RING.unpack_from(self.map, RING_AT)[:2]
+
     def read_upto(self, most: int) -> bytes:
         """At most *most* new bytes from data_tail on (records may be cut
         at the end: :meth:`release` frees what was used)."""
