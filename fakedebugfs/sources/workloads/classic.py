@@ -107,7 +107,7 @@ class ClassicWorkload:
         self._fire("kmalloc", cpu, (site, ptr, req, alloc, gfp, -1))
 
     def _cache(self, cpu):
-        name, fn = self.rng.choice(CACHE_SITES)
+        name, fn, _ = self.rng.choice(CACHE_SITES)
         object_size, size = CACHES[name]
         site = self.engine.kallsyms.address(fn, self.rng.randrange(8, 64))
         ptr = self._ptr(size)
