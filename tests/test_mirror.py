@@ -279,3 +279,10 @@ def test_marker_is_recorded_on_the_writers_cpu(mirror):
     assert "on-one" in one and "on-zero" not in one, res.stdout
     assert "on-zero" in zero and "on-one" not in zero, res.stdout
     assert "buf: 72 61 77" in one and "buf:" not in zero, res.stdout  # raw_data: "raw"
+
+
+def test_tree_on_the_virtual_clock_is_refused():
+    res = run("--mirror=tree", "--clock", "virtual", "--", "true")
+    assert res.returncode != 0
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "--clock virtual" in err[0], res.stderr

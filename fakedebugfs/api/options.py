@@ -296,6 +296,9 @@ def build_server(options: MountOptions, mountpoint: str):
         problem = privilege_problem()  # refused before anything is mounted
         if problem:
             raise MountError(problem)
+        if options.mirror == "tree" and options.clock == "virtual":
+            raise MountError("--mirror tree follows run's command in real time: not with "
+                             "--clock virtual (use --mirror system, or --clock monotonic)")
         if name == "default":  # the kernel's events, not the synthetic ones
             name = "none"
     try:
