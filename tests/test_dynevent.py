@@ -124,10 +124,12 @@ def test_probe_event_is_an_event_like_any_other():
 @pytest.mark.parametrize("command", [
     "p ^/non_exist_file:100", "p ^/sys:100", "p /bin/sh:^10a", "p /bin/sh:10(^1a)",
     "p /bin/sh:10(10^", "p /bin/sh:10(10)^a", "p /bin/sh:10 ^@+ab", "p /bin/sh:10 ^@symbol",
-    "p /bin/sh:10^%hoge", "p /bin/sh:10(10)^%return",
+    "p /bin/sh:10^%hoge", "p /bin/sh:10(10)^%return", "p /bin/sh:10 $stack0:^symstr",
+    "p /bin/sh:10 $comm:^u32", "p /bin/sh:10 a=%ax:^foo", "p /bin/sh:10 a=%ax:u8[2^",
 ])
 def test_uprobe_syntax_errors(command):
-    """uprobe_syntax_errors.tc: the error_log entry and its caret."""
+    """uprobe_syntax_errors.tc (and type errors): the error_log entry and its
+    caret, where 6.18 puts it."""
     with Fake() as fk:
         t = fk.tracing
         pos = command.index("^")

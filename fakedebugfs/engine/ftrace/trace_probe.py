@@ -448,7 +448,7 @@ def _arg_type(arg: str, parg_count: list, ctx: _Ctx):
                 raise ctx.err(ctx.offset + t2_at, "BAD_ARRAY_NUM")
             if count > MAX_ARRAY_LEN:
                 raise ctx.err(ctx.offset + t2_at, "ARRAY_TOO_BIG")
-    offs = colon if colon >= 0 else 0
+    offs = colon + 1 if colon >= 0 else 0  # the type's first byte (t - arg, after t++)
     if not ctx.flags & FL_TEVENT and (arg in ("$comm", "$COMM") or arg.startswith('\\"')):
         if count or (t is not None and t != "string"):
             raise ctx.err(ctx.offset + offs, "NEED_STRING_TYPE")
