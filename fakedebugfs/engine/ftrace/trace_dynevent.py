@@ -70,16 +70,20 @@ class DynEvents:
         for raw in data.split(b"\n"):
             if len(raw) >= WRITE_BUFSIZE - 1:
                 raise OSError(errno.EINVAL, "Line length is too long")
-            line = raw.split(b"#", 1)[0].strip(b" \t\n\v\f\r").decode(errors="surrogateescape")
+            text = raw.split(b"#", 1)[0]
+            line = text.strip(b" \t\n\v\f\r").decode(errors="surrogateescape")
             if line:
-                self.run(line, kind)
+                # a removal is told by the command's very first byte: " -:x" is
+                # parsed as a definition (and refused), as create_dyn_event does
+                self.run(line, kind, removal=text[:1] in (b"-", b"!"))
             done += len(raw) + 1
         return len(data)
 
-    def run(self, line: str, kind: Optional[str] = None) -> None:
-        """One command; errors logged in ``error_log``, then raised."""
+    def run(self, line: str, kind: Optional[str] = None, removal: bool = True) -> None:
+        """One command; errors logged in ``error_log``, then raised.  *removal*
+        False: the raw command did not begin with its ``-`` (leading spaces)."""
         try:
-            if line[0] in "-!" if kind is None else line[0] == "-":
+            if removal and (line[0] in "-!" if kind is None else line[0] == "-"):
                 self.release(line, kind)
             else:
                 self.create(line, kind)
