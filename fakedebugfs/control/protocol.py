@@ -269,6 +269,15 @@ def ok(**results) -> dict:
 MAX_ERROR = 4096  # characters of a refusal's one line
 
 
+class Refused(Exception):
+    """A request refused with *kind* (nothing applied)."""
+
+    def __init__(self, kind: str, message: str, **details):
+        super().__init__(message)
+        self.kind = kind
+        self.details = details
+
+
 def refused(kind: str, error: str, **details) -> dict:
     """A refusal: *error* made one line, at most MAX_ERROR characters."""
     error = " ".join(str(error).splitlines())

@@ -9,9 +9,7 @@ waits.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-import math
 import os
 from typing import Callable, Optional
 
@@ -19,27 +17,17 @@ import trio
 
 from fakedebugfs.version import __version__
 from fakedebugfs.sources.inject import InjectError, Injector
-from fakedebugfs.engine.kernel import same_definition
-from fakedebugfs.control.protocol import MAX_REPEAT, PROTOCOL_VERSION, ok, refused
+from fakedebugfs.control.protocol import PROTOCOL_VERSION, Refused, ok, refused
+from fakedebugfs.control.scenarios import ScenarioRequests, _repeat
+from fakedebugfs.control.waits import WaitRequests
 
 log = logging.getLogger(__name__)
 
 REPEAT_RUN = 512  # events an emit fires at once between looks at the FUSE queue
 PREPARE_RUN = 128  # events checked at once, likewise
-WAIT_POLL = 0.005  # seconds between checks of a wait condition
-READERS_DEFAULT = "tracing/per_cpu/cpu*/trace_pipe_raw"
 
 
-class Refused(Exception):
-    """A request refused with *kind* (nothing applied)."""
-
-    def __init__(self, kind: str, message: str, **details):
-        super().__init__(message)
-        self.kind = kind
-        self.details = details
-
-
-class ControlService:
+class ControlService(WaitRequests, ScenarioRequests):
     """Answers control requests for one :class:`~fakedebugfs.server.server.Server`."""
 
     def __init__(self, server):
@@ -253,195 +241,12 @@ class ControlService:
 
     # --- scenarios ------------------------------------------------------------------
 
-    async def scenario(self, req) -> dict:
-        """Check every step (nothing applied if one is bad), then run them in
-        order; the reply comes when the last step is done."""
-        steps = req["steps"]
-        if not isinstance(steps, list):
-            raise Refused("scenario", "steps must be a list")
-        checked = self._check_steps(steps)
-        self._check_clock(steps)
-        self.scenarios += 1
-        try:
-            for i, (step, prepared) in enumerate(zip(steps, checked)):
-                try:
-                    await self._run_step(step, prepared)
-                except (Refused, InjectError, ValueError, TypeError) as err:
-                    label = f"line {step['line']}" if step.get("line") else f"step {i + 1}"
-                    raise Refused("scenario", f"{label}: {err} (the steps before it were "
-                                  f"applied)", **_where(step, i)) from None
-        finally:
-            self.scenarios -= 1
-        return {"applied": len(steps)}
-
-    def _check_steps(self, steps: list) -> list:
-        defined: dict = {}  # key -> the event an earlier step defines
-        checked = []
-        for i, step in enumerate(steps):
-            where = _where(step, i)
-            try:
-                checked.append(self._check_step(step, defined))
-            except (Refused, InjectError, KeyError, ValueError, TypeError) as err:
-                text = f"missing {err.args[0]!r}" if isinstance(err, KeyError) else str(err)
-                label = f"line {where['line']}" if where.get("line") else f"step {i + 1}"
-                raise Refused("scenario", f"{label}: {text}", **where) from None
-        return checked
-
-    def _check_step(self, step, defined: dict):
-        if not isinstance(step, dict):
-            raise Refused("scenario", "a step is an object")
-        op = step.get("op")
-        if op == "sleep":
-            seconds = step["seconds"]
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-                    or not math.isfinite(seconds) or seconds < 0:
-                raise Refused("scenario", f"sleep takes a number of seconds >= 0, got {seconds!r}")
-            return None
-        if op == "define":
-            return self._check_define(step, defined)
-        if op == "fault":
-            check = getattr(self._faults(), "check", None)
-            if check is not None:
-                check(step["spec"])
-            return None
-        if op == "emit":
-            _repeat(step)
-            return self._check_emit(step, defined)
-        raise Refused("scenario", f"unknown step {op!r} (emit, define, fault, sleep)")
-
-    def _check_define(self, step, defined: dict) -> None:
-        """A define step made (not registered): refused as ``define`` would
-        refuse it, or if an earlier step defined the event otherwise."""
-        system, name, fields = step["system"], step["name"], step.get("fields") or []
-        print_fmt = step.get("print_fmt")
-        try:
-            ev = self.kernel.check_define(system, name, fields, print_fmt)
-        except (ValueError, TypeError) as err:
-            raise Refused("define", str(err)) from None
-        earlier = defined.get(ev.key)
-        if earlier is not None and not same_definition(earlier, ev, print_fmt):
-            raise Refused("define", f"event {ev.key} is defined on an earlier line "
-                                    f"with another format")
-        if earlier is None:
-            defined[ev.key] = ev
-        return None
-
-    def _check_emit(self, step, defined: dict):
-        events = step["events"]
-        if not isinstance(events, list):
-            raise Refused("request", "events must be a list")
-        late = [ev for ev in events if isinstance(ev, dict) and ev.get("event") in defined]
-        for ev in late:  # defined by an earlier step: names checked now, values when fired
-            names = {f[1].split("[", 1)[0] for f in defined[ev["event"]].fields}
-            fields = ev.get("fields") or {}
-            if not isinstance(fields, dict):
-                raise Refused("scenario", f"{ev['event']}: fields must be an object")
-            unknown = sorted(set(fields) - names)
-            if unknown:
-                raise Refused("scenario", f"{ev['event']} has no field {unknown[0]!r}")
-            self.injector.check_task(ev["event"], ev.get("cpu", 0), ev.get("pid", 0),
-                                     ev.get("comm"), ev.get("ts"))
-        now = self._prepare([ev for ev in events if not any(ev is e for e in late)],
-                            bool(step.get("strict")))
-        return None if late else now
-
-    def _check_clock(self, steps: list) -> None:
-        """The given timestamps of every emit step, in order, against each
-        CPU's last event: the trace clock never goes back (Refused naming
-        the step before anything is applied)."""
-        last = list(self.kernel.engine.last_ts)
-        for i, step in enumerate(steps):
-            if step.get("op") != "emit":
-                continue
-            for ev in step["events"]:
-                ts, cpu = ev.get("ts"), ev.get("cpu", 0)  # checked by _check_steps
-                if ts is None:
-                    continue
-                if ts < last[cpu]:
-                    label = f"line {step['line']}" if step.get("line") else f"step {i + 1}"
-                    raise Refused("scenario", f"{label}: {ev['event']}: ts {ts} is before CPU "
-                                  f"{cpu}'s last event ({last[cpu]}): the trace clock never "
-                                  f"goes back", **_where(step, i))
-                last[cpu] = ts
-
-    async def _run_step(self, step: dict, prepared) -> None:
-        op = step["op"]
-        if op == "sleep":
-            await trio.sleep(step["seconds"])
-        elif op == "define":
-            self.define(step)
-        elif op == "fault":
-            self.fault(step)
-        elif prepared is not None:
-            await self._fire(prepared, _repeat(step))
-        else:
-            await self.emit(step)
 
     # --- waiting --------------------------------------------------------------------
 
-    async def wait(self, req) -> dict:
-        """Return once the condition holds; kind ``timeout`` otherwise."""
-        until = req.get("until", "idle")
-        timeout = float(req.get("timeout", 30))
-        if not math.isfinite(timeout) or timeout < 0:
-            raise Refused("request", f"timeout must be >= 0 seconds, got {timeout}")
-        makers = {"idle": self._idle, "done": self._done, "consumed": self._consumed,
-                  "readers": self._readers}
-        make = makers.get(until)
-        if make is None:
-            raise Refused("request", f"wait until {until!r}? (idle, consumed, done, readers)")
-        holds, why_not = make(req)
-        start = trio.current_time()
-        with trio.move_on_after(timeout):
-            while not holds():
-                await trio.sleep(WAIT_POLL)
-            return {"waited": round(trio.current_time() - start, 6)}
-        raise Refused("timeout", f"not {until} after {timeout:g} s: {why_not()}")
 
     # Each condition is made once per wait: (holds, why_not), both callables.
 
-    def _done(self, req):
-        return (lambda: self.server.done), (lambda: "the workload is still running")
-
-    def _idle(self, req):
-        """The workload is done, no scenario runs, every finished ktrace page
-        is visible to readers."""
-        def why_not() -> str:
-            if not self.server.done:
-                return "the workload is still running"
-            if self.scenarios:
-                return "a scenario is still running"
-            return "ktrace pages are still being published"
-
-        return (lambda: self.server.done and not self.scenarios and self.kernel.published()), \
-            why_not
-
-    def _consumed(self, req):
-        tracers, whole = req.get("tracers"), bool(req.get("complete_pages"))
-        return (lambda: not self.kernel.unread(tracers, whole)), \
-            (lambda: f"unread {self.kernel.unread(tracers, whole)}")
-
-    def _readers(self, req):
-        """Every file matching ``path`` (a glob; default every CPU's
-        ``trace_pipe_raw``) is open: a recorder such as trace-cmd is reading.
-        The files are found once; each check compares the open files' nodes."""
-        pattern = req.get("path", READERS_DEFAULT).lstrip("/")
-        wanted = self._matching_files(pattern)
-        if not wanted:
-            raise Refused("request", f"no file matches {pattern!r}")
-
-        def missing() -> set:
-            return wanted - self.server.open_nodes()
-
-        return (lambda: not missing()), \
-            (lambda: "not open: " + ", ".join(sorted(n.path().lstrip("/") for n in missing())))
-
-    def _matching_files(self, pattern: str) -> set:
-        ops = self.server.ops
-        if ops is None:
-            return set()
-        return {node for node in list(ops.table.nodes.values())
-                if not node.is_dir and fnmatch.fnmatchcase(node.path().lstrip("/"), pattern)}
 
     # --- process events of `run`'s command ------------------------------------------
 
@@ -494,16 +299,3 @@ class ControlService:
         return {}
 
 
-def _where(step, index: int) -> dict:
-    """The details of a refusal naming scenario step *index*."""
-    line = step.get("line") if isinstance(step, dict) else None
-    return {"line": line, "index": index} if isinstance(line, int) else {"index": index}
-
-
-def _repeat(req) -> int:
-    """An emit's ``repeat`` (1 without one); Refused outside 1..MAX_REPEAT."""
-    repeat = req.get("repeat", 1)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
-        raise Refused("request", f"repeat must be a whole number from 1 to {MAX_REPEAT}, "
-                                 f"got {str(repeat)[:40]}")
-    return repeat
