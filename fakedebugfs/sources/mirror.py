@@ -50,17 +50,18 @@ import re
 import time
 from typing import Callable, Optional
 
-from fakedebugfs.engine.core.batch import EventBatch, Strings
+from fakedebugfs.engine.core.batch import Strings
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.events import field_key
 from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
-    PERF_FLAG_FD_CLOEXEC, PERF_RECORD_COMM, PERF_RECORD_FORK, PERF_SAMPLE_TID,
-    PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE, SYS_perf_event_open, Ring, comm_of, perf_event_attr,
-    perf_record_comm_head, perf_record_task)
+    PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE,
+    SYS_perf_event_open, Ring, comm_of, perf_event_attr)
+from fakedebugfs.sources.mirror_drain import Entries, MirrorDrain
 
 log = logging.getLogger(__name__)
+
 
 MODES = ("tree", "system")
 PERF_TYPE_TRACEPOINT = 2  # include/uapi/linux/perf_event.h
@@ -70,18 +71,14 @@ CLOCK_MONOTONIC = 1
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401  # _IO('$', 0), _IO('$', 1)
 PERF_EVENT_IOC_SET_OUTPUT = 0x2405  # _IO('$', 5)
 PERF_FLAG_PID_CGROUP = 1 << 2  # pid is a cgroup directory's fd
-PERF_RECORD_LOST = 2
-PERF_RECORD_SAMPLE = 9
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38  # include/uapi/linux/capability.h
 # the fsopen(2) family, x86_64: a detached tracefs mount, never attached anywhere
 SYS_fsopen, SYS_fsconfig, SYS_fsmount = 430, 431, 432
 FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 1, 1
 
-DRAIN_BYTES = 256 << 10  # a drain takes at most this much of a ring's records
 RING_PAGES = int(os.environ.get("FAKEDEBUGFS_MIRROR_PAGES", "512"))  # per CPU, power of two
 # a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
 # { u32 pid, tid; u64 time; u32 size; char data[size]; }
-SAMPLE_TID, SAMPLE_TIME, SAMPLE_RAW = 8, 16, 28
 _ID_LINE = re.compile(r"^ID: *\d+\n", re.M)
 
 
@@ -292,100 +289,13 @@ class Decoder:
         return tuple(cols)
 
 
-_WALK = []  # the compiled walk (native/perf_records.c), once loaded; [None] if not
-
-
-def record_offsets(blob: bytes):
-    """The offsets of the perf records in *blob* (int64 array): each
-    header's size leads to the next one."""
-    if not _WALK:
-        try:
-            import ctypes
-
-            from fakedebugfs.native import build
-
-            lib = ctypes.CDLL(str(build("perf_records")))
-            fn = lib.perf_record_offsets
-            fn.restype = ctypes.c_size_t
-            fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
-            _WALK.append(fn)
-        except (OSError, ImportError, subprocess_error()) as err:
-            log.info("mirror: no compiled walk (%s): records walked in Python", err)
-            _WALK.append(None)
-    walk = _WALK[0]
-    if walk is not None:
-        out = np.empty(len(blob) // 8 + 1, np.int64)
-        n = walk(blob, len(blob), out.ctypes.data, len(out))
-        return out[:n]
-    offs, pos, end = [], 0, len(blob)
-    while pos + 8 <= end:
-        size = blob[pos + 6] | blob[pos + 7] << 8
-        if size < 8:
-            break
-        offs.append(pos)
-        pos += size
-    return np.array(offs, np.int64)
-
-
-def subprocess_error():
-    import subprocess
-
-    return subprocess.CalledProcessError
-
-
-def _distinct(col) -> set:
-    """The values of *col* (runs of one value are the rule: cheaper than a sort)."""
-    if not len(col):
-        return set()
-    change = np.empty(len(col), bool)
-    change[0] = True
-    np.not_equal(col[1:], col[:-1], out=change[1:])
-    return set(col[change].tolist())
-
-
-class Entries:
-    """Raw entries at offsets *at* of *data* (4-byte aligned: a sample's
-    raw data follows its u32 size), read column-wise."""
-
-    def __init__(self, data: bytes, u8, u32, at):
-        self.data, self.u8, self.u32, self.at = data, u8, u32, at
-
-    def integers(self, off: int, dtype):
-        """The field of *dtype* at *off* of every entry, as int64 (uint64
-        for an unsigned 8-byte one): 4- and 8-byte fields from 32-bit words
-        when aligned on 4, else byte by byte."""
-        pos = self.at + off
-        size = dtype.itemsize
-        if size in (4, 8) and off % 4 == 0:
-            lo = self.u32[pos >> 2]
-            if size == 4:
-                return lo.view(np.int32).astype(np.int64) if dtype.kind == "i" \
-                    else lo.astype(np.int64)
-            value = lo.astype(np.uint64) | self.u32[(pos >> 2) + 1].astype(np.uint64) << 32
-            return value.view(np.int64) if dtype.kind == "i" else value
-        raw = np.zeros(len(pos), np.uint64)
-        for i in range(size):
-            raw |= self.u8[pos + i].astype(np.uint64) << (8 * i)
-        if dtype.kind == "i" and size < 8:
-            sign = np.uint64(1 << (8 * size - 1))
-            return (raw.astype(np.int64) ^ int(sign)) - int(sign)
-        return raw.view(np.int64) if dtype.kind == "i" else \
-            (raw.astype(np.int64) if size < 8 else raw)
-
-    def raws(self) -> list:
-        """Each whole entry (its size: the u32 before it)."""
-        sizes = self.u32[(self.at >> 2) - 1].tolist()
-        view = memoryview(self.data)
-        return [view[a:a + z] for a, z in zip(self.at.tolist(), sizes)]
-
-
 def _strings(values: list) -> Strings:
     table = tuple(dict.fromkeys(values))
     code = {s: i for i, s in enumerate(table)}
     return Strings(np.fromiter((code[v] for v in values), np.int64, len(values)), table)
 
 
-class Mirror:
+class Mirror(MirrorDrain):
     """The perf events of one fake's mirroring (see the module docstring).
 
     *kernel*: the fake's :class:`~fakedebugfs.engine.kernel.Kernel`; *mode*
@@ -615,151 +525,6 @@ class Mirror:
             if all(self.rings[cpu].positions()[1] >= head for cpu, head in marks.items()
                    if cpu in self.rings) or time.monotonic() >= deadline:
                 return fired
-
-    def drain(self, most: int = DRAIN_BYTES) -> int:
-        """Fire the samples the rings hold, at most *most* bytes of records
-        per ring (what is left waits for the next drain; a ring the kernel
-        finds full reports the samples it lost); returns how many.
-
-        The records are walked once for their offsets (a record says its
-        size); everything else is read column-wise with numpy: kinds,
-        tasks, times, each event type's fields."""
-        if not self.rings:
-            return 0
-        blobs, cpus = [], []
-        parts, counts = [], []
-        for cpu, ring in self.rings.items():
-            blob = ring.read_upto(most)
-            if not blob:
-                continue
-            part = record_offsets(blob)
-            if len(part):  # the last record may be cut: whole ones only
-                last = int(part[-1])
-                size = blob[last + 6] | blob[last + 7] << 8
-                if last + size > len(blob):
-                    part = part[:-1]
-                    blob = blob[:last]
-                else:
-                    blob = blob[:last + size]
-            ring.release(len(blob))
-            if not len(part):
-                continue
-            blobs.append(blob)
-            cpus.append(cpu)
-            parts.append(part)
-            counts.append(len(part))
-        if not blobs:
-            return 0
-        starts = np.cumsum([0] + [len(b) for b in blobs[:-1]])
-        off = np.concatenate([p + b for p, b in zip(parts, starts.tolist())])
-        cpu = np.repeat(np.array(cpus, np.int64) % self.kernel.engine.nr_cpus, counts)
-        data = b"".join(blobs) + bytes(8 * 64 + 4096)  # room for gathers past the end
-        u32 = np.frombuffer(data, "<u4", len(data) // 4)
-        u64 = np.frombuffer(data, "<u8", len(data) // 8)
-        kind = u32[off >> 2]
-        for o in off[(kind == PERF_RECORD_COMM) | (kind == PERF_RECORD_FORK)].tolist():
-            self._side_record(data, o)
-        lost = kind == PERF_RECORD_LOST
-        if lost.any():
-            for c, n in zip(cpu[lost].tolist(), u64[(off[lost] >> 3) + 2].tolist()):
-                self._lose(c, n)
-        sample = kind == PERF_RECORD_SAMPLE
-        fired = self._fire(data, off[sample], cpu[sample], u32, u64)
-        if fired and self.on_fire is not None:
-            self.on_fire()
-        return fired
-
-    def _side_record(self, data: bytes, o: int) -> None:
-        """PERF_RECORD_COMM and PERF_RECORD_FORK: the tasks' names (and
-        the tree's new tasks)."""
-        kind = int.from_bytes(data[o:o + 4], "little")
-        size = int.from_bytes(data[o + 6:o + 8], "little")
-        body = data[o + 8:o + size]
-        engine = self.kernel.engine
-        if kind == PERF_RECORD_COMM:
-            head = perf_record_comm_head.parse(body)
-            name = body[perf_record_comm_head.sizeof():].split(b"\0", 1)[0]
-            engine.set_comm(head.tid, name.decode(errors="replace"))
-            return
-        task = perf_record_task.parse(body)
-        if self.members is not None:
-            self.members.add(task.tid)
-        engine.set_comm(task.tid, engine.comms.get(task.ptid) or comm_of(task.tid))
-
-    def _fire(self, data: bytes, off, cpu, u32, u64) -> int:
-        """The samples at offsets *off* of *data* (sample_type TID | TIME |
-        RAW), each on its fake CPU, into the engine's batch path."""
-        if not len(off):
-            return 0
-        engine = self.kernel.engine
-        tgid, tid = u32[(off >> 2) + 2].astype(np.int64), u32[(off >> 2) + 3].astype(np.int64)
-        ts = u64[(off >> 3) + 2].astype(np.int64)
-        raw = off + SAMPLE_RAW  # the entry: struct trace_entry, then the fields
-        u8 = np.frombuffer(data, np.uint8)
-        ident = u8[raw].astype(np.int64) | u8[raw + 1].astype(np.int64) << 8
-        common_pid = (u8[raw + 4].astype(np.int64) | u8[raw + 5].astype(np.int64) << 8
-                      | u8[raw + 6].astype(np.int64) << 16 | u8[raw + 7].astype(np.int64) << 24)
-        # the task as this process sees it (run's PID namespace), else (not
-        # in it: 0; exiting: -1) the kernel's common_pid
-        pid = np.where((tid > 0) & (tid < 1 << 22), tid, common_pid)
-        keep = np.isin(ident, np.fromiter(self.decoders, np.int64, len(self.decoders)))
-        keep &= (pid >= 0) & (pid < 1 << 22)
-        if self.skip_pid:
-            keep &= tgid != self.skip_pid
-        if self.members is not None:
-            keep &= np.isin(tid, np.fromiter(self.members, np.int64, len(self.members)))
-        if not keep.all():
-            ident, cpu, pid, ts, raw = ident[keep], cpu[keep], pid[keep], ts[keep], raw[keep]
-        n = len(ident)
-        if not n:
-            return 0
-        for p in _distinct(pid):
-            if p not in engine.comms:
-                engine.set_comm(p, comm_of(p) or "<...>")
-        ts = self._fake_time(ts)
-        # emission order: per CPU by time (rings of CPUs folded together are merged)
-        order = np.lexsort((ts, cpu))
-        ident, cpu, pid, ts, raw = ident[order], cpu[order], pid[order], ts[order], raw[order]
-        for c in _distinct(cpu):  # the trace clock never goes back on a CPU
-            at = np.flatnonzero(cpu == c)
-            ts[at] = np.maximum.accumulate(np.maximum(ts[at], engine.last_ts[c]))
-        idents = np.array(sorted(_distinct(ident)), np.int64)
-        kind = np.searchsorted(idents, ident)
-        decs, cols = [], []
-        for k, i in enumerate(idents.tolist()):
-            dec = self.decoders[i]
-            at = raw[kind == k]
-            cols.append(dec.columns(Entries(data, u8, u32, at)))
-            decs.append(dec)
-        batch = EventBatch([d.tp for d in decs], kind, cpu, pid, ts, cols)
-        fired = engine.emit_batch(batch)
-        self.mirrored += fired
-        return fired
-
-    def _fake_time(self, ts):
-        """Sample times (CLOCK_MONOTONIC) on the fake's trace clock: the
-        same with ``--clock monotonic``; the virtual clock is moved along."""
-        clock = self.kernel.engine.clock
-        if not getattr(clock, "deterministic", False):
-            return ts
-        if self._clock_base is None:
-            self._clock_base = (int(ts.min()), clock.now())
-        out = ts - self._clock_base[0] + self._clock_base[1]
-        top = int(out.max())
-        if top > clock.now():
-            clock.advance(top - clock.now())
-        return out
-
-    def _lose(self, cpu: int, count: int) -> None:
-        """*count* samples the kernel could not write on *cpu*: every trace
-        array recording a mirrored event loses them there, as a ring buffer
-        that overran (``overrun``; the next page's missed-events count)."""
-        self.lost += count
-        opened = set(self.opened)
-        for tr in self.kernel.ftrace.arrays():
-            if tr.enabled & opened:
-                tr.buffers[cpu].lose_now(count)
-        self.kernel.engine.emitted += count
 
 
 __all__ = ["MODES", "Mirror", "MirrorError", "RealTracefs", "privilege_problem", "same_format"]
