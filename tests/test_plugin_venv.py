@@ -11,6 +11,8 @@ from pathlib import Path
 
 from support.plugin import USER_TEST
 
+from fakedebugfs.version import PYFUSE3
+
 REPO = Path(__file__).resolve().parent.parent
 WHEELS = REPO / "build" / "wheels"
 
