@@ -109,15 +109,7 @@ def umount(target, flags=MNT_DETACH | UMOUNT_NOFOLLOW) -> None:
     libc.umount2(target, flags)
 
 
-def mountinfo() -> list[tuple[str, str]]:
-    """``(mount point, fstype)`` of every mount of this namespace, in order."""
-    out = []
-    with open("/proc/self/mountinfo") as fp:
-        for line in fp:
-            left, _, right = line.partition(" - ")
-            point = left.split()[4].encode().decode("unicode_escape")
-            out.append((point, right.split()[0]))
-    return out
+mountinfo = confine.mount_points  # ``(mount point, fstype)`` of this namespace's mounts
 
 
 def preload_path() -> str:
