@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS, run_cli
+from conftest import FAKEDEBUGFS
+from support.nobody import NOBODY, SYSTEM_PYTHON, usable as nobody_usable
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests start runs as root")
 
@@ -316,24 +317,18 @@ def report_lines(dat: Path) -> list[str]:
 
 # --- rootless --attach -------------------------------------------------------------------
 
-NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def as_nobody(work: Path, script: str) -> subprocess.CompletedProcess:
     """*script* (sh) as uid 65534 with Debian's python3 importing this
     checkout, in a private mount namespace whose /dev/fuse is a node of
     mode 0666 of the test's own (the host's is never changed)."""
-    import sys
-
     import pyfuse3
 
     import fakedebugfs
 
-    v = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
-                       capture_output=True, text=True).stdout.strip()
-    if v != str(tuple(sys.version_info[:2])):
-        pytest.skip(f"{SYSTEM_PYTHON} is {v}, the venv's pyfuse3 is for {sys.version_info[:2]}")
+    if problem := nobody_usable():
+        pytest.skip(problem)
     from fakedebugfs.sandbox.userns import forbidding_setting
 
     if setting := forbidding_setting():

@@ -33,12 +33,11 @@ import pytest
 import fakedebugfs
 import pyfuse3
 from conftest import FAKEDEBUGFS
+from support.nobody import NOBODY, SYSTEM_PYTHON, usable as nobody_usable
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests start runs as root and "
                                                          "as uid 65534 (setpriv)")
 
-NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
 CAP_SYS_PTRACE, CAP_SYS_ADMIN = 19, 21
 
 
@@ -141,19 +140,6 @@ def test_sealed_bpftrace_still_attaches():
 
 # --- rootless ---------------------------------------------------------------------
 
-def _system_python_problem() -> str | None:
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        return f"{SYSTEM_PYTHON} is needed to run fakedebugfs as uid {NOBODY}"
-    v = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
-                       capture_output=True, text=True).stdout.strip()
-    if v != str(tuple(sys.version_info[:2])):
-        return f"{SYSTEM_PYTHON} is {v}, the venv's pyfuse3 was built for {sys.version_info[:2]}"
-    for tool in ("setpriv", "unshare", "mknod"):
-        if shutil.which(tool) is None:
-            return f"{tool} (util-linux/coreutils) is needed"
-    return None
-
-
 @pytest.fixture
 def nobody_dir():
     """A directory uid 65534 may write (tmp_path is under root's 0700 one)."""
@@ -169,7 +155,7 @@ def rootless(work: Path, run_args, fuse_mode=0o666, prelude="",
     namespace whose /dev/fuse is a node of mode *fuse_mode*, after the
     shell commands *root_setup*; *prelude* (a command line) runs as root
     before dropping to uid 65534, which *exec*s the command given as "$@"."""
-    if problem := _system_python_problem():
+    if problem := nobody_usable():
         pytest.skip(problem)
     site = str(Path(pyfuse3.__file__).parents[1])
     repo = str(Path(fakedebugfs.__file__).parents[1])
