@@ -26,8 +26,11 @@ from fakedebugfs.sources.replay.errors import ReplayFormatError
 from fakedebugfs.engine.ftrace.formatfile import (FormatSyntaxError, parse_cmdlines, parse_format,
     parse_header_event, parse_header_page)
 from fakedebugfs.sources.replay.recording import Buffer, CpuData, Recording
-from fakedebugfs.sources.replay.tracedat_layouts import (HEADER_EVENT_TAG, HEADER_PAGE_TAG, OPTION_NAMES, SECTION_OPTIONS, TAG_FLYRECORD, TAG_LATENCY, TAG_OPTIONS, dat_layouts, initial_format)
-from fakedebugfs.sources.replay.tracedat_v7 import V7Sections, Cursor, Decompressor, _text
+from fakedebugfs.sources.replay.tracedat_layouts import (HEADER_EVENT_TAG, HEADER_PAGE_TAG,
+    OPTION_NAMES, SECTION_OPTIONS, TAG_FLYRECORD, TAG_LATENCY, TAG_OPTIONS, dat_layouts,
+    initial_format)
+from fakedebugfs.sources.replay.cursor import Cursor, Decompressor, _text
+from fakedebugfs.sources.replay.tracedat_v7 import V7Sections
 
 
 class TraceDatReader(V7Sections):
