@@ -95,7 +95,7 @@ class ControlService(WaitRequests, ScenarioRequests):
     def status(self, req) -> dict:
         status = self.server.status()
         status["injected"] = self.injector.injected
-        status["replayed"] = self.server._replays.committed() if self.server._replays else 0
+        status["replayed"] = self.server.replayed()
         return status
 
     # --- events -------------------------------------------------------------------

@@ -142,6 +142,10 @@ class Server:
             self._replays = Replays(self.kernel, release_heap)
         return self._replays
 
+    def replayed(self) -> int:
+        """Events the replays of this mount have committed (0 before any)."""
+        return self._replays.committed() if self._replays is not None else 0
+
     def open_nodes(self) -> set:
         """The tree nodes of every open file."""
         if self.ops is None:
