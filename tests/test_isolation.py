@@ -304,6 +304,71 @@ def test_kallsyms_is_live(tmp_path):
     assert got == orig
 
 
+MODULE_LINE = re.compile(r"^ffffffffc0[0-9a-f]{6} t (\S+)\t\[(\S+)\]$")
+
+
+def module_symbols(text: str, module: str) -> list[str]:
+    """The names of *module*'s lines of a /proc/kallsyms text, each checked
+    against the kernel's ``%px %c %s\\t[%s]`` of a module symbol."""
+    names = []
+    for line in text.splitlines():
+        if line.endswith(f"[{module}]"):
+            m = MODULE_LINE.match(line)
+            assert m and m.group(2) == module, repr(line)
+            names.append(m.group(1))
+    return names
+
+
+def test_insmod_symbols_in_proc_kallsyms(tmp_path):
+    """``fakedebugfs insmod`` while the command runs: its /proc/kallsyms shows
+    the module's functions at once (in the module area, ``[module]`` after a
+    tab, as the kernel prints a module's), after the kernel's own; ``rmmod``
+    takes them away at once."""
+    events = tmp_path / "netdisk.events"
+    events.write_text("net_rx len %u\ndisk_io sector %llu\n")
+    script = f"""
+        set -e
+        cp /proc/kallsyms before
+        {FAKEDEBUGFS} insmod "$FAKEDEBUGFS_MOUNT" netdisk {events} >/dev/null
+        cp /proc/kallsyms loaded
+        {FAKEDEBUGFS} rmmod "$FAKEDEBUGFS_MOUNT" netdisk
+        cp /proc/kallsyms after
+    """
+    p = sh(script, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    before, loaded, after = ((tmp_path / n).read_text() for n in ("before", "loaded", "after"))
+    assert module_symbols(before, "netdisk") == []
+    names = module_symbols(loaded, "netdisk")
+    assert {"__traceiter_net_rx", "__traceiter_disk_io", "cleanup_module"} <= set(names), names
+    assert loaded.startswith(before) and loaded.index("[netdisk]") > len(before) - 1
+    assert after == before
+
+
+def test_insmod_symbols_in_the_fakes_kallsyms(fake, tmp_path):
+    """From the host: the fake's live symbol file (what ``run`` binds over
+    /proc/kallsyms) has a loaded module's symbols, in a module area of their
+    own for each module (page-aligned, no overlap), the last loaded first as
+    the kernel's module list has them, and loses them on ``rmmod``."""
+    from fakedebugfs.trees.kallsyms import NAME
+
+    mnt = fake("--workload", "none")
+    for module in ("first", "second"):
+        events = tmp_path / f"{module}.events"
+        events.write_text(f"{module}_ev a %d\n")
+        subprocess.run([FAKEDEBUGFS, "insmod", str(mnt), module, str(events)], check=True,
+                       capture_output=True, timeout=60)
+    text = (mnt / NAME).read_text()
+    first, second = (module_symbols(text, m) for m in ("first", "second"))
+    assert "__traceiter_first_ev" in first and "__traceiter_second_ev" in second
+    assert text.index("[second]") < text.index("[first]")
+    starts = {m: min(int(line.split()[0], 16) for line in text.splitlines()
+                     if line.endswith(f"[{m}]")) for m in ("first", "second")}
+    assert all(a % 0x1000 == 0 for a in starts.values()) and starts["first"] != starts["second"]
+    subprocess.run([FAKEDEBUGFS, "rmmod", str(mnt), "first"], check=True, timeout=60)
+    text = (mnt / NAME).read_text()
+    assert module_symbols(text, "first") == [] and module_symbols(text, "second") == second
+
+
 def report_lines(dat: Path) -> list[str]:
     """kmem events of ``trace-cmd report`` as ``name: (call site) fields``,
     without the buffer name a recording made with ``-B`` prints first."""

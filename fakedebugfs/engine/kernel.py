@@ -17,6 +17,7 @@ from typing import Optional, Union
 
 from fakedebugfs.engine.core.clock import make_clock
 from fakedebugfs.engine.core.engine import Engine
+from fakedebugfs.engine.core.kallsyms import module_functions
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
 from fakedebugfs.engine.ftrace.profile import Profile
 from fakedebugfs.engine.ftrace.tracer import Ftrace, FtraceConfig
@@ -167,6 +168,7 @@ class Kernel:
             self.ktrace.add_site(site)
             keys.append(site.tracepoint)
         self.modules[module] = keys
+        self.engine.kallsyms.add_module(module, module_functions(names))
         return [key.split(":", 1)[1] for key in keys]
 
     def rmmod(self, module: str) -> None:
@@ -177,3 +179,4 @@ class Kernel:
         self.ktrace.remove_sites(keys)
         for key in keys:
             self.engine.remove(key)
+        self.engine.kallsyms.remove_module(module)

@@ -10,6 +10,20 @@ from __future__ import annotations
 import bisect
 
 TEXT_BASE = 0xFFFFFFFF81000000
+# x86-64's module area as a KASLR kernel places it (``MODULES_VADDR``
+# shifted): module text at ffffffffc0xxxxxx, each module's from a page
+# boundary (``module_alloc``/``execmem_alloc``).
+MODULES_BASE = 0xFFFFFFFFC0000000
+PAGE = 0x1000
+
+# The text symbols a module declaring one tracepoint gets, per event
+# (``DEFINE_EVENT``'s functions: the iterator the call site calls, the
+# event's raw recorder and its output), and one per module (its exit
+# function; ``init_module``'s text is freed once loaded, and its symbols
+# with it).
+MODULE_EVENT_FUNCTIONS = (("__traceiter_{}", 0x60), ("trace_event_raw_event_{}", 0xE0),
+                          ("trace_raw_output_{}", 0x70))
+MODULE_FUNCTIONS = (("cleanup_module", 0x30),)
 
 # (function, size in bytes): the allocation call sites of the 2.6.29 kmemtrace plugin's sample
 # and the usual slab hot spots of a 6.x kernel.
@@ -43,6 +57,13 @@ FUNCTIONS = (
 )
 
 
+def module_functions(events) -> list[tuple[str, int]]:
+    """The ``(name, size)`` text symbols of a module declaring tracepoints
+    *events*, in link order."""
+    return [(fmt.format(event), size) for event in events
+            for fmt, size in MODULE_EVENT_FUNCTIONS] + list(MODULE_FUNCTIONS)
+
+
 class Kallsyms:
     """Functions laid out from ``TEXT_BASE``, 16-byte aligned, in order."""
 
@@ -58,6 +79,10 @@ class Kallsyms:
             addr += (size + 15) & ~15
         self.end = addr
         self.text: str | None = None  # a recording's /proc/kallsyms, kept as it was
+        # module -> [(addr, name, size)], the last loaded first (the kernel's
+        # module list takes a new module at its head)
+        self.modules: dict[str, list[tuple[int, str, int]]] = {}
+        self.module_end = MODULES_BASE
 
     def extend(self, functions) -> None:
         """More ``(name, size)`` functions laid out after the last one (the
@@ -99,6 +124,27 @@ class Kallsyms:
         self.text = text
         return len(addrs)
 
+    def add_module(self, module: str, functions) -> list[tuple[int, str, int]]:
+        """Load *module*'s text symbols ``(name, size)`` at the next free
+        pages of the module area (``load_module`` -> ``add_kallsyms``);
+        they show in :meth:`proc_kallsyms` at once, before the modules
+        loaded earlier."""
+        if module in self.modules:
+            raise ValueError(f"module {module!r} is already loaded")
+        syms, addr = [], self.module_end
+        for name, size in functions:
+            syms.append((addr, name, size))
+            addr += (size + 15) & ~15
+        self.module_end = (addr + PAGE - 1) & ~(PAGE - 1)
+        self.modules = {module: syms, **self.modules}
+        return syms
+
+    def remove_module(self, module: str) -> None:
+        """Unload *module*'s symbols (``free_module``): gone from the next
+        read of /proc/kallsyms.  Its pages are not given to the next module
+        (addresses stay unique, as a tool holding an old one expects)."""
+        self.modules.pop(module, None)
+
     def address(self, name: str, offset: int = 0) -> int:
         """Address *offset* bytes into function *name*."""
         i = self.names.index(name)
@@ -106,10 +152,24 @@ class Kallsyms:
 
     def lookup(self, addr: int):
         """``(name, offset, size)`` of the function holding *addr*, or None."""
+        found = self.lookup_module(addr)
+        if found is not None:
+            return found[:3]
         i = bisect.bisect_right(self.addrs, addr) - 1
         if i < 0 or addr >= self.addrs[i] + self.sizes[i]:
             return None
         return self.names[i], addr - self.addrs[i], self.sizes[i]
+
+    def lookup_module(self, addr: int):
+        """``(name, offset, size, module)`` of a loaded module's function
+        holding *addr*, or None."""
+        if addr < MODULES_BASE:
+            return None
+        for module, syms in self.modules.items():
+            for start, name, size in syms:
+                if start <= addr < start + size:
+                    return name, addr - start, size, module
+        return None
 
     def sym(self, addr: int) -> str:
         """The bare name (``seq_print_ip_sym`` without offsets)."""
@@ -117,7 +177,12 @@ class Kallsyms:
         return found[0] if found else f"0x{addr:x}"
 
     def sym_offset(self, addr: int) -> str:
-        """``%pS``: ``name+0xoff/0xsize``, or the hex address when unknown."""
+        """``%pS``: ``name+0xoff/0xsize``, with `` [module]`` for a module's
+        function (``__sprint_symbol``), or the hex address when unknown."""
+        in_module = self.lookup_module(addr)
+        if in_module is not None:
+            name, off, size, module = in_module
+            return f"{name}+0x{off:x}/0x{size:x} [{module}]"
         found = self.lookup(addr)
         if not found:
             return f"0x{addr:x}"
@@ -125,7 +190,13 @@ class Kallsyms:
         return f"{name}+0x{off:x}/0x{size:x}"
 
     def proc_kallsyms(self) -> str:
-        """The table as /proc/kallsyms prints it (``ffffffff81000000 T name``)."""
-        if self.text is not None:
-            return self.text
-        return "".join(f"{a:016x} T {n}\n" for a, n in zip(self.addrs, self.names))
+        """The table as /proc/kallsyms prints it (``ffffffff81000000 T name``),
+        then the loaded modules' symbols as ``s_show`` prints a module's:
+        ``%px %c %s\t[%s]``, the type lower case for a symbol the module does
+        not export (all of a module's here)."""
+        core = self.text if self.text is not None else \
+            "".join(f"{a:016x} T {n}\n" for a, n in zip(self.addrs, self.names))
+        if not self.modules:
+            return core
+        return core + "".join(f"{a:016x} t {n}\t[{module}]\n"
+                              for module, syms in self.modules.items() for a, n, _ in syms)
