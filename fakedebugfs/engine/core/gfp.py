@@ -8,6 +8,7 @@ format file and the text output cannot disagree.
 
 from __future__ import annotations
 
+import functools
 import re
 
 SHOW_GFP_FLAGS = (
@@ -104,6 +105,8 @@ def print_flags(value: int, table=GFP_FLAGS, delim: str = "|") -> str:
     return delim.join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def show_gfp_flags(value: int) -> str:
-    """``(REC->gfp_flags) ? __print_flags(...) : "none"``."""
+    """``(REC->gfp_flags) ? __print_flags(...) : "none"``; kept per value
+    (a workload's allocations use a handful of masks)."""
     return print_flags(value) if value else "none"

@@ -29,6 +29,7 @@ COMMON_FIELDS = (
     ("int", "common_pid", 4, 4, 1),
 )
 ENTRY = packer(trace_entry)  # struct trace_entry
+COMMON_KEYS = tuple(f[1] for f in COMMON_FIELDS)
 VMEMMAP_BASE = 0xFFFFEA0000000000  # struct page array (x86_64, no KASLR)
 STRUCT_PAGE_SIZE = 64
 
@@ -102,6 +103,11 @@ class EventType:
         self.names = tuple(field_key(f[1]) for f in packed)
         self._masks = tuple((field_key(f[1]), _mask(f), _mask(f) + 1 >> 1 if f[4] else 0)
                             for f in packed)
+        # decode: struct trace_entry and the fixed part in one unpack
+        self._unpacker = struct.Struct(ENTRY.format + self.packer.format.lstrip("<"))
+        self._keys = COMMON_KEYS + self.names
+        self._trailing = tuple((field_key(name), off) for _, name, off, size, _ in self.fields
+                               if size == 0)
 
     @property
     def key(self) -> str:
@@ -343,18 +349,18 @@ class EventType:
 
     def decode(self, payload: bytes) -> dict:
         """Field values by name, ``__data_loc`` strings resolved."""
-        rec = dict(zip(("common_type", "common_flags", "common_preempt_count", "common_pid"),
-                       ENTRY.unpack_from(payload)))
-        padded = payload + bytes(max(0, self.size - len(payload)))
-        rec.update(zip(self.names, self.packer.unpack_from(padded, 8)))
+        if len(payload) < self.size:
+            padded = payload + bytes(self.size - len(payload))
+        else:
+            padded = payload
+        rec = dict(zip(self._keys, self._unpacker.unpack_from(padded)))
         for name in self.dyn:
             loc = rec[name]
             raw = payload[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)]
             rec[name] = raw if name in self.dyn_arrays else \
                 raw.split(b"\0", 1)[0].decode(errors="replace")
-        for ctype, name, off, size, _ in self.fields:
-            if size == 0:  # a trailing array: the bytes after the fixed part
-                rec[field_key(name)] = payload[off:]
+        for key, off in self._trailing:  # a trailing array: the bytes after the fixed part
+            rec[key] = payload[off:]
         return rec
 
 

@@ -34,20 +34,73 @@ FUNC_HELP_HEADER = (
 
 
 class OutputContext:
-    """Symbol and pointer printing under the current trace options."""
+    """Symbol and pointer printing under the current trace options.
+
+    Every rendering is a function of the address and of the symbol table
+    (or the ``ptr_key``), so each is kept once made: ``trace`` of a full
+    buffer prints the same few call sites and reused slab objects tens of
+    thousands of times.  The symbol texts are dropped whenever the table
+    changes (:meth:`_symbols`)."""
+
+    CACHE_MAX = 1 << 16  # texts kept per kind; all dropped past it
 
     def __init__(self, kallsyms, options: dict, seed: int = 0):
         self.kallsyms = kallsyms
         self.options = options
         self._key = hashlib.sha256(f"ptr_key:{seed}".encode()).digest()[:16]
+        self._hashed: dict = {}  # addr -> hashed %p text
+        self._table = None  # what the symbol texts were made from
+        self._sym: dict = {}
+        self._sym_offset: dict = {}
+        self._held = False  # the table checked once for a run of lines (hold)
+
+    def hold(self) -> None:
+        """The symbol table will not change until :meth:`release` (one
+        step of a reader: nothing else runs meanwhile): check it once now
+        instead of at every symbol."""
+        self._symbols()
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+
+    def _symbols(self) -> tuple:
+        """``(sym, sym_offset)`` caches, emptied if the symbol table changed
+        since they were filled.  The table's lists and module dict are held
+        (so none can be freed and another take its identity) and compared by
+        identity and length: ``extend`` grows the lists, ``load_text``
+        replaces them, loading a module replaces the dict, unloading one
+        shrinks it."""
+        ks = self.kallsyms
+        addrs, modules = getattr(ks, "addrs", None), getattr(ks, "modules", None)
+        t = self._table
+        if (t is None or t[0] is not ks or t[1] is not addrs or t[3] is not modules
+                or (addrs is not None and len(addrs) != t[2])
+                or (modules is not None and len(modules) != t[4])):
+            self._table = (ks, addrs, len(addrs) if addrs is not None else 0, modules,
+                           len(modules) if modules is not None else 0)
+            self._sym, self._sym_offset = {}, {}
+        return self._sym, self._sym_offset
 
     def sym(self, addr: int) -> str:
         """``%ps``: the bare symbol name."""
-        return self.kallsyms.sym(addr)
+        cache = self._sym if self._held else self._symbols()[0]
+        text = cache.get(addr)
+        if text is None:
+            if len(cache) >= self.CACHE_MAX:
+                cache.clear()
+            text = cache[addr] = self.kallsyms.sym(addr)
+        return text
 
     def sym_offset(self, addr: int) -> str:
         """``%pS``: ``name+0xoff/0xsize``."""
-        return self.kallsyms.sym_offset(addr)
+        cache = self._sym_offset if self._held else self._symbols()[1]
+        text = cache.get(addr)
+        if text is None:
+            if len(cache) >= self.CACHE_MAX:
+                cache.clear()
+            text = cache[addr] = self.kallsyms.sym_offset(addr)
+        return text
 
     def ptr(self, addr: int) -> str:
         """``%p``: hashed (``ptr_to_id``, 32 significant bits) while the
@@ -56,20 +109,33 @@ class OutputContext:
         (6.18's kfree of NULL: ``ptr=0000000000000000``)."""
         if not self.options.get("hash-ptr", True) or not addr or addr > MAX_ERR_PTR:
             return f"{addr:016x}"
-        digest = hashlib.blake2b(addr.to_bytes(8, "little"), key=self._key, digest_size=4)
-        return f"{int.from_bytes(digest.digest(), 'little'):016x}"
+        text = self._hashed.get(addr)
+        if text is None:
+            if len(self._hashed) >= self.CACHE_MAX:
+                self._hashed.clear()
+            digest = hashlib.blake2b(addr.to_bytes(8, "little"), key=self._key, digest_size=4)
+            text = self._hashed[addr] = f"{int.from_bytes(digest.digest(), 'little'):016x}"
+        return text
 
 
 def lat_flags(flags: int, preempt: int) -> str:
     """``trace_print_lat_fmt``: irqs-off, need-resched, hard/softirq,
     preempt-depth, migrate-disable."""
-    irqs = "d" if flags & TRACE_FLAG_IRQS_OFF else "."
-    resched = "N" if flags & TRACE_FLAG_NEED_RESCHED else "."
-    hard, soft = flags & TRACE_FLAG_HARDIRQ, flags & TRACE_FLAG_SOFTIRQ
-    irq = "H" if hard and soft else "h" if hard else "s" if soft else "."
-    depth = f"{preempt & 0xF:x}" if preempt & 0xF else "."
-    migrate = f"{(preempt >> 4) & 0xF:x}" if (preempt >> 4) & 0xF else "."
-    return irqs + resched + irq + depth + migrate
+    text = _LAT.get((flags, preempt))
+    if text is None:
+        irqs = "d" if flags & TRACE_FLAG_IRQS_OFF else "."
+        resched = "N" if flags & TRACE_FLAG_NEED_RESCHED else "."
+        hard, soft = flags & TRACE_FLAG_HARDIRQ, flags & TRACE_FLAG_SOFTIRQ
+        irq = "H" if hard and soft else "h" if hard else "s" if soft else "."
+        depth = f"{preempt & 0xF:x}" if preempt & 0xF else "."
+        migrate = f"{(preempt >> 4) & 0xF:x}" if (preempt >> 4) & 0xF else "."
+        text = irqs + resched + irq + depth + migrate
+        if 0 <= flags < 256 and 0 <= preempt < 256:  # the u8 fields of trace_entry
+            _LAT[(flags, preempt)] = text
+    return text
+
+
+_LAT: dict = {}  # (flags, preempt_count) -> lat_flags text
 
 
 def timestamp(ns: int) -> str:

@@ -6,18 +6,26 @@
 of every CPU merged by timestamp, read in place (``trace``) or taken
 (``trace_pipe``), each line the tracer's own ``print_line`` or the context
 columns and the event's print fmt (:mod:`.output`).
+
+Lines are made a run at a time (:meth:`TraceOutput.format_lines`, what
+``trace`` reads in :data:`CHUNK_LINES` steps): within a run nothing else
+runs, so each event type, comm column and (in :class:`~.output.OutputContext`)
+symbol is looked up once, and the text is byte for byte the per-event
+``print_trace_line``'s (tests/test_trace_text.py).
 """
 
 from __future__ import annotations
 
 import heapq
+from itertools import islice
 from typing import Iterator, Optional
 
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.core.ringbuffer_read import Event
-from fakedebugfs.engine.ftrace.output import context, trace_header
+from fakedebugfs.engine.ftrace.output import comm_of, lat_flags, trace_header
 
 MARKER_IP_NAME = "tracing_mark_write"
+CHUNK_LINES = 64  # lines per step of text_chunks (well under a slicer turn)
 
 
 class TraceOutput:
@@ -48,22 +56,72 @@ class TraceOutput:
     def format_line(self, cpu: int, ev: Event) -> str:
         """``print_trace_line``: the tracer's ``print_line`` first, else the
         context and the event's own output."""
-        etype = self.by_id.get(int.from_bytes(ev.payload[:2], "little"))
-        if etype is None:
-            return ""
-        rec = etype.decode(ev.payload)
-        line = self.tracer.print_line(self, etype, rec)
-        if line is not None:
-            return line
-        pid = rec["common_pid"]
-        head = ""
-        if self.options["context-info"]:
-            head = context(self.top.cmdlines, cpu, ev.ts, pid, rec["common_flags"],
-                           rec["common_preempt_count"], self.options["irq-info"])
-        if etype.system == "ftrace" or etype.bare:
-            # internal entries and syscall events print no event name
-            return head + etype.show(rec, self) + "\n"
-        return f"{head}{etype.name}: {etype.show(rec, self.out)}\n"
+        return self.format_lines(((ev.ts, cpu, ev.payload),))
+
+    def format_lines(self, events) -> str:
+        """:meth:`format_line` of each ``(ts, cpu, payload)`` of *events*,
+        joined.  Nothing may change between them (one step of a reader):
+        the event types, the tracer, the options and the comms are looked up
+        once per pid or type for the whole run."""
+        by_id, tracer_line, out = self.by_id, self.tracer.print_line, self.out
+        context_info, irq_info = self.options["context-info"], self.options["irq-info"]
+        comms, lat = self.top.cmdlines, lat_flags
+        types: dict = {}  # common_type -> (etype, its text before the fields, show, its out)
+        heads: dict = {}  # pid -> "comm-pid" column
+        lines = []
+        out.hold()
+        try:
+            for ts, cpu, payload in events:
+                ident = payload[0] | payload[1] << 8 if len(payload) >= 2 else \
+                    int.from_bytes(payload[:2], "little")
+                kind = types.get(ident)
+                if kind is None:
+                    etype = by_id.get(ident)
+                    if etype is None:
+                        kind = types[ident] = (None, "", None, None)
+                    elif etype.system == "ftrace" or etype.bare:
+                        # internal entries and syscall events print no event name
+                        kind = types[ident] = (etype, "", etype.show, self)
+                    else:
+                        kind = types[ident] = (etype, f"{etype.name}: ", etype.show, out)
+                etype, label, show, arg = kind
+                if etype is None:
+                    lines.append("")
+                    continue
+                rec = etype.decode(payload)
+                line = tracer_line(self, etype, rec)
+                if line is not None:
+                    lines.append(line)
+                    continue
+                if context_info:
+                    pid = rec["common_pid"]
+                    head = heads.get(pid)
+                    if head is None:
+                        head = heads[pid] = f"{comm_of(comms, pid):>16}-{pid:<7d}"
+                    us = ts // 1000
+                    if irq_info:
+                        flags = lat(rec["common_flags"], rec["common_preempt_count"])
+                        lines.append(f"{head} [{cpu:03d}] {flags} "
+                                     f"{us // 1000000:5d}.{us % 1000000:06d}: {label}"
+                                     f"{show(rec, arg)}\n")
+                    else:
+                        lines.append(f"{head} [{cpu:03d}] {us // 1000000:5d}."
+                                     f"{us % 1000000:06d}: {label}{show(rec, arg)}\n")
+                else:
+                    lines.append(f"{label}{show(rec, arg)}\n")
+        finally:
+            out.release()
+        return "".join(lines)
+
+    def text_chunks(self, events: Iterator[tuple], lines: int = CHUNK_LINES) -> Iterator[str]:
+        """The lines of *events* (``(ts, cpu, payload)``, merged), *lines*
+        at a time (:meth:`format_lines`): one ``next`` is one short step."""
+        events = iter(events)
+        while True:
+            run = list(islice(events, lines))
+            if not run:
+                return
+            yield self.format_lines(run)
 
     def ptr(self, addr: int) -> str:
         return self.out.ptr(addr)
@@ -90,8 +148,7 @@ class TraceOutput:
     def trace_text(self, cpus=None) -> Iterator[str]:
         """``trace`` / ``per_cpu/cpuN/trace``: header then every event."""
         yield self.header(cpus)
-        for cpu, ev in self.iter_events(cpus):
-            yield self.format_line(cpu, ev)
+        yield from self.text_chunks((ev.ts, cpu, ev.payload) for cpu, ev in self.iter_events(cpus))
 
     def saved_cmdlines(self) -> str:
         """Comms of the tasks whose entries were recorded (.cmdlines)."""
