@@ -38,16 +38,17 @@ import heapq
 from typing import Iterator
 
 from fakedebugfs.engine.core.layouts import BUF_PAGE_HDR_SIZE, RB_COMMIT_MASK
-from fakedebugfs.engine.core.ringbuffer_read import Event, decode_page_events
+from fakedebugfs.engine.core.ringbuffer_read import decode_page_events
 from fakedebugfs.fs.fops import POLLIN_RDNORM, FileOperations, OpenFile, fail
 from fakedebugfs.fs.slices import slicer
 
 
 # --- trace: text made as it is read ----------------------------------------------------
 
-def unread_until(buf, end: tuple[int, int]) -> Iterator[Event]:
-    """The unread events of *buf* up to *end* (``(produced, tail)`` when the
-    file was opened), oldest first, without consuming.  Pages the writer
+def unread_until(buf, end: tuple[int, int], cpu: int) -> Iterator[tuple]:
+    """``(ts, cpu, payload)`` of the unread events of *buf* (CPU *cpu*'s) up
+    to *end* (``(produced, tail)`` when the file was opened), oldest first,
+    without consuming.  Pages the writer
     recycles meanwhile are skipped (their events are gone, as a kernel
     iterator overtaken by the writer skips them)."""
     pos, read, read_ts = buf.consumed, buf.read, buf.read_ts
@@ -68,9 +69,9 @@ def unread_until(buf, end: tuple[int, int]) -> Iterator[Event]:
             limit = int.from_bytes(page[8:16], "little") & RB_COMMIT_MASK
         ts0 = read_ts if read else int.from_bytes(page[:8], "little")
         for kind, ts, _, _, payload in decode_page_events(
-                memoryview(page)[BUF_PAGE_HDR_SIZE:], limit, ts0, read):
+                page[BUF_PAGE_HDR_SIZE:], limit, ts0, read):  # bytes: payloads sliced once
             if kind == "data":
-                yield Event(ts, payload)
+                yield ts, cpu, payload
         pos += psize
         read = 0
 
@@ -85,15 +86,10 @@ def trace_lines(ft, cpu) -> Iterator[str]:
     def lines():
         yield ft.header(cpu)
         # (ts, cpu, payload) tuples: the heap holds one per CPU, so (ts, cpu) orders them
-        streams = [_stamped(c, unread_until(ft.buffers[c], ends[c])) for c in cpus]
+        streams = [unread_until(ft.buffers[c], ends[c], c) for c in cpus]
         yield from ft.text_chunks(heapq.merge(*streams))
 
     return lines()
-
-
-def _stamped(cpu: int, events: Iterator[Event]):
-    for ev in events:
-        yield ev.ts, cpu, ev.payload
 
 
 class TextState:

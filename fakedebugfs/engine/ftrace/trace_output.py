@@ -22,6 +22,7 @@ from typing import Iterator, Optional
 
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.core.ringbuffer_read import Event
+from fakedebugfs.engine.ftrace.kmemtrace_plugin import NopTracer
 from fakedebugfs.engine.ftrace.output import comm_of, lat_flags, trace_header
 
 MARKER_IP_NAME = "tracing_mark_write"
@@ -63,11 +64,13 @@ class TraceOutput:
         joined.  Nothing may change between them (one step of a reader):
         the event types, the tracer, the options and the comms are looked up
         once per pid or type for the whole run."""
-        by_id, tracer_line, out = self.by_id, self.tracer.print_line, self.out
+        by_id, out = self.by_id, self.out
+        # the nop tracer prints no line of its own (it has no print_line in the kernel)
+        tracer_line = None if type(self.tracer) is NopTracer else self.tracer.print_line
         context_info, irq_info = self.options["context-info"], self.options["irq-info"]
-        comms, lat = self.top.cmdlines, lat_flags
+        comms = self.top.cmdlines
         types: dict = {}  # common_type -> (etype, its text before the fields, show, its out)
-        heads: dict = {}  # pid -> "comm-pid" column
+        heads: dict = {}  # pid, cpu, flags, preempt_count -> the context before the timestamp
         lines = []
         out.hold()
         try:
@@ -89,26 +92,25 @@ class TraceOutput:
                     lines.append("")
                     continue
                 rec = etype.decode(payload)
-                line = tracer_line(self, etype, rec)
-                if line is not None:
-                    lines.append(line)
-                    continue
-                if context_info:
-                    pid = rec["common_pid"]
-                    head = heads.get(pid)
-                    if head is None:
-                        head = heads[pid] = f"{comm_of(comms, pid):>16}-{pid:<7d}"
-                    us = ts // 1000
-                    if irq_info:
-                        flags = lat(rec["common_flags"], rec["common_preempt_count"])
-                        lines.append(f"{head} [{cpu:03d}] {flags} "
-                                     f"{us // 1000000:5d}.{us % 1000000:06d}: {label}"
-                                     f"{show(rec, arg)}\n")
-                    else:
-                        lines.append(f"{head} [{cpu:03d}] {us // 1000000:5d}."
-                                     f"{us % 1000000:06d}: {label}{show(rec, arg)}\n")
-                else:
+                if tracer_line is not None:
+                    line = tracer_line(self, etype, rec)
+                    if line is not None:
+                        lines.append(line)
+                        continue
+                if not context_info:
                     lines.append(f"{label}{show(rec, arg)}\n")
+                    continue
+                pid, flags, preempt = rec["common_pid"], rec["common_flags"], \
+                    rec["common_preempt_count"]
+                key = pid << 32 | cpu << 16 | flags << 8 | preempt
+                head = heads.get(key)
+                if head is None:  # trace_print_context up to the timestamp
+                    head = f"{comm_of(comms, pid):>16}-{pid:<7d} [{cpu:03d}] "
+                    if irq_info:
+                        head += lat_flags(flags, preempt) + " "
+                    heads[key] = head
+                secs, usecs = divmod(ts // 1000, 1000000)
+                lines.append(f"{head}{secs:5d}.{usecs:06d}: {label}{show(rec, arg)}\n")
         finally:
             out.release()
         return "".join(lines)
