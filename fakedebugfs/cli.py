@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -587,11 +588,13 @@ def _profile_commands(sub) -> None:
     cp.add_argument("-q", "--quiet", action="store_true")
 
 
+@functools.lru_cache(maxsize=8)
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser.  With *command* (the first argument), the
     groups of commands are added until one holds it: ``mount`` needs only
     the first (the others took ~10 ms of a mount's start).  Help, an
-    unknown command or none: all of them."""
+    unknown command or none: all of them.  Made once per *command* (a fork
+    server makes the mount's before it forks: server/forkserver.py)."""
     p = Parser(prog="fakedebugfs", description=(
         "A FUSE file system serving the kernel's debugfs tracing trees "
         "(ktrace/, tracing/, kmemtrace/) from an in-process tracer engine, "

@@ -15,6 +15,16 @@ installed; nothing to import.  Fixtures:
     ``@pytest.mark.fakedebugfs`` marker on a test that uses only this
     fixture is an error (its options would be ignored).
 
+The fakes' servers are forked by a fork server the plugin starts for the
+session at the first fake (:mod:`fakedebugfs.server.forkserver`: Python's
+imports and a kernel made once; a fake then starts in tens of
+milliseconds instead of a second).  It is stopped at the end of the
+session, however that ends, and with the pytest process if that is
+killed.  ``FAKEDEBUGFS_FORKSERVER=0`` turns it off (each fake then starts
+its server as a new process); ``FAKEDEBUGFS_FORKSERVER=SOCKET`` uses a
+fork server of one's own.  When it cannot start, each fake starts its
+server itself and the terminal summary says why.
+
 Where no fake can start (no /dev/fuse or no permission to use it, no
 setuid fusermount3, a pyfuse3 without our patch) a test using them is
 skipped with the precise cause and its fix, and the terminal summary counts
@@ -35,7 +45,11 @@ server's log is attached to its report ("fakedebugfs log").
 from __future__ import annotations
 
 import ast
+import contextlib
+import logging
 import os
+import shutil
+import tempfile
 from typing import Optional
 
 import pytest
@@ -45,7 +59,10 @@ LOG_SECTION = "fakedebugfs log"
 REQUIRE_ENV = "FAKEDEBUGFS_REQUIRE"
 SKIP_PREFIX = "fakedebugfs: no usable fake: "
 
+FORKSERVER_ENV = "FAKEDEBUGFS_FORKSERVER"  # a socket, or 0 for none
+
 _FAKES = pytest.StashKey[list]()
+_FORK = pytest.StashKey[dict]()  # the session's fork server: {"server", "dir"} or {"failed"}
 _SKIPPED = pytest.StashKey[dict]()  # reason -> tests skipped for want of a fake
 
 
@@ -88,12 +105,70 @@ def _unusable(config, reason: str):
     pytest.skip(SKIP_PREFIX + reason)
 
 
+def fork_server(config) -> Optional[str]:
+    """The socket of the session's fork server, started at the first call
+    (None: none is used; the reason it could not start is in
+    ``config.stash[_FORK]["failed"]``, logged and shown in the summary)."""
+    state = config.stash.setdefault(_FORK, {})
+    if state:
+        return state.get("socket")
+    given = os.environ.get(FORKSERVER_ENV, "").strip()
+    if given:  # off ("0"), or someone's own fork server
+        state["given"] = given
+        return None
+    from fakedebugfs.server.forkserver import ForkServer
+
+    folder = ""
+    try:
+        folder = tempfile.mkdtemp(prefix="fakedebugfs-forkserver-")  # 0700: ours alone
+        sock = os.path.join(folder, "sock")
+        server = ForkServer(sock, log=os.path.join(folder, "log"), rmdir=True)
+        with contextlib.suppress(OSError):  # (what it says once started: nothing)
+            os.unlink(os.path.join(folder, "log"))
+    except Exception as err:  # noqa: BLE001 - the fakes start the slow way
+        state["failed"] = f"{type(err).__name__}: {err}" + \
+            (_tail(os.path.join(folder, "log")) if folder else "")
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        logging.getLogger("fakedebugfs").warning(
+            "no fork server (%s): every fake starts its own server", state["failed"])
+        return None
+    state.update(server=server, dir=folder, socket=sock)
+    os.environ[FORKSERVER_ENV] = sock  # Fake() asks it (server/launcher.py)
+    config.add_cleanup(lambda: stop_fork_server(config))
+    return sock
+
+
+def stop_fork_server(config) -> None:
+    """The session's fork server stopped, its socket's folder removed."""
+    state = config.stash.get(_FORK, {})
+    server = state.pop("server", None)
+    if server is None:
+        return
+    if os.environ.get(FORKSERVER_ENV) == state.get("socket"):
+        del os.environ[FORKSERVER_ENV]
+    try:
+        server.stop()
+    finally:
+        shutil.rmtree(state.get("dir", ""), ignore_errors=True)
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, errors="replace") as fp:
+            lines = [line.strip() for line in fp if line.strip()]
+    except OSError:
+        return ""
+    return f" ({lines[-1]})" if lines else ""
+
+
 def _start(options: dict, config):
     from fakedebugfs.api import Fake, MountError
 
     reason = fuse_unusable()
     if reason:
         _unusable(config, reason)
+    fork_server(config)
     fake = Fake(**options)
     try:
         fake.start()
@@ -175,10 +250,16 @@ def pytest_runtest_makereport(item, call):
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """How many tests were skipped because no fake could start, and why: a
     run that skipped them is not a pass of them."""
+    failed = config.stash.get(_FORK, {}).get("failed")
+    if failed:
+        terminalreporter.section("fakedebugfs", sep="-", yellow=True)
+        terminalreporter.line(f"no fork server ({failed}): each fake started its own server "
+                              f"(slower; {FORKSERVER_ENV}=0 turns it off)", yellow=True)
     skipped = config.stash.get(_SKIPPED, {})
     if not skipped:
         return
-    terminalreporter.section("fakedebugfs", sep="-", yellow=True)
+    if not failed:
+        terminalreporter.section("fakedebugfs", sep="-", yellow=True)
     for reason, n in skipped.items():
         terminalreporter.line(f"{n} test{'s' if n != 1 else ''} skipped for lack of a usable "
                               f"fake: {reason}", yellow=True)

@@ -95,3 +95,92 @@ def test_no_fork_server_there_is_started_as_before(tmp_path, monkeypatch):
     with Fake() as fake:
         assert isinstance(fake._proc, subprocess.Popen)
         assert read(fake.tracing / "tracing_on") == "1\n"
+
+
+def test_zero_turns_it_off(forking, monkeypatch):
+    """``FAKEDEBUGFS_FORKSERVER=0`` (what turns the plugin's off): started as before."""
+    monkeypatch.setenv(forkserver.ENV, "0")
+    with Fake() as fake:
+        assert isinstance(fake._proc, subprocess.Popen)
+
+
+def test_each_forked_server_starts_from_the_mount_time_state(forking):
+    """The kernel made before the fork is each forked server's own copy:
+    what one fake's test did is not in the next one's."""
+    with Fake() as first:
+        (first.tracing / "events/kmem/kmalloc/enable").write_text("1")
+        first.emit("kmem:kmalloc", cpu=0, pid=42, comm="app", bytes_req=8)
+        assert "bytes_req=8" in read(first.tracing / "trace")
+        first.define("forked", "once", ["int x"])
+    with Fake() as second:
+        assert isinstance(second._proc, forkserver.Forked)
+        assert read(second.tracing / "events/kmem/kmalloc/enable") == "0\n"
+        assert "kmalloc" not in read(second.tracing / "trace")
+        assert not (second.tracing / "events" / "forked").exists()
+        second.reset()  # its mount-time settings: the first fake's
+        assert read(second.tracing / "tracing_on") == "1\n"
+
+
+def test_the_api_default_takes_the_prebuilt_kernel_once(monkeypatch):
+    """``Fake()``'s kernel configuration is the one the fork server makes
+    before forking (else no forked server would ever find it), taken once,
+    and not for other options."""
+    from fakedebugfs.api.options import MountOptions
+    from fakedebugfs.engine.kernel import Kernel
+
+    kernel = Kernel()
+    monkeypatch.setattr(forkserver, "_KERNELS", {kernel.config: kernel})
+    default = MountOptions.make(workload="none").kernel_kwargs()
+    assert forkserver.prebuilt_kernel(MountOptions.make(workload="none", cpus=4)
+                                      .kernel_kwargs()) is None
+    assert forkserver.prebuilt_kernel(default) is kernel
+    assert forkserver.prebuilt_kernel(default) is None
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fp:
+        fields = fp.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_forked_server_starts_on_a_fraction_of_the_cpu(forking, monkeypatch):
+    """CPU time (not wall time: the machine may be busy) a server has spent
+    once its mount answers: forked, a few ms (the imports, the parser and
+    the kernel are the fork server's); spawned, Python's start and imports."""
+    with Fake() as fake:
+        forked = _cpu_seconds(fake._proc.pid)
+    monkeypatch.setenv(forkserver.ENV, "0")
+    with Fake() as fake:
+        spawned = _cpu_seconds(fake._proc.pid)
+    assert forked <= 0.1 and forked * 4 <= spawned, (forked, spawned)
+
+
+def test_a_fork_server_goes_with_its_starter(tmp_path):
+    """:class:`ForkServer`: killed with SIGKILL (no cleanup runs), the
+    process that started it takes it along (its lifeline pipe closes), and
+    the servers it forked go with their own clients."""
+    sock = tmp_path / "fs.sock"
+    starter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, time
+        from fakedebugfs.api import Fake
+        from fakedebugfs.server.forkserver import ENV, ForkServer
+        server = ForkServer({str(sock)!r})
+        os.environ[ENV] = {str(sock)!r}
+        fake = Fake().start()
+        print(server.pid, fake._proc.pid, fake.root, flush=True)
+        time.sleep(120)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        server, forked, root = starter.stdout.readline().split()
+        assert runstate.alive(int(server)) and runstate.alive(int(forked)) and sock.exists()
+        assert is_mounted(root)
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 15
+    while (runstate.alive(int(server)) or runstate.alive(int(forked)) or is_mounted(root)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not runstate.alive(int(server)) and not sock.exists()
+    assert not runstate.alive(int(forked)) and not is_mounted(root)
+    os.rmdir(root)

@@ -218,3 +218,115 @@ def test_a_failed_test_leaves_no_process(pytester, monkeypatch):
     while _marked(token) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _marked(token) == []
+
+
+FORKED_TESTS = '''
+    import os
+
+    import pytest
+
+    @pytest.mark.parametrize("i", range(%d))
+    def test_reads(fakedebugfs, i):
+        print("FAKE", type(fakedebugfs._proc).__name__, fakedebugfs._proc.pid, fakedebugfs.root,
+              os.environ.get("FAKEDEBUGFS_FORKSERVER"))
+        assert (fakedebugfs.tracing / "tracing_on").read_text() == "1\\n"
+'''
+
+
+def _fakes(stdout: str) -> list[tuple[str, int, str, str]]:
+    return [(kind, int(pid), root, sock) for kind, pid, root, sock in
+            re.findall(r"FAKE (\w+) (\d+) (\S+) (\S+)", stdout)]
+
+
+def _mounts() -> str:
+    with open("/proc/mounts") as fp:
+        return fp.read()
+
+
+def _left_behind(token: str, fakes) -> tuple[list, list]:
+    """Processes still carrying *token*, and the fakes' roots still mounted
+    (waited for a little: a server unmounts as it exits)."""
+    deadline = time.monotonic() + 15
+    while True:
+        procs = _marked(token) if os.geteuid() == 0 else []
+        mounted = [root for _, _, root, _ in fakes if f" {root} " in _mounts()]
+        if not (procs or mounted) or time.monotonic() > deadline:
+            return procs, mounted
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def token(monkeypatch, request):
+    """An environment variable every process of the run under test inherits."""
+    value = f"FDFS_FORK_CHECK_{os.getpid()}_{request.node.name}"
+    monkeypatch.setenv(value, "1")
+    monkeypatch.delenv("FAKEDEBUGFS_FORKSERVER", raising=False)
+    return value
+
+
+def test_the_fixture_forks_its_servers_and_leaves_nothing(pytester, token):
+    """The function fixture's fakes are forked by one fork server for the
+    session, started at the first fake; afterwards no process of the run
+    (fork server, servers) and no mount remains, nor the socket's folder."""
+    pytester.makepyfile(test_user=FORKED_TESTS % 5)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=300)
+    result.assert_outcomes(passed=5)
+    fakes = _fakes(result.stdout.str())
+    assert len(fakes) == 5 and {kind for kind, *_ in fakes} == {"Forked"}
+    socks = {sock for *_, sock in fakes}
+    assert len(socks) == 1
+    assert _left_behind(token, fakes) == ([], [])
+    assert not os.path.exists(os.path.dirname(socks.pop()))
+
+
+def test_forkserver_0_turns_it_off(pytester, token, monkeypatch):
+    monkeypatch.setenv("FAKEDEBUGFS_FORKSERVER", "0")
+    pytester.makepyfile(test_user=FORKED_TESTS % 2)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=300)
+    result.assert_outcomes(passed=2)
+    assert {kind for kind, *_ in _fakes(result.stdout.str())} == {"Popen"}
+
+
+def test_without_a_fork_server_the_fakes_start_as_before_and_say_why(pytester, token,
+                                                                     monkeypatch):
+    """A fork server that cannot start (its socket's path too long for
+    AF_UNIX): the fakes start their own servers; the summary says why."""
+    tmp = pytester.path / ("x" * 110)
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    pytester.makepyfile(test_user=FORKED_TESTS % 2)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=300)
+    result.assert_outcomes(passed=2)
+    fakes = _fakes(result.stdout.str())
+    assert {kind for kind, *_ in fakes} == {"Popen"}
+    result.stdout.fnmatch_lines(["*no fork server (*AF_UNIX path too long*each fake started "
+                                 "its own server*"])
+    assert _left_behind(token, fakes) == ([], [])
+
+
+@pytest.mark.parametrize("how", ["KeyboardInterrupt", "SIGKILL"])
+def test_an_interrupted_session_leaves_nothing(pytester, token, how):
+    """Ctrl-C in a test (pytest ends the session), or pytest killed with
+    SIGKILL (nothing of its own runs): the fork server and the fakes'
+    servers go, and nothing stays mounted."""
+    pytester.makepyfile(test_user=FORKED_TESTS % 1 + '''
+    def test_interrupted(fakedebugfs):
+        print("FAKE", type(fakedebugfs._proc).__name__, fakedebugfs._proc.pid, fakedebugfs.root,
+              os.environ.get("FAKEDEBUGFS_FORKSERVER"), flush=True)
+        if %r == "SIGKILL":
+            os.kill(os.getpid(), 9)
+        raise KeyboardInterrupt
+    ''' % how)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s",
+                        "test_user.py"], cwd=pytester.path, capture_output=True, text=True,
+                       timeout=300)
+    fakes = _fakes(p.stdout)
+    assert len(fakes) == 2 and {kind for kind, *_ in fakes} == {"Forked"}, p.stdout + p.stderr
+    if how == "KeyboardInterrupt":
+        assert "KeyboardInterrupt" in p.stdout and p.returncode == 2
+    else:
+        assert p.returncode == -9
+    assert _left_behind(token, fakes) == ([], [])
+    assert not os.path.exists(os.path.dirname(fakes[0][3]))  # the socket's folder
+    for _, _, root, _ in fakes:
+        shutil.rmtree(root, ignore_errors=True)  # a killed pytest leaves the folder

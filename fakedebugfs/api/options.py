@@ -286,6 +286,7 @@ class MountOptions:
 def build_server(options: MountOptions, mountpoint: str):
     """The server of a mount with *options* (kernel and workload made)."""
     from fakedebugfs.engine.kernel import Kernel
+    from fakedebugfs.server.forkserver import prebuilt_kernel
     from fakedebugfs.server.server import Server
     from fakedebugfs.sources.workloads import make_workload
 
@@ -302,7 +303,9 @@ def build_server(options: MountOptions, mountpoint: str):
         if name == "default":  # the kernel's events, not the synthetic ones
             name = "none"
     try:
-        kernel = Kernel(**options.kernel_kwargs())
+        # (the one a fork server made before forking this server, if it has
+        # these options: server/forkserver.py)
+        kernel = prebuilt_kernel(options.kernel_kwargs()) or Kernel(**options.kernel_kwargs())
         workload = make_workload(name, kernel, seed=options.seed, count=options.count)
         if options.mirror:
             from fakedebugfs.sources.mirror import Mirror

@@ -29,6 +29,7 @@ variables are read once, at import).
 from __future__ import annotations
 
 import array
+import gc
 import importlib
 import json
 import os
@@ -41,11 +42,15 @@ import threading
 import time
 from typing import Optional, Sequence
 
-# what `python -m fakedebugfs mount` imports before it mounts (by name: the
-# fork server runs that command, it does not call into the layers above it)
+# what `python -m fakedebugfs mount` imports before it mounts, and what a
+# mount imports when first used (by name: the fork server runs that
+# command, it does not call into the layers above it)
 WARM = ("fakedebugfs.cli", "fakedebugfs.api.mount", "fakedebugfs.server.server",
-        "fakedebugfs.trees", "fakedebugfs.trees.tracing", "fakedebugfs.trees.ktrace",
-        "fakedebugfs.trees.kmemtrace", "fakedebugfs.engine.kernel",
+        "fakedebugfs.server.mounthelper", "fakedebugfs.trees", "fakedebugfs.trees.tracing",
+        "fakedebugfs.trees.ktrace", "fakedebugfs.trees.kmemtrace", "fakedebugfs.engine.kernel",
+        "fakedebugfs.engine.ftrace.format_text", "fakedebugfs.engine.ftrace.define",
+        "fakedebugfs.engine.ftrace.printfmt", "fakedebugfs.engine.ftrace.cexpr",
+        "fakedebugfs.engine.ftrace.pointer_text", "fakedebugfs.engine.ftrace.kernel_enums",
         "fakedebugfs.sources.workloads", "pyfuse3", "trio")
 ENV = "FAKEDEBUGFS_FORKSERVER"  # the socket spawn_server asks, when set
 MAX_REQUEST = 1 << 16
@@ -57,15 +62,14 @@ def _own_env() -> dict:
 
 # --- the fork server ------------------------------------------------------------------------
 
-def serve(path: str) -> None:
-    """Import :data:`WARM`, listen on the Unix socket *path* and fork a
-    server for each request, until SIGTERM/SIGINT (the socket is removed)."""
-    for name in WARM:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    _warm_caches()
+def serve(path: str, lifeline: Optional[int] = None, rmdir: bool = False) -> None:
+    """Import :data:`WARM`, make what every mount of the default options
+    makes (:func:`_warm`), listen on the Unix socket *path* and fork a
+    server for each request, until SIGTERM/SIGINT or, with *lifeline* (an
+    fd: the read end of a pipe its starter holds), until that pipe's other
+    end closes (the socket is then removed, and its folder with *rmdir*
+    when nothing else is left in it)."""
+    _warm()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked servers are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -78,38 +82,85 @@ def serve(path: str) -> None:
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(True))
+    watched = [listener] + ([lifeline] if lifeline is not None else [])
     try:
         while not stop:
             try:
-                ready, _, _ = select.select([listener], [], [], 0.5)
+                ready, _, _ = select.select(watched, [], [], 0.5)
             except InterruptedError:
                 continue
-            if ready:
+            if lifeline in ready and not os.read(lifeline, 64):
+                break  # whoever started us is gone
+            if listener in ready:
                 conn, _ = listener.accept()
                 with conn:
-                    _answer(conn, listener)
+                    _answer(conn, listener, lifeline)
     finally:
         listener.close()
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
+        if rmdir:
+            try:
+                os.rmdir(os.path.dirname(os.path.abspath(path)))
+            except OSError:
+                pass
 
 
-def _warm_caches() -> None:
-    """A kernel and its trees built once and dropped: what a first build in
-    a process loads and keeps (the kernel profile's catalogue, ~75 ms) is
-    then in every forked server's memory already."""
+# kernels of the default configuration, made before the fork: each forked
+# server finds one (its copy-on-write copy) and takes it (prebuilt_kernel)
+_KERNELS: dict = {}
+
+
+def _warm() -> None:
+    """What each mount would do first, done once here, before the forks:
+    the imports; the command line's parser (``cli.parser`` keeps it); a
+    kernel and its trees built and dropped (what a first build loads and
+    keeps: the kernel profile's catalogue, ~75 ms); a kernel of the
+    default configuration kept for the next mount (:func:`prebuilt_kernel`:
+    the Python API's ``Fake()``, ``fakedebugfs mount`` without options).
+    Then everything made so far goes to the collector's permanent
+    generation (``gc.freeze``): a forked server's collections do not walk
+    it, so its pages stay shared with the fork server."""
+    for name in WARM:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
     try:
+        importlib.import_module("fakedebugfs.cli").parser("mount")
         from fakedebugfs.engine.kernel import Kernel
         from fakedebugfs.trees import build_root
 
         build_root(Kernel())
+        kernel = Kernel()
+        _KERNELS[kernel.config] = kernel
     except Exception:  # a cold start is slower, not wrong
         pass
+    gc.collect()
+    gc.freeze()
 
 
-def _answer(conn: socket.socket, listener: socket.socket) -> None:
+def prebuilt_kernel(kwargs: dict):
+    """The kernel the fork server made before forking this server, if
+    it was made with the same configuration (``Kernel(**kwargs)``), else
+    None; taken once (a second mount in this process makes its own).  A
+    kernel nothing has used yet is the kernel ``Kernel(**kwargs)`` makes:
+    its clock reads the time when asked, its random state starts from the
+    seed."""
+    if not _KERNELS:
+        return None
+    from fakedebugfs.engine.kernel import KernelConfig
+
+    try:
+        config = KernelConfig(**kwargs)
+    except TypeError:
+        return None
+    return _KERNELS.pop(config, None)
+
+
+def _answer(conn: socket.socket, listener: socket.socket, lifeline: Optional[int]) -> None:
     """One request: ``{"argv": [...], "env": {...}}`` with three fds (the
     server's log, the ready pipe's write end, the lifeline's read end);
     answered ``{"pid": N}`` or ``{"error": why}``."""
@@ -129,6 +180,8 @@ def _answer(conn: socket.socket, listener: socket.socket) -> None:
         if pid == 0:
             listener.close()
             conn.close()
+            if lifeline is not None:
+                os.close(lifeline)
             _child(req["argv"], *fds)  # never returns
         conn.sendall(json.dumps({"pid": pid}).encode())
     except Exception as err:  # a bad request costs its client, never the fork server
@@ -258,13 +311,64 @@ def spawn(path: str, argv: Sequence[str], log: int, ready: int,
     return Forked(reply["pid"], w)
 
 
-def start(path: str, timeout: float = 60.0, python: Optional[str] = None) -> int:
-    """A fork server listening at *path*, as a child of this process in a
-    session of its own; returns its pid once it answers (stop it with
-    SIGTERM).  RuntimeError if it did not start."""
-    proc = subprocess.Popen([python or sys.executable, "-m", __name__, path],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+class ForkServer:
+    """A fork server started by this process (:func:`start`) and tied to
+    it: the fork server holds the read end of a pipe whose write end only
+    this object holds, and exits when that end closes, so it goes with
+    this process however that ends (an exception, SIGKILL).  :meth:`stop`
+    ends it at once.  Servers it forked live on until their own clients
+    go.  *log*: the fork server's output (why it failed); *rmdir*: its
+    socket's folder is removed with the socket, once empty."""
+
+    def __init__(self, path: str, timeout: float = 60.0, python: Optional[str] = None,
+                 log: Optional[str] = None, rmdir: bool = False):
+        self.path = path
+        r, self._lifeline = os.pipe()  # the write end stays here, non-inheritable
+        out = open(log, "ab") if log else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                [python or sys.executable, "-m", __name__, path, "--lifeline", str(r),
+                 *(["--rmdir"] if rmdir else [])],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if log else out,
+                pass_fds=(r,), start_new_session=True)
+        except BaseException:
+            os.close(self._lifeline)
+            raise
+        finally:
+            os.close(r)
+            if log:
+                out.close()
+        try:
+            _until_listening(self.proc, path, timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the fork server (its socket removed); idempotent."""
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "ForkServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _until_listening(proc: subprocess.Popen, path: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -273,15 +377,45 @@ def start(path: str, timeout: float = 60.0, python: Optional[str] = None) -> int
             try:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
                     probe.connect(path)
-                return proc.pid
+                return
             except OSError:
                 pass
         time.sleep(0.01)
-    proc.kill()
     raise RuntimeError(f"fork server not listening at {path} after {timeout:g} s")
 
 
+def start(path: str, timeout: float = 60.0, python: Optional[str] = None) -> int:
+    """A fork server listening at *path*, as a child of this process in a
+    session of its own, that lives until SIGTERM (:class:`ForkServer` for
+    one that goes with this process); returns its pid once it answers.
+    RuntimeError if it did not start."""
+    proc = subprocess.Popen([python or sys.executable, "-m", __name__, path],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _until_listening(proc, path, timeout)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc.pid
+
+
+def _main(argv: list[str]) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(prog=f"python -m {__name__}",
+                                description="Fork fakedebugfs mount servers on request.")
+    p.add_argument("socket")
+    p.add_argument("--lifeline", type=int, metavar="FD",
+                   help="exit when this fd (a pipe's read end) reads end of file")
+    p.add_argument("--rmdir", action="store_true",
+                   help="remove the socket's folder (once empty) on the way out")
+    args = p.parse_args(argv)
+    serve(args.socket, args.lifeline, args.rmdir)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m fakedebugfs.server.forkserver SOCKET")
-    serve(sys.argv[1])
+    # run as the package's module, not as __main__: the forked servers
+    # find the prebuilt kernels in fakedebugfs.server.forkserver
+    importlib.import_module("fakedebugfs.server.forkserver")._main(sys.argv[1:])

@@ -109,8 +109,8 @@ def _forked(mountpoint: str, argv: Sequence[str], log, ready: int):
     """The same server forked by the fork server named in
     ``FAKEDEBUGFS_FORKSERVER`` (:mod:`fakedebugfs.server.forkserver`: its
     imports done once), or None where there is none to ask."""
-    path = os.environ.get("FAKEDEBUGFS_FORKSERVER")
-    if not path:
+    path = os.environ.get("FAKEDEBUGFS_FORKSERVER", "")
+    if path.strip().lower() in ("", "0", "no", "false", "off"):  # off: the plugin's too
         return None
     from fakedebugfs.server import forkserver
 
@@ -173,6 +173,15 @@ def _reap(pid: int) -> bool:
 
 def _wait_gone(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
+    try:  # woken when it exits, not at the next 10 ms poll
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):  # gone already (or no pidfd_open): the polls below
+        pidfd = None
+    if pidfd is not None:
+        try:
+            select.select([pidfd], [], [], timeout)
+        finally:
+            os.close(pidfd)
     while not _reap(pid):
         if time.monotonic() > deadline:
             return False
