@@ -21,11 +21,21 @@ back after (``tracing_on``, ``current_tracer``, ``set_event``,
   the fake's recorder is started through the handle (``Fake.popen``), as a
   test does.
 * ``mount_ready_ms``: ``Fake().start()`` until ``tracing/tracing_on`` is
-  read; real: ``mount -t tracefs`` and the same read.
-* ``fixture_per_test_ms``: what the function-scoped ``fakedebugfs`` fixture
-  costs a test: ``Fake().start()``, one read, ``close()``.  No real figure.
-  ``[forkserver]``: the same two rows with the servers forked by a fork
-  server (``FAKEDEBUGFS_FORKSERVER``, fakedebugfs/server/forkserver.py).
+  read, each server a new process (``FAKEDEBUGFS_FORKSERVER=0``); real:
+  ``mount -t tracefs`` and the same read.  ``[forkserver]``: the servers
+  forked by a fork server (fakedebugfs/server/forkserver.py), as the pytest
+  plugin does.
+* ``fake_cycle_ms[forkserver]``: ``Fake().start()``, one read, ``close()``
+  in this process, forked; real: ``mount -t tracefs``, the read, ``umount``.
+* ``fixture_per_test_ms``: what the pytest plugin's function-scoped
+  ``fakedebugfs`` fixture costs a test, through a real ``pytest``
+  subprocess: a file of 1 + FIXTURE_TESTS trivial tests (each reads
+  ``tracing_on``) against one of 1, ``(T(1 + N) - T(1)) / N`` per trial
+  (the session's first fake, which starts the fork server, is in both);
+  real: the mount, read, umount cycle.  ``[no forkserver]``: with
+  ``FAKEDEBUGFS_FORKSERVER=0`` (FIXTURE_TESTS_PLAIN tests).
+  ``fixture_first_ms``: ``T(1)`` less a session of one test without the
+  fixture: the session's first fake, its fork server's start included.
 * ``realistic_test_s``: a test end to end: (fake: the fixture's start),
   ``trace-cmd record -e sched:sched_switch`` started, its readers waited
   for, a line written to ``trace_marker``, SIGINT, ``trace-cmd report``
@@ -39,6 +49,8 @@ back after (``tracing_on``, ``current_tracer``, ``set_event``,
 
     python -m bench control               # this table alone (a few minutes)
     python -m bench.bench_control         # rows as JSON lines
+    python -m bench.bench_control --rows mount_ready_ms,fixture   # rows whose name starts so
+    BENCH_CONTROL_ROWS=mount_ready_ms,fixture python -m bench control   # the same, as a table
 """
 
 from __future__ import annotations
@@ -59,6 +71,9 @@ from . import FAKEDEBUGFS, ROOT, Mount, cli, spread, write_trunc
 from .bench_dataplane import _compile_package
 
 TRIALS = 5
+FIXTURE_TESTS = 20  # fixture tests per session of the fixture_per_test_ms row
+FIXTURE_TESTS_PLAIN = 5  # the same without the fork server (~1 s each)
+ROWS_ENV = "BENCH_CONTROL_ROWS"  # comma-separated row name prefixes: only those rows run
 WRITES = 200  # set_event writes per trial
 FILL_EVENTS = 300_000  # kmem events for a full default buffer on 2 CPUs, with wrap
 KMEM_EVENTS = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free")
@@ -281,6 +296,24 @@ def real_mount_ready(trials: int) -> list[float]:
     return out
 
 
+def real_mount_cycle(trials: int) -> list[float]:
+    """``mount -t tracefs``, a read of ``tracing_on``, ``umount``: what a
+    test that mounted its own tracefs would pay (the fixture rows' figure)."""
+    out = []
+    for _ in range(trials):
+        mnt = tempfile.mkdtemp(prefix="cycle-real-")
+        try:
+            t0 = time.perf_counter()
+            subprocess.run(["mount", "-t", "tracefs", "nodev", mnt], check=True)
+            _read(os.path.join(mnt, "tracing_on"))
+            subprocess.run(["umount", mnt], check=True)
+            out.append(time.perf_counter() - t0)
+        finally:
+            subprocess.run(["umount", mnt], capture_output=True)
+            os.rmdir(mnt)
+    return out
+
+
 def real_set_event(trials: int) -> list[float]:
     with scratch_instance() as inst:
         return set_event_trials(inst, trials)
@@ -305,6 +338,7 @@ def real_cat_trace(trials: int) -> list[float]:
 
 REAL = {"reset": real_reset, "stat": real_stat, "record_ready": real_record_ready,
         "realistic": real_realistic, "mount_ready": real_mount_ready,
+        "mount_cycle": real_mount_cycle,
         "set_event": real_set_event, "cat_trace": real_cat_trace}
 
 
@@ -428,30 +462,80 @@ def fake_api():
 
 def fake_mount_ready(trials: int, fork: bool = False) -> tuple[list[float], list[float]]:
     """(mount-ready, whole fixture cycle) trials, after one untimed start;
-    *fork*: the servers forked by a fork server (server/forkserver.py)."""
-    if fork:
-        from fakedebugfs.server import forkserver
-
-        with tempfile.TemporaryDirectory() as tmp:
-            sock = os.path.join(tmp, "fork.sock")
-            pid = forkserver.start(sock)
-            os.environ[forkserver.ENV] = sock
-            try:
-                return fake_mount_ready(trials)
-            finally:
-                del os.environ[forkserver.ENV]
-                os.kill(pid, signal.SIGTERM)
+    *fork*: the servers forked by a fork server (server/forkserver.py),
+    else each a new process."""
     Fake = fake_api()
-    Fake().start().close()
-    ready, cycle = [], []
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        fake = Fake().start()
-        _read(str(fake.tracing / "tracing_on"))
-        ready.append(time.perf_counter() - t0)
-        fake.close()
-        cycle.append(time.perf_counter() - t0)
+    from fakedebugfs.server import forkserver
+
+    saved = os.environ.get(forkserver.ENV)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if fork:
+            sock = os.path.join(tmp, "fork.sock")
+            stack.enter_context(forkserver.ForkServer(sock))
+            os.environ[forkserver.ENV] = sock
+        else:
+            os.environ[forkserver.ENV] = "0"
+        try:
+            Fake().start().close()
+            ready, cycle = [], []
+            for _ in range(trials):
+                t0 = time.perf_counter()
+                fake = Fake().start()
+                _read(str(fake.tracing / "tracing_on"))
+                ready.append(time.perf_counter() - t0)
+                fake.close()
+                cycle.append(time.perf_counter() - t0)
+        finally:
+            if saved is None:
+                del os.environ[forkserver.ENV]
+            else:
+                os.environ[forkserver.ENV] = saved
     return ready, cycle
+
+
+FIXTURE_FILE = """
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+def test_reads(fakedebugfs, i):
+    assert (fakedebugfs.tracing / "tracing_on").read_text() == "1\\n"
+"""
+
+
+def _pytest_seconds(path: str, env: dict) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path],
+                   cwd=os.path.dirname(path), env=env, check=True, capture_output=True,
+                   timeout=1800)
+    return time.perf_counter() - t0
+
+
+def fake_fixture(trials: int, fork: bool = True) -> tuple[list[float], list[float]]:
+    """(per test, the session's first fake) of the plugin's function
+    fixture, through ``pytest`` subprocesses: sessions of 1 + N fixture
+    tests, of 1, and of one plain test, each trial."""
+    env = dict(os.environ)
+    env.pop("FAKEDEBUGFS_FORKSERVER", None)
+    if not fork:
+        env["FAKEDEBUGFS_FORKSERVER"] = "0"
+    n = FIXTURE_TESTS if fork else FIXTURE_TESTS_PLAIN
+    per_test, first = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for name, text in (("none", "def test_plain():\n    pass\n"),
+                           ("one", FIXTURE_FILE.format(n=1)),
+                           ("many", FIXTURE_FILE.format(n=1 + n))):
+            files[name] = os.path.join(tmp, f"test_{name}.py")
+            with open(files[name], "w") as fp:
+                fp.write(text)
+        _pytest_seconds(files["one"], env)  # untimed: caches, bytecode
+        for _ in range(trials):
+            t0 = _pytest_seconds(files["none"], env)
+            t1 = _pytest_seconds(files["one"], env)
+            tn = _pytest_seconds(files["many"], env)
+            per_test.append((tn - t1) / n)
+            first.append(t1 - t0)
+    return per_test, first
 
 
 def fake_record_ready(trials: int) -> list[float]:
@@ -507,7 +591,9 @@ def run(trials: int = TRIALS) -> list[dict]:
     _compile_package()  # as installed: no module compiled again at each start
     rows: list[dict] = []
 
-    def add(name: str, make) -> None:
+    def add(name: str, make, also: str = "") -> None:
+        if not (_wanted(name) or (also and _wanted(also))):
+            return
         try:
             rows.extend(make())
         except Exception as err:  # report, go on with the next row
@@ -523,15 +609,30 @@ def run(trials: int = TRIALS) -> list[dict]:
     add("tracecmd_record_ready_s", lambda: [row(
         "tracecmd_record_ready_s", "s", fake_record_ready(trials),
         real_side("record_ready", trials))])
-    real_ready = real_side("mount_ready", trials)
+    real: dict = {}  # the real kernel's mount figures, measured once, when a row wants them
+
+    def real_of(what: str):
+        if what not in real:
+            real[what] = real_side(what, trials)
+        return real[what]
     for fork in (False, True):
         label = "[forkserver]" if fork else ""
 
         def ready_rows(fork=fork, label=label):
             ready, cycle = fake_mount_ready(trials, fork=fork)
-            return [row(f"mount_ready_ms{label}", "ms", ready, real_ready, 1e3),
-                    row(f"fixture_per_test_ms{label}", "ms", cycle, None, 1e3)]
-        add(f"mount_ready_ms{label}", ready_rows)
+            return [row(f"mount_ready_ms{label}", "ms", ready, real_of("mount_ready"), 1e3)] + (
+                [row(f"fake_cycle_ms{label}", "ms", cycle, real_of("mount_cycle"), 1e3)]
+                if fork else [])
+        add(f"mount_ready_ms{label}", ready_rows, also=f"fake_cycle_ms{label}")
+
+    def fixture_rows():
+        per_test, first = fake_fixture(trials)
+        plain, _ = fake_fixture(trials, fork=False)
+        return [row("fixture_per_test_ms", "ms", per_test, real_of("mount_cycle"), 1e3),
+                row("fixture_per_test_ms[no forkserver]", "ms", plain, real_of("mount_cycle"),
+                    1e3),
+                row("fixture_first_ms", "ms", first, None, 1e3)]
+    add("fixture_per_test_ms", fixture_rows, also="fixture")
     add("realistic_test_s", lambda: [row(
         "realistic_test_s", "s", fake_realistic(trials), real_side("realistic", trials))])
     add("set_event_write_ms", lambda: [row(
@@ -546,11 +647,20 @@ def run(trials: int = TRIALS) -> list[dict]:
     return rows
 
 
+def _wanted(name: str) -> bool:
+    """Whether row *name* runs: every row, or those whose name starts with
+    one of ``BENCH_CONTROL_ROWS``'s comma-separated prefixes (``--rows``)."""
+    prefixes = [p.strip() for p in os.environ.get(ROWS_ENV, "").split(",") if p.strip()]
+    return not prefixes or any(name.startswith(p) for p in prefixes)
+
+
 def _main(argv: list[str]) -> None:
     if argv[:1] == ["--real"]:  # the child in its private namespace
         _in_namespace_mount()
         print(json.dumps(REAL[argv[1]](int(argv[2]))))
         return
+    if argv[:1] == ["--rows"]:
+        os.environ[ROWS_ENV] = argv[1]
     for r in run():
         print(json.dumps(r))
 
