@@ -181,6 +181,19 @@ def test_symbols_printed_after_the_table_changes():
     assert out.sym(addr) == "h5_new_function"
 
 
+def test_kept_texts_follow_the_symbols():
+    """An event's text is kept by its payload after ``struct trace_entry``;
+    a change of kallsyms drops the kept texts: the same entry, read again,
+    prints the function laid out since at its call site."""
+    k = Kernel(cpus=1, clock="virtual", enable=("tracing",))
+    ks, inj = k.engine.kallsyms, Injector(k)
+    site = ks.end + 0x10
+    inj.fire([inj.prepare("kmem:kfree", pid=5, comm="a", fields={"call_site": site, "ptr": 0})])
+    assert f"call_site=0x{site:x} ptr=" in "".join(k.ftrace.trace_text())
+    ks.extend([("h5_new_function", 0x40)])
+    assert "call_site=h5_new_function+0x10/0x40 ptr=" in "".join(k.ftrace.trace_text())
+
+
 def test_cat_trace_prints_each_line_as_the_reference(fakedebugfs):
     """``cat trace`` of a mounted fake: the injected mix reads back with the
     context columns and names the per-event path gives (the fake's

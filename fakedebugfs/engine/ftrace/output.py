@@ -43,6 +43,7 @@ class OutputContext:
     changes (:meth:`_symbols`)."""
 
     CACHE_MAX = 1 << 16  # texts kept per kind; all dropped past it
+    TEXTS_MAX = 1 << 15  # event texts kept (of every event); all dropped past it
 
     def __init__(self, kallsyms, options: dict, seed: int = 0):
         self.kallsyms = kallsyms
@@ -53,13 +54,39 @@ class OutputContext:
         self._sym: dict = {}
         self._sym_offset: dict = {}
         self._held = False  # the table checked once for a run of lines (hold)
+        self._texts: dict = {}  # id(EventType) -> (it, {payload after trace_entry: text})
+        self._kept = 0
+        self._texts_hashed = None  # the hash-ptr option the texts were made under
 
     def hold(self) -> None:
         """The symbol table will not change until :meth:`release` (one
         step of a reader: nothing else runs meanwhile): check it once now
-        instead of at every symbol."""
+        instead of at every symbol; the kept event texts go if the table or
+        ``hash-ptr`` changed."""
         self._symbols()
+        hashed = bool(self.options.get("hash-ptr", True))
+        if hashed != self._texts_hashed:
+            self._texts, self._kept, self._texts_hashed = {}, 0, hashed
         self._held = True
+
+    def texts(self, etype) -> dict:
+        """The texts kept of *etype*'s entries (what follows the context),
+        by the payload after ``struct trace_entry``; the caller only asks
+        for an event whose text depends on nothing else, between
+        :meth:`hold` and :meth:`release`."""
+        kept = self._texts.get(id(etype))
+        if kept is None:  # the event held beside them: its id stays its own
+            kept = self._texts[id(etype)] = (etype, {})
+        return kept[1]
+
+    def keep_text(self, texts: dict, key: bytes, text: str) -> None:
+        """Keep *text* in *texts* (from :meth:`texts`); all go past
+        ``TEXTS_MAX``."""
+        if self._kept >= self.TEXTS_MAX:
+            self._texts, self._kept = {}, 0
+            return
+        texts[key] = text
+        self._kept += 1
 
     def release(self) -> None:
         self._held = False
@@ -80,6 +107,7 @@ class OutputContext:
             self._table = (ks, addrs, len(addrs) if addrs is not None else 0, modules,
                            len(modules) if modules is not None else 0)
             self._sym, self._sym_offset = {}, {}
+            self._texts, self._kept = {}, 0
         return self._sym, self._sym_offset
 
     def sym(self, addr: int) -> str:

@@ -22,6 +22,7 @@ from typing import Iterator, Optional
 
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.core.ringbuffer_read import Event
+from fakedebugfs.engine.ftrace.events import ENTRY
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import NopTracer
 from fakedebugfs.engine.ftrace.output import comm_of, lat_flags, trace_header
 
@@ -63,57 +64,91 @@ class TraceOutput:
         """:meth:`format_line` of each ``(ts, cpu, payload)`` of *events*,
         joined.  Nothing may change between them (one step of a reader):
         the event types, the tracer, the options and the comms are looked up
-        once per pid or type for the whole run."""
-        by_id, out = self.by_id, self.out
+        once per type or task for the whole run, and an event's text (what
+        follows the context) is kept across runs by the payload after its
+        ``struct trace_entry`` (:meth:`~.output.OutputContext.texts`) when
+        it depends on nothing else (:func:`_pure`)."""
+        out = self.out
         # the nop tracer prints no line of its own (it has no print_line in the kernel)
         tracer_line = None if type(self.tracer) is NopTracer else self.tracer.print_line
-        context_info, irq_info = self.options["context-info"], self.options["irq-info"]
-        comms = self.top.cmdlines
-        types: dict = {}  # common_type -> (etype, its text before the fields, show, its out)
-        heads: dict = {}  # pid, cpu, flags, preempt_count -> the context before the timestamp
+        context_info = self.options["context-info"]
+        types: dict = {}  # common_type -> _kind()
+        heads: dict = {}  # (cpu, flags/preempt_count/pid bytes) -> context before the timestamp
         lines = []
         out.hold()
         try:
             for ts, cpu, payload in events:
-                ident = payload[0] | payload[1] << 8 if len(payload) >= 2 else \
-                    int.from_bytes(payload[:2], "little")
+                if len(payload) < 8:  # shorter than struct trace_entry
+                    lines.append(self._line(None, tracer_line, heads, ts, cpu, payload))
+                    continue
+                ident = payload[0] | payload[1] << 8
                 kind = types.get(ident)
                 if kind is None:
-                    etype = by_id.get(ident)
-                    if etype is None:
-                        kind = types[ident] = (None, "", None, None)
-                    elif etype.system == "ftrace" or etype.bare:
-                        # internal entries and syscall events print no event name
-                        kind = types[ident] = (etype, "", etype.show, self)
-                    else:
-                        kind = types[ident] = (etype, f"{etype.name}: ", etype.show, out)
-                etype, label, show, arg = kind
-                if etype is None:
-                    lines.append("")
+                    kind = types[ident] = self._kind(ident, tracer_line)
+                texts = kind[4]
+                if texts is None:  # the per-event path
+                    lines.append(self._line(kind, tracer_line, heads, ts, cpu, payload))
                     continue
-                rec = etype.decode(payload)
-                if tracer_line is not None:
-                    line = tracer_line(self, etype, rec)
-                    if line is not None:
-                        lines.append(line)
-                        continue
+                key = payload[8:]
+                text = texts.get(key)
+                if text is None:
+                    etype, label, show, arg, _ = kind
+                    text = label + show(etype.decode(payload), arg)
+                    out.keep_text(texts, key, text)
                 if not context_info:
-                    lines.append(f"{label}{show(rec, arg)}\n")
+                    lines.append(text + "\n")
                     continue
-                pid, flags, preempt = rec["common_pid"], rec["common_flags"], \
-                    rec["common_preempt_count"]
-                key = pid << 32 | cpu << 16 | flags << 8 | preempt
-                head = heads.get(key)
-                if head is None:  # trace_print_context up to the timestamp
-                    head = f"{comm_of(comms, pid):>16}-{pid:<7d} [{cpu:03d}] "
-                    if irq_info:
-                        head += lat_flags(flags, preempt) + " "
-                    heads[key] = head
+                head = heads.get((cpu, payload[2:8]))
+                if head is None:
+                    head = self._head(heads, cpu, payload)
                 secs, usecs = divmod(ts // 1000, 1000000)
-                lines.append(f"{head}{secs:5d}.{usecs:06d}: {label}{show(rec, arg)}\n")
+                lines.append(f"{head}{secs:5d}.{usecs:06d}: {text}\n")
         finally:
             out.release()
         return "".join(lines)
+
+    def _kind(self, ident: int, tracer_line) -> tuple:
+        """``(etype, text before the fields, show, what it prints with,
+        kept texts or None)`` of the entries of type *ident*."""
+        etype = self.by_id.get(ident)
+        if etype is None:
+            return (None, "", None, None, None)
+        if etype.system == "ftrace" or etype.bare:
+            # internal entries and syscall events print no event name
+            label, arg = "", self
+        else:
+            label, arg = f"{etype.name}: ", self.out
+        texts = self.out.texts(etype) if tracer_line is None and _pure(etype) else None
+        return (etype, label, etype.show, arg, texts)
+
+    def _head(self, heads: dict, cpu: int, payload) -> str:
+        """``trace_print_context`` up to the timestamp, kept in *heads*."""
+        _, flags, preempt, pid = ENTRY.unpack_from(payload)
+        head = f"{comm_of(self.top.cmdlines, pid):>16}-{pid:<7d} [{cpu:03d}] "
+        if self.options["irq-info"]:
+            head += lat_flags(flags, preempt) + " "
+        heads[(cpu, payload[2:8])] = head
+        return head
+
+    def _line(self, kind, tracer_line, heads: dict, ts: int, cpu: int, payload) -> str:
+        """One line the per-event way: decoded, offered to the tracer's
+        ``print_line``, its text made now."""
+        if kind is None:
+            kind = self._kind(int.from_bytes(payload[:2], "little"), tracer_line)
+        etype, label, show, arg, _ = kind
+        if etype is None:
+            return ""
+        rec = etype.decode(payload)
+        if tracer_line is not None:
+            line = tracer_line(self, etype, rec)
+            if line is not None:
+                return line
+        if not self.options["context-info"]:
+            return f"{label}{show(rec, arg)}\n"
+        padded = payload if len(payload) >= 8 else payload.ljust(8, b"\0")
+        head = heads.get((cpu, padded[2:8])) or self._head(heads, cpu, padded)
+        secs, usecs = divmod(ts // 1000, 1000000)
+        return f"{head}{secs:5d}.{usecs:06d}: {label}{show(rec, arg)}\n"
 
     def text_chunks(self, events: Iterator[tuple], lines: int = CHUNK_LINES) -> Iterator[str]:
         """The lines of *events* (``(ts, cpu, payload)``, merged), *lines*
@@ -165,6 +200,15 @@ class TraceOutput:
     def cmdlines_size(self, size: int) -> None:
         """``tracing_resize_saved_cmdlines``: a new buffer, empty."""
         self.top.cmdlines.resize(size)
+
+
+def _pure(etype) -> bool:
+    """An event whose text is a function of its payload after ``struct
+    trace_entry`` (and of the symbols and ``hash-ptr``, which
+    :class:`~.output.OutputContext` watches): not one whose print fmt
+    reads ``jiffies`` (the time it is printed) or a ``common_`` field."""
+    fmt = etype.print_fmt or ""
+    return "jiffies" not in fmt and "common_" not in fmt
 
 
 def _stamped(cpu: int, buf: CpuBuffer):
