@@ -303,3 +303,27 @@ def test_payloads_up_to_a_subbuffer(page_size):
     assert one.dropped == int((sizes > data - 8).sum())
     big = [e.payload for e in one.iter_unread() if len(e.payload) > 4080]
     assert (len(big) > 0) == (page_size > 4096)
+
+
+def test_comm_fields_take_the_batch_path():
+    """Events with ``char comm[16]`` fields (``sched_switch``, whose encoder
+    cuts a name to 15 bytes, and a profile's ``sched_wakeup``, which keeps
+    16) go through the batch path as strings, with the bytes of the
+    per-event path."""
+    one, many = make_kernel(2, 8 * 4096, 64), make_kernel(2, 8 * 4096, 64)
+    sw = one.engine.tracepoints["sched:sched_switch"]
+    wk = one.engine.tracepoints["sched:sched_wakeup"]
+    names = ("bash", "a-very-long-command-name", "x", "sixteen-chars-xy")
+    events = []
+    for i in range(400):
+        a, b = names[i % 4], names[(i // 4) % 4]
+        if i % 3:
+            events.append(Pending(sw, i % 2, 100 + i, 10 ** 6 + i, (a, i, 120, i % 300, b, i + 1,
+                                                                      100)))
+        else:
+            events.append(Pending(wk, i % 2, 100 + i, 10 ** 6 + i, (a, i, 120, i % 2)))
+    fire_each(one, events)
+    batch = from_pending([Pending(many.engine.tracepoints[e.tp.key], *e[1:]) for e in events])
+    assert many.engine._batch_owners(batch) is not None  # not one by one
+    many.engine.emit_batch(batch)
+    assert state(one) == state(many)

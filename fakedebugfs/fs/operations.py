@@ -152,6 +152,9 @@ class TreeOperations(pyfuse3.Operations):
         # before every read, write and poll of a file that is not static (--mirror:
         # the kernel's events so far drained into the buffers first)
         self.on_io: Optional[Callable[[], None]] = None
+        # before a write, when set, instead of on_io (--mirror: every event
+        # before a write to a control file is in, however many are waiting)
+        self.on_write: Optional[Callable[[], None]] = None
 
     # --- attributes -----------------------------------------------------
 
@@ -419,9 +422,9 @@ class TreeOperations(pyfuse3.Operations):
             _fuse_error("read", f.node, err)
         return _buffer(data)
 
-    def _before_io(self, node) -> None:
+    def _before_io(self, node, hook=None) -> None:
         try:
-            self.on_io()
+            (hook or self.on_io)()
         except Exception:  # never the request's failure
             log.exception("before reading or writing %s", node.path())
 
@@ -431,7 +434,7 @@ class TreeOperations(pyfuse3.Operations):
         if self.faults is not None and self.faults.active:
             await self._inject(f.node, "write")
         if self.on_io is not None and not f.node.static:
-            self._before_io(f.node)
+            self._before_io(f.node, self.on_write)
         with _Guard("write", f.node):
             return await f.node.fops.write(f, off, bytes(buf))
 

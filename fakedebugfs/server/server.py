@@ -52,6 +52,7 @@ GIL_SWITCH = 0.0005
 MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
 MIRROR_SYNC_BYTES = 64 << 10  # slices of each ring a FUSE request drains first
 MIRROR_SYNC_S = 0.05  # ... until what was there when it came, or this long
+MIRROR_WRITE_SYNC_S = 10.0  # a write (tracing_on, enable, set_event_pid): all of it
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 BIG_LINE = 1 << 16  # request lines longer than this are decoded in slicer turns
 
@@ -119,6 +120,12 @@ class Server:
         """Before a FUSE read, write or poll: the mirror's recent samples
         (a slice: a request never waits for a whole backlog)."""
         self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_SYNC_S)
+
+    def mirror_sync_all(self) -> None:
+        """Before a FUSE write: every event the rings held when it came is
+        in, as the kernel had recorded each before the write (a
+        ``tracing_on`` 0 that ends a recording must not drop the backlog)."""
+        self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_WRITE_SYNC_S)
 
     async def drive_mirror(self) -> None:
         """``--mirror``: drain the kernel's rings every MIRROR_EVERY seconds
@@ -352,6 +359,7 @@ class Server:
                     self.mirror.start()
                     ops.on_open = self.sync_sources
                     ops.on_io = self.mirror_sync
+                    ops.on_write = self.mirror_sync_all
                     nursery.start_soon(self.drive_mirror)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again

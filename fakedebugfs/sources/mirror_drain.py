@@ -7,17 +7,21 @@ counted as the ring buffer's overrun."""
 from __future__ import annotations
 
 import logging
+import time
 
-from fakedebugfs.engine.core.batch import EventBatch
+from fakedebugfs.engine.core.batch import EventBatch, Strings
 from fakedebugfs.engine.core.lazynp import np
+from fakedebugfs.engine.core.layouts import packer
 from fakedebugfs.sources.procevents import (PERF_RECORD_COMM, PERF_RECORD_FORK, comm_of,
-    perf_record_comm_head, perf_record_task)
+    perf_event_header, perf_record_comm_head, perf_record_task)
 
 log = logging.getLogger(__name__)
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
 DRAIN_BYTES = 256 << 10  # a drain takes at most this much of a ring's records
 SAMPLE_TID, SAMPLE_TIME, SAMPLE_RAW = 8, 16, 28
+_HEADER, _COMM_HEAD, _TASK = (packer(perf_event_header), packer(perf_record_comm_head),
+                              packer(perf_record_task))
 _WALK = []  # the compiled walk (native/perf_records.c), once loaded; [None] if not
 def record_offsets(blob: bytes):
     """The offsets of the perf records in *blob* (int64 array): each
@@ -61,6 +65,18 @@ def _distinct(col) -> set:
     change[0] = True
     np.not_equal(col[1:], col[:-1], out=change[1:])
     return set(col[change].tolist())
+def _distinct_rows(rows):
+    """Rows of bytes (m, width) as :class:`Strings` of their text up to
+    the first NUL."""
+    m, width = rows.shape
+    if not m:
+        return Strings(np.zeros(0, np.int64), ())
+    keys = np.ascontiguousarray(rows).view(f"S{width}").ravel()
+    uniq, codes = np.unique(keys, return_inverse=True)
+    table = tuple(bytes(u).split(b"\0", 1)[0].decode(errors="replace") for u in uniq.tolist())
+    return Strings(codes.astype(np.int64).ravel(), table)
+
+
 class Entries:
     """Raw entries at offsets *at* of *data* (4-byte aligned: a sample's
     raw data follows its u32 size), read column-wise."""
@@ -90,6 +106,25 @@ class Entries:
         return raw.view(np.int64) if dtype.kind == "i" else \
             (raw.astype(np.int64) if size < 8 else raw)
 
+    def chars(self, off: int, size: int):
+        """A ``char name[size]`` field of every entry as :class:`Strings`
+        (cut at the first NUL): the rows gathered at once, each distinct
+        one decoded once."""
+        return _distinct_rows(self.u8[(self.at + off)[:, None] + np.arange(size)])
+
+    def loc_strings(self, off: int, longest: int = 256):
+        """A ``__data_loc char[]`` field (u32: length << 16 | offset from
+        the entry) of every entry as :class:`Strings`, or None when one is
+        longer than *longest* (then read entry by entry)."""
+        loc = self.integers(off, np.dtype("<u4"))
+        length = loc >> 16
+        width = int(length.max()) if len(loc) else 0
+        if width > longest:
+            return None
+        rows = self.u8[(self.at + (loc & 0xFFFF))[:, None] + np.arange(max(width, 1))]
+        rows[np.arange(max(width, 1)) >= length[:, None]] = 0
+        return _distinct_rows(rows)
+
     def raws(self) -> list:
         """Each whole entry (its size: the u32 before it)."""
         sizes = self.u32[(self.at >> 2) - 1].tolist()
@@ -111,6 +146,7 @@ class MirrorDrain:
         tasks, times, each event type's fields."""
         if not self.rings:
             return 0
+        self.drained_at = time.monotonic()
         blobs, cpus = [], []
         parts, counts = [], []
         for cpu, ring in self.rings.items():
@@ -157,19 +193,18 @@ class MirrorDrain:
     def _side_record(self, data: bytes, o: int) -> None:
         """PERF_RECORD_COMM and PERF_RECORD_FORK: the tasks' names (and
         the tree's new tasks)."""
-        kind = int.from_bytes(data[o:o + 4], "little")
-        size = int.from_bytes(data[o + 6:o + 8], "little")
-        body = data[o + 8:o + size]
+        kind, _, size = _HEADER.unpack_from(data, o)
         engine = self.kernel.engine
         if kind == PERF_RECORD_COMM:
-            head = perf_record_comm_head.parse(body)
-            name = body[perf_record_comm_head.sizeof():].split(b"\0", 1)[0]
-            engine.set_comm(head.tid, name.decode(errors="replace"))
+            _, tid = _COMM_HEAD.unpack_from(data, o + 8)
+            at = o + 8 + _COMM_HEAD.size
+            name = data[at:o + size].split(b"\0", 1)[0]
+            engine.set_comm(tid, name.decode(errors="replace"))
             return
-        task = perf_record_task.parse(body)
+        _, _, tid, ptid, _ = _TASK.unpack_from(data, o + 8)
         if self.members is not None:
-            self.members.add(task.tid)
-        engine.set_comm(task.tid, engine.comms.get(task.ptid) or comm_of(task.tid))
+            self.members.add(tid)
+        engine.set_comm(tid, engine.comms.get(ptid) or comm_of(tid))
 
     def _fire(self, data: bytes, off, cpu, u32, u64) -> int:
         """The samples at offsets *off* of *data* (sample_type TID | TIME |

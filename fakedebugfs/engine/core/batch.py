@@ -36,6 +36,23 @@ class Strings:
         return Strings(self.codes[idx], self.table)
 
 
+def char_array(col, size: int, most: int):
+    """A ``char name[size]`` field's column from a tracepoint argument's
+    (:class:`Strings`, a shared ``str``/``bytes``, or an ``S``/``V`` array),
+    as ``S<size>`` bytes: the first *most* bytes of each value, NUL padded
+    (the per-event encoders' bytes: ``strscpy`` keeps ``size - 1``, a
+    format's ``memcpy`` all *size*)."""
+    def cut(v):
+        return (v.encode() if isinstance(v, str) else bytes(v))[:most]
+    if isinstance(col, Strings):
+        return np.array([cut(v) for v in col.table], f"S{size}")[col.codes]
+    if isinstance(col, np.ndarray):
+        if col.dtype.kind in "SV":
+            return col.view(f"S{col.dtype.itemsize}").astype(f"S{most}").astype(f"S{size}")
+        raise TypeError(f"a char[{size}] column of dtype {col.dtype}")
+    return np.array(cut(col), f"S{size}")
+
+
 def column_take(col, idx):
     """The values of *col* at positions *idx* (a scalar stays a scalar)."""
     if isinstance(col, Strings):

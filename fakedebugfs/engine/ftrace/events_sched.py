@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 
+from fakedebugfs.engine.core.batch import char_array
 from fakedebugfs.engine.ftrace.events import EventType
 from fakedebugfs.engine.core.gfp import print_flags
 
@@ -58,6 +59,15 @@ def _enc_switch(v):
     prev_comm, prev_pid, prev_prio, prev_state, next_comm, next_pid, next_prio = v
     return {"prev_comm": _comm(prev_comm), "prev_pid": prev_pid, "prev_prio": prev_prio,
             "prev_state": prev_state, "next_comm": _comm(next_comm), "next_pid": next_pid,
+            "next_prio": next_prio}
+
+
+def _enc_switch_columns(cols) -> dict:
+    """:func:`_enc_switch` of many events at once (the batch path)."""
+    prev_comm, prev_pid, prev_prio, prev_state, next_comm, next_pid, next_prio = cols
+    return {"prev_comm": char_array(prev_comm, 16, 15), "prev_pid": prev_pid,
+            "prev_prio": prev_prio, "prev_state": prev_state,
+            "next_comm": char_array(next_comm, 16, 15), "next_pid": next_pid,
             "next_prio": next_prio}
 
 
@@ -116,7 +126,7 @@ SCHED_EVENTS = (
         _f("int", "prev_prio", 28, 4, 1), _f("long", "prev_state", 32, 8, 1),
         _f("char", "next_comm[16]", 40, 16), _f("pid_t", "next_pid", 56, 4, 1),
         _f("int", "next_prio", 60, 4, 1)),
-        SCHED_SWITCH_FMT, _show_switch, _enc_switch),
+        SCHED_SWITCH_FMT, _show_switch, _enc_switch, encode_columns=_enc_switch_columns),
     EventType("sched", "sched_process_fork", 366, (
         _f("__data_loc char[]", "parent_comm", 8, 4), _f("pid_t", "parent_pid", 12, 4, 1),
         _f("__data_loc char[]", "child_comm", 16, 4), _f("pid_t", "child_pid", 20, 4, 1)),

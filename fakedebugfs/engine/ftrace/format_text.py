@@ -101,20 +101,37 @@ def event_from_format(text: str, system: str, event_id: int | None = None) -> Fo
                      dyn_arrays=tuple(field_key(n) for c, n in locs if not _CHAR_LOC.match(c)))
     ev.encode_values = _encoder(ev)
     ev.arg_names = tuple(field_key(f[1]) for f in fields)
-    if all(f[3] in (1, 2, 4, 8) and "[" not in f[1] and not f[0].startswith(("__data_loc",
-           "__rel_loc")) for f in fields):  # integers only: the batch path's columns
-        ev.encode_columns = _column_encoder(ev.arg_names)
+    chars = {field_key(f[1]): f[3] for f in fields if _is_chars(f)}
+    if all((f[3] in (1, 2, 4, 8) and "[" not in f[1] or _is_chars(f))
+           and not f[0].startswith(("__data_loc", "__rel_loc")) for f in fields):
+        # integers and char arrays (comms): the batch path's columns
+        ev.encode_columns = _column_encoder(ev.arg_names, chars)
     if system == "syscalls" and name.startswith(("sys_enter_", "sys_exit_")):
         ev.show, ev.bare = _syscall_show(name, ev.arg_names), True
     return ev
 
 
-def _column_encoder(names: tuple):
+def _is_chars(field) -> bool:
+    """A ``char name[N]`` field (a comm), N known."""
+    return field[0] == "char" and field[1].endswith("]") and field[3] > 0
+
+
+def _column_encoder(names: tuple, chars: dict = {}):  # noqa: B006 (read only)
     """Tracepoint argument columns (one per field, in format order) ->
-    field columns, for an event of integer fields only."""
-    def encode(cols) -> dict:
-        return dict(zip(names, cols))
-    return encode
+    field columns, for an event of integer fields and char arrays
+    (*chars*: name -> size; :func:`~..core.batch.char_array`)."""
+    if not chars:
+        def encode(cols) -> dict:
+            return dict(zip(names, cols))
+        return encode
+    from fakedebugfs.engine.core.batch import char_array
+
+    def encode_chars(cols) -> dict:
+        out = dict(zip(names, cols))
+        for name, size in chars.items():
+            out[name] = char_array(out[name], size, size)
+        return out
+    return encode_chars
 
 
 def _syscall_show(name: str, args: tuple):
