@@ -116,6 +116,8 @@ def choice(*names: str) -> Callable[[Any], str]:
 
 
 def workload_value(value) -> str:
+    if value == "default":  # always there: every command's default, checked without
+        return value        # importing the workloads (~0.2 s: `run --attach`, `status`)
     from fakedebugfs.sources.workloads import WORKLOADS
 
     if value not in WORKLOADS:

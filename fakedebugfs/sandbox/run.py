@@ -267,12 +267,16 @@ def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
                            f"trace-cmd would not find the fake") from None
 
 
+# fakedebugfs.trees.kallsyms.NAME: the hidden file at the mount's root (not
+# imported from there: that module imports pyfuse3 and trio, ~0.5 s of
+# every `run --attach`, which needs neither)
+KALLSYMS_NAME = ".proc_kallsyms"
+
+
 def bind_kallsyms(mnt: str, work: str) -> None:
     """The fake's live symbol table (:mod:`fakedebugfs.trees.kallsyms`)
     over /proc/kallsyms; a fake without it gets a copy of its symbols now."""
-    from fakedebugfs.trees import kallsyms  # (imports trio: not before signals are ours)
-
-    source = os.path.join(mnt, kallsyms.NAME)
+    source = os.path.join(mnt, KALLSYMS_NAME)
     if not os.path.exists(source):
         from fakedebugfs.control.client import ControlClient
         from fakedebugfs.errors import FakeError
@@ -576,14 +580,14 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     with *options* (:class:`~fakedebugfs.api.options.MountOptions`), or
     against the one mounted at *attach*.  Returns COMMAND's exit status;
     RunError (one line) when it cannot be arranged."""
+    if not argv:
+        raise RunError("no command given (fakedebugfs run [options] -- COMMAND ...)")
+    if attach:  # (before the server's imports: trio, pyfuse3, the engine: ~0.5 s)
+        return run_attached(argv, attach, unsealed)
     from fakedebugfs.api.options import build_server
     from fakedebugfs.errors import MountError
     from fakedebugfs.server.server import check_can_mount
 
-    if not argv:
-        raise RunError("no command given (fakedebugfs run [options] -- COMMAND ...)")
-    if attach:
-        return run_attached(argv, attach, unsealed)
     if getattr(options, "mirror", None):  # --mirror's privilege first: one line
         from fakedebugfs.sources.mirror import privilege_problem
 
