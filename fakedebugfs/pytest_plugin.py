@@ -133,6 +133,10 @@ def fork_server(config) -> Optional[str]:
         logging.getLogger("fakedebugfs").warning(
             "no fork server (%s): every fake starts its own server", state["failed"])
         return None
+    except BaseException:  # interrupted while it started: (ForkServer stopped it)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     state.update(server=server, dir=folder, socket=sock)
     os.environ[FORKSERVER_ENV] = sock  # Fake() asks it (server/launcher.py)
     config.add_cleanup(lambda: stop_fork_server(config))
