@@ -53,6 +53,7 @@ from typing import Callable, Optional
 from fakedebugfs.engine.core.batch import Strings
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.events import field_key
+from fakedebugfs.engine.ftrace.trace_events import PID_PAIR_EVENTS
 from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
@@ -241,6 +242,7 @@ class Decoder:
 
     def __init__(self, tp, ev):
         self.tp, self.ev = tp, ev
+        self.paired = ev.key in PID_PAIR_EVENTS  # set_event_pid looks at another task too
         by_name = {field_key(f[1]): f for f in ev.fields}
         self.plan = []  # per argument: ("int", off, dtype) | ("chars"|"bytes", off, size) | ("loc", off, is_str)
         for arg in tp.args:
@@ -362,7 +364,10 @@ class Mirror(MirrorDrain):
         root = cgroup2_root()
         if root is None:
             return None
-        path = os.path.join(root, f"fakedebugfs-mirror-{os.getpid()}-{pid}")
+        # (run's server and command are pids 2 and 3 of their own PID
+        # namespace in every run: a random part keeps two runs' apart; with
+        # one name, the second run fell back to every task's samples)
+        path = os.path.join(root, f"fakedebugfs-mirror-{os.getpid()}-{pid}-{os.urandom(6).hex()}")
         try:
             os.mkdir(path)
             with open(os.path.join(path, "cgroup.procs"), "w") as fp:

@@ -228,6 +228,11 @@ class MirrorDrain:
             keep &= tgid != self.skip_pid
         if self.members is not None:
             keep &= np.isin(tid, np.fromiter(self.members, np.int64, len(self.members)))
+        traced = self._traced_pids()
+        if traced is not None:  # what set_event_pid would drop, dropped here at once
+            paired = np.fromiter((i for i, d in self.decoders.items() if d.paired), np.int64)
+            keep &= np.isin(pid, np.fromiter(traced, np.int64, len(traced))) \
+                | np.isin(ident, paired)
         if not keep.all():
             ident, cpu, pid, ts, raw = ident[keep], cpu[keep], pid[keep], ts[keep], raw[keep]
         n = len(ident)
@@ -255,6 +260,26 @@ class MirrorDrain:
         fired = engine.emit_batch(batch)
         self.mirrored += fired
         return fired
+
+    def _traced_pids(self):
+        """The tasks whose mirrored events some trace array may record, or
+        None for any.  Each array recording a mirrored event with a
+        ``set_event_pid`` list (and no ``event-fork``, whose new tasks
+        join as they fork) records the events of those tasks only
+        (``sched_switch`` and wake-ups apart: their other task counts
+        too): the rest, a tool's own system calls behind its
+        ``set_event_pid``, never reach the per-event path.  The lists are
+        the ones of the events' time: a write to a tracefs file first
+        drains every event before it."""
+        opened = self.opened.keys()
+        traced = set()
+        for tr in self.kernel.ftrace.arrays():
+            if tr.enabled.isdisjoint(opened):
+                continue
+            if not tr.event_pids or tr.options.get("event-fork"):
+                return None
+            traced |= tr.event_pids
+        return traced
 
     def _fake_time(self, ts):
         """Sample times (CLOCK_MONOTONIC) on the fake's trace clock: the
