@@ -251,7 +251,10 @@ class TracePipeRaw(FileOperations):
             return got
         limit = size if size < psize else None
         while not st.page:
-            partial = f.nonblock or st.woken
+            # the kernel's read takes what there is (ring_buffer_read_page,
+            # full 0); a blocking one here waits for a whole page, as splice
+            # (emulated with read) does, until the buffer_percent mark
+            partial = f.nonblock or st.woken or buf.watermark_hit(self.tree.ft.buffer_percent)
             page = buf.read_page(full_only=not partial, limit=limit)
             if page is not None:
                 st.page, st.size = page, psize
@@ -303,12 +306,15 @@ class TracePipeRaw(FileOperations):
         return pages[0] if len(pages) == 1 else b"".join(pages)
 
     def poll(self, f: OpenFile, pt) -> int:
-        """``tracing_buffers_poll``: readable with a complete page waiting."""
-        buf = self.tree.ft.buffers[self.cpu]
-        if f.private.page or buf.has_pages():
+        """``tracing_buffers_poll`` (``trace_poll``): always readable with
+        the ``block`` option, else once the buffer is ``buffer_percent``
+        full (``ring_buffer_poll_wait``, :meth:`watermark_hit`; 0: any
+        data); the rest of a page a short read left is readable too."""
+        ft = self.tree.ft
+        if f.private.page or ft.options["block"] or ft.buffers[self.cpu].watermark_hit(ft.buffer_percent):
             return POLLIN_RDNORM
         pt.wait(self.tree.trace_wait)
-        return POLLIN_RDNORM if buf.has_pages() else 0
+        return POLLIN_RDNORM if ft.buffers[self.cpu].watermark_hit(ft.buffer_percent) else 0
 
     def ioctl(self, f: OpenFile, cmd: int, in_buf: bytes, out_size: int):
         """``tracing_buffers_ioctl``: cmd 0 wakes the waiters; others ENOTTY."""

@@ -99,6 +99,23 @@ class RingReader:
         """A complete page is waiting (``produced != consumed``)."""
         return self.produced != self.consumed
 
+    def watermark_hit(self, full: int) -> bool:
+        """``rb_watermark_hit``: a waiter asking for *full* percent (a trace
+        array's ``buffer_percent``) is ready.  Any data will do for 0;
+        otherwise not while the reader is on the writer's page
+        (``reader_page == commit_page``), and then when the dirty
+        sub-buffers (written and not read: ``ring_buffer_nr_dirty_pages``)
+        plus the one being written make *full* percent of ``nr_pages``
+        (``full_hit``)."""
+        if self.empty():
+            return False
+        if not full:
+            return True
+        dirty = (self.produced - self.consumed) // self.page_size
+        if not dirty and self.read:  # the reader took part of the writer's page
+            return False
+        return (dirty + 1) * 100 >= full * self.nr_pages
+
     def read_page(self, full_only: bool = False, limit: Optional[int] = None) -> Optional[bytes]:
         """Take the next page for a reader (``ring_buffer_read_page`` with
         ``len`` *limit*, None: a whole page).
