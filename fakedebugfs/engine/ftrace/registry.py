@@ -121,6 +121,18 @@ class EventRegistry(MutableMapping):
         ev = self._built.get(key)
         return ev.id if ev is not None else self.profile.ids[key]
 
+    def format_text(self, key: str) -> str:
+        """The event's ``format`` file without building the event: the
+        profile's text (what the kernel printed, which the event built from
+        it prints again), else the built event's; KeyError for no event."""
+        ev = self._built.get(key)
+        if ev is not None:
+            return ev.format()
+        text = self.text(key)
+        if text is None:
+            raise KeyError(key)
+        return text
+
 
 class IdIndex(MutableMapping):
     """``id`` -> :class:`EventType` over a registry (``ftrace_find_event``)."""
