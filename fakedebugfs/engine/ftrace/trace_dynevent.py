@@ -220,4 +220,12 @@ def dyn_events(ft, kinds=("uprobe",), stat_path=None) -> DynEvents:
     return dyn
 
 
-__all__ = ["DynEvents", "dyn_events", "removed_listeners", "WRITE_BUFSIZE"]
+def is_dynamic(ft, key: str) -> bool:
+    """*key* ("group:name") is a dynamic event defined in the fake
+    (``uprobe_events``/``dynamic_events``): the kernel the fake runs on has
+    no such event, its hits come from injection (a mirror leaves it be)."""
+    dyn = ft.__dict__.get("dyn_events")
+    return dyn is not None and bool(dyn.probes_of(key))
+
+
+__all__ = ["DynEvents", "dyn_events", "is_dynamic", "removed_listeners", "WRITE_BUFSIZE"]
