@@ -286,6 +286,34 @@ def test_tracecmd_commands_exit_zero(tmp_path):
     assert "kmalloc:" in (tmp_path / "out.stream").read_text()
 
 
+def test_stream_ends_on_sigint_within_seconds(tmp_path):
+    """SIGINT 2 s after trace-cmd stream's recorders are up: it ends in a few
+    seconds with status 0, as on the kernel.  (The parent disables
+    tracing_on, SIGUSR1s its recorders, whose non-blocking reads of
+    trace_pipe_raw drain the ring to EAGAIN, and reads their pipes to EOF.)
+
+    Two races of trace-cmd 3.1.6 itself are kept out, as a user would: a
+    SIGINT before the recorders fork (while it reads 2,300 formats) makes
+    them exit at once and leaves the parent in poll(2) with no timeout on
+    closed pipes, on any kernel; and a recorder that has lagged more than a
+    pipe's 64 KiB behind can block in write(2) once the parent, finding its
+    pipe empty for an instant, stops reading (the workload's pace here is
+    one the recorders follow)."""
+    out = tmp_path / "out.stream"
+    script = f"""
+        trace-cmd stream -e sched_switch > {out} 2>&1 & pid=$!
+        i=0; while [ "$(pgrep -c -P $pid)" -lt 2 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+        sleep 2
+        start=$(date +%s%N); kill -INT $pid; wait $pid; status=$?
+        echo status=$status ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    """
+    p = run("--cpus", 2, "--rate", 2000, "--", "sh", "-c", script, timeout=180)
+    assert p.returncode == 0, p.stderr
+    got = dict(kv.split("=") for kv in p.stdout.split())
+    assert got["status"] == "0" and int(got["ms"]) < 5000, p.stdout
+    assert "sched_switch:" in out.read_text()
+
+
 @pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed (linux-perf)")
 def test_perf_lists_kmem_tracepoints():
     p = run("--workload", "none", "--", "env", "TRACEFS_PATH=/sys/kernel/tracing",
