@@ -5,6 +5,11 @@
 ``fakedebugfs umount`` and checks nothing is left mounted, even when the test
 failed.  ``cc(source, name)`` compiles a C program with gcc into the test's
 temporary directory and returns its path.
+
+Nothing here mounts or unmounts the host's tracefs: a test that compares
+with the real kernel mounts one in a private mount namespace of its own
+(tests/support/realtracefs.py), so two sessions, or a session and another
+tracing user of the host, never take a mount from under each other.
 """
 
 from __future__ import annotations
@@ -19,43 +24,8 @@ from pathlib import Path
 import pytest
 
 VENV_BIN = Path(sys.executable).parent
-_SESSION_TRACEFS: list[str] = []  # tracefs/debugfs mounts found at the start
 FAKEDEBUGFS = str(VENV_BIN / "fakedebugfs")
 C_DIR = Path(__file__).parent / "c"
-
-
-def _tracing_mounts() -> list[str]:
-    """Mount points of every tracefs and debugfs, in mount order."""
-    with open("/proc/self/mounts") as fp:
-        return [f[1] for f in (line.split() for line in fp) if f[2] in ("tracefs", "debugfs")]
-
-
-def pytest_configure(config):
-    """Tests that compare with the real kernel find its tracefs in
-    /proc/mounts (``find_tracefs``).  As root, where none is mounted, mount
-    one for the session (mounting changes no tracing state; the tests only
-    write in scratch instances).  Whatever tracefs/debugfs mounts the session
-    adds (this one, and those perf or bpftrace make on the host when they
-    find none) are unmounted at the end: the machine is left as found."""
-    if os.geteuid() != 0:
-        return
-    from fakedebugfs.sources.hostprofile import find_tracefs
-
-    _SESSION_TRACEFS[:] = _tracing_mounts()
-    if find_tracefs() is None:  # where tools look for it (perf mounts it there too)
-        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"],
-                       capture_output=True)
-
-
-def pytest_unconfigure(config):
-    """Only mounts at the places tools mount them (/sys/kernel/...) go: a
-    test's own tracefs mount elsewhere, maybe of another session running at
-    the same time, is its own to unmount."""
-    if os.geteuid() != 0:
-        return
-    for point in reversed(_tracing_mounts()):
-        if point not in _SESSION_TRACEFS and point.startswith("/sys/kernel/"):
-            subprocess.run(["umount", point], capture_output=True)
 
 
 def run_cli(*args, check=True, timeout=60, **kw) -> subprocess.CompletedProcess:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKEDEBUGFS, build_c, read, run_cli, write
+from support import realtracefs
 
 from fakedebugfs.engine.core.kallsyms import Kallsyms
 from fakedebugfs.engine.core.engine import Engine
@@ -34,12 +35,9 @@ from fakedebugfs.engine.ftrace.events import KMEM_EVENTS, STRUCT_PAGE_SIZE, VMEM
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
 from fakedebugfs.engine.ftrace.output import OutputContext
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
-from fakedebugfs.sources.hostprofile import find_tracefs
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs" / "events"
-REAL_TRACEFS = find_tracefs()  # conftest mounts one for the session where it can
-REAL_EVENTS = Path(REAL_TRACEFS or "/sys/kernel/tracing") / "events"
 FIELD = re.compile(r"\tfield:(.*?);\toffset:(\d+);\tsize:(\d+);\tsigned:(\d+);")
 SCHED_SWITCH_DECLS = ["char prev_comm[16]", "pid_t prev_pid", "int prev_prio", "long prev_state",
                       "char next_comm[16]", "pid_t next_pid", "int next_prio"]
@@ -97,15 +95,19 @@ def test_real_kernel_event_layouts():
     types (not subsystem typedefs such as ``xfs_ino_t``): same offsets,
     sizes and signedness.  System call events are not ``TRACE_EVENT``s
     (their fields are all longs) and packed enums cannot be told from
-    their name: both are left out."""
-    if not os.access(REAL_EVENTS, os.R_OK):
-        pytest.skip(f"no readable tracefs at {REAL_EVENTS.parent}")
+    their name: both are left out.  (The real tracefs is mounted for the
+    reading in a private mount namespace.)"""
+    if not realtracefs.available():
+        pytest.skip("needs root and a real tracefs")
+    formats = realtracefs.call(lambda root: {
+        path[len(root) + 1:]: Path(path).read_text()
+        for path in sorted(glob.glob(f"{root}/events/*/*/format"))})
     checked, wrong = 0, []
-    for path in sorted(glob.glob(f"{REAL_EVENTS}/*/*/format")):
+    for path, text in formats.items():
         system = path.split("/")[-3]
         if system in ("syscalls", "ftrace"):
             continue
-        fields = format_fields(Path(path).read_text())
+        fields = format_fields(text)
         if not _known_types(fields) or any(d.startswith("enum ") and s != 4
                                            for d, _o, s, _g in fields):
             continue

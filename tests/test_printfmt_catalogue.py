@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from support import realtracefs
+
 from fakedebugfs import Fake
 from fakedebugfs.engine.ftrace.format_text import KERNEL_SYMBOLS, POINTEES, _encoder
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
 from fakedebugfs.engine.ftrace.ctype import wrap
-from fakedebugfs.sources.hostprofile import find_tracefs
 from fakedebugfs.engine.kernel import Kernel
 
 _KERNEL = Kernel()
@@ -251,7 +252,6 @@ def test_formerly_failing_events_print_as_their_trace_event(fake_catalogue, key,
 
 # --- (c) the real kernel's lines ---------------------------------------------------------
 
-REAL_TRACEFS = find_tracefs()
 DIFF_EVENTS = ["mmap:vm_unmapped_area", "writeback:sb_mark_inode_writeback",
                "writeback:sb_clear_inode_writeback", "writeback:writeback_dirty_inode",
                "writeback:writeback_dirty_inode_start", "writeback:writeback_mark_inode_dirty",
@@ -261,12 +261,8 @@ DIFF_EVENTS = ["mmap:vm_unmapped_area", "writeback:sb_mark_inode_writeback",
 _AGE = re.compile(r" age=\d+ ")  # (jiffies - dirtied_when) / HZ at print time
 
 
-def _real_instance():
-    if os.geteuid() != 0 or REAL_TRACEFS is None:
-        pytest.skip("needs root and a real tracefs")
-    if not os.uname().release.startswith("6.18"):
-        pytest.skip(f"the profile is 6.18's; this kernel is {os.uname().release}")
-    inst = Path(REAL_TRACEFS) / "instances" / f"pfcat{os.getpid()}"
+def _real_instance(root: str) -> Path:
+    inst = Path(root) / "instances" / f"pfcat{os.getpid()}"
     inst.mkdir()
     return inst
 
@@ -313,7 +309,7 @@ def _journalled_writes(tmp_path: Path) -> None:
 
 def _lines(inst: Path) -> list:
     text = (inst / "trace").read_text(errors="replace")
-    return [m for m in map(HEADER.match, text.splitlines()) if m]
+    return [m.groupdict() for m in map(HEADER.match, text.splitlines()) if m]
 
 
 def _pair(text_lines: list, field_lines: list) -> list:
@@ -340,17 +336,16 @@ def _field_values(ev, text: str) -> dict:
     return values
 
 
-def _same_format(ev) -> bool:
+def _same_format(ev, formats: dict) -> bool:
     """The real kernel's format of *ev* is the profile's (IDs aside)."""
-    real = (Path(REAL_TRACEFS) / "events" / ev.system / ev.name / "format").read_text()
+    real = formats[ev.key]
     return re.sub(r"ID: \d+", "", real) == re.sub(r"ID: \d+", "", ev.text)
 
 
-def test_the_real_kernels_lines_print_the_same(tmp_path):
-    """The kernel's own text of the events it recorded here equals what the
-    fake prints for the same field values (read from the ``fields``
-    option of the same buffer)."""
-    inst = _real_instance()
+def _real_lines(root: str, tmp_path: Path) -> tuple[list, list, dict]:
+    """The DIFF_EVENTS lines a scratch instance of the real tracefs at *root*
+    recorded, as text and with the ``fields`` option, and their formats."""
+    inst = _real_instance(root)
     try:
         for key in DIFF_EVENTS:
             system, name = key.split(":")
@@ -364,10 +359,25 @@ def test_the_real_kernels_lines_print_the_same(tmp_path):
         field_lines = _lines(inst)
     finally:
         inst.rmdir()
+    formats = {key: (Path(root) / "events" / key.replace(":", "/") / "format").read_text()
+               for key in DIFF_EVENTS}
+    return text_lines, field_lines, formats
+
+
+def test_the_real_kernels_lines_print_the_same(tmp_path):
+    """The kernel's own text of the events it recorded here equals what the
+    fake prints for the same field values (read from the ``fields``
+    option of the same buffer).  The real tracefs is mounted for the
+    recording in a private mount namespace; it records in a scratch instance."""
+    if not realtracefs.available():
+        pytest.skip("needs root and a real tracefs")
+    if not os.uname().release.startswith("6.18"):
+        pytest.skip(f"the profile is 6.18's; this kernel is {os.uname().release}")
+    text_lines, field_lines, formats = realtracefs.call(_real_lines, tmp_path)
     by_name = {key.split(":")[1]: FTRACE.events[key] for key in DIFF_EVENTS}
     pairs = [(by_name[t["name"]], t["text"], _field_values(by_name[t["name"]], f["text"]))
              for t, f in _pair(text_lines, field_lines)
-             if t["name"] in by_name and _same_format(by_name[t["name"]])]
+             if t["name"] in by_name and _same_format(by_name[t["name"]], formats)]
     with Fake(cpus=1, clock="virtual") as fk:
         for key in DIFF_EVENTS:
             system, name = key.split(":")

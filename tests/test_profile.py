@@ -23,11 +23,11 @@ import pytest
 
 from conftest import FAKEDEBUGFS, read_chunks, run_cli
 from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE, Profile
-from fakedebugfs.sources.hostprofile import find_tracefs
+from support import realtracefs
 
 ROOT = os.geteuid() == 0
-REAL = find_tracefs() if ROOT else None
-SAME_KERNEL = REAL is not None and Profile().release == os.uname().release
+REAL = realtracefs.available()  # mounted for each use, in a private mount namespace
+SAME_KERNEL = REAL and Profile().release == os.uname().release
 needs_real = pytest.mark.skipif(not SAME_KERNEL, reason="needs root and this machine's tracefs "
                                 "(the shipped profile's kernel)")
 
@@ -40,13 +40,16 @@ def fake_run(*cmd, timeout=60, options=()) -> subprocess.CompletedProcess:
 
 
 def host(*cmd, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    """*cmd* against this machine's tracefs (mounted for it at
+    /sys/kernel/tracing in a private mount namespace)."""
+    return realtracefs.run(list(cmd), timeout=timeout)
 
 
 @needs_real
 def test_capture_profile_reproduces_the_shipped_profile(tmp_path):
     out = tmp_path / "prof"
-    run_cli("capture-profile", out, "-q")
+    res = host(FAKEDEBUGFS, "capture-profile", out, "-q")
+    assert res.returncode == 0, res.stderr
     shipped = sorted(p.name for p in DEFAULT_PROFILE.iterdir())
     assert sorted(p.name for p in out.iterdir()) == shipped
     for name in shipped:
@@ -237,7 +240,7 @@ def test_generic_events_print_what_the_real_kernel_printed():
 
     prof = load_profile()
     events = EventRegistry(prof)  # every event generic, from its format text
-    texts, pages = _real_instance_capture(REAL, f"fdfs_profile_{os.getpid()}")
+    texts, pages = realtracefs.call(_real_instance_capture, f"fdfs_profile_{os.getpid()}")
     dec = PageDecoder("little", parse_header_page(prof.files["header_page"]),
                       parse_header_event(prof.files["header_event"] or DEFAULT_HEADER_EVENT),
                       4096)

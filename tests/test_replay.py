@@ -27,7 +27,8 @@ from fakedebugfs import Fake
 from fakedebugfs.sources.replay import open_recording, read_tracedat
 from fakedebugfs import ReplayError
 
-from support.tracedat import TOP_FILES, DatWriter, Pages, header_page
+from support import realtracefs
+from support.tracedat import DatWriter, Pages, header_page
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "replay"
 HAVE_TRACECMD = shutil.which("trace-cmd") is not None
@@ -36,7 +37,7 @@ pytestmark = [needs_tracecmd,
               pytest.mark.skipif(os.geteuid() != 0, reason="FUSE mounts and run need root")]
 CLI = [sys.executable, "-m", "fakedebugfs"]
 pytest_plugins = ["pytester"]
-INSTANCE = "fdreplay_rt"
+INSTANCE = f"fdreplay_rt{os.getpid()}"  # a scratch instance of our own
 ONE_LINE = re.compile(r"^fakedebugfs replay: \S+: (truncated|corrupt) in .+ at offset 0x[0-9a-f]+"
                       r": .+$")
 
@@ -173,34 +174,15 @@ def raw_capture_of(dat: Path, buffer: str, dest: Path) -> Path:
 def real_recording(tmp_path_factory):
     """``trace-cmd record -B`` (a scratch instance) of kmem and sched on this
     machine's kernel for ``sleep 1``: a v7 zstd trace.dat.  The real tracefs
-    is as it was afterwards (the instance removed, the top level unchanged)."""
-    tmp = tmp_path_factory.mktemp("real")
-    mnt = tmp / "rt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tracefs", "nodev", str(mnt)],
-                      capture_output=True).returncode != 0:
+    is as it was afterwards (the instance removed; the top level, which
+    another tracing user may be changing meanwhile, is not touched).  The
+    real tracefs is mounted for it in a private mount namespace."""
+    if not realtracefs.available():
         pytest.skip("this machine has no tracefs")
+    tmp = tmp_path_factory.mktemp("real")
     dat = tmp / "real.dat"
-    try:
-        before = {f: (mnt / f).read_text() for f in TOP_FILES if (mnt / f).exists()}
-        flag = tmp / "ftrace_enabled"
-        flag.write_text("1\n")
-        script = (f"mount --bind {flag} /proc/sys/kernel/ftrace_enabled; "
-                  "mountpoint -q /sys/kernel/tracing || "
-                  "mount -t tracefs nodev /sys/kernel/tracing; "
-                  f"exec trace-cmd record --no-filter -B {INSTANCE} -e kmem -e sched "
-                  f"--compression zstd -o {dat} sleep 1")
-        proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                              text=True, timeout=300)
-        inst = mnt / "instances" / INSTANCE
-        if inst.exists():  # trace-cmd may fail to remove it (a refused pid file)
-            for system in ("kmem", "sched"):
-                (inst / "events" / system / "enable").write_text("0")
-            os.rmdir(inst)
-        after = {f: (mnt / f).read_text() for f in TOP_FILES if (mnt / f).exists()}
-        assert after == before, "the real tracefs's top level was changed"
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
+    proc, _ = realtracefs.record(dat, INSTANCE, "-e", "kmem", "-e", "sched",
+                                 "--compression", "zstd")
     if not dat.exists():
         pytest.skip(f"trace-cmd could not record this kernel: {proc.stderr.strip()[-300:]}")
     return dat

@@ -31,7 +31,8 @@ import pytest
 from conftest import FAKEDEBUGFS, read_chunks, wait_done
 from fakedebugfs.sources.replay import (LostEvents, ReplayFormatError, open_recording,
     read_rawcapture, read_tracedat)
-from support.tracedat import (FMT, KALLSYMS, PRINTK, TOP_FILES, DatWriter, Pages, built_pages, header_page)
+from support import realtracefs
+from support.tracedat import (FMT, KALLSYMS, PRINTK, DatWriter, Pages, built_pages, header_page)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "replay"
 HAVE_TRACECMD = shutil.which("trace-cmd") is not None
@@ -44,7 +45,9 @@ LINE = re.compile(r"^\s*(?:(?P<buf>[\w.-]+):\s+)?(?P<comm>.*?)-(?P<pid>\d+)\s+\[
 TRACE_LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
                         r"(?P<sec>\d+)\.(?P<frac>\d+):\s+(?P<name>\w+):")
 DROPPED = re.compile(r"^CPU:(?P<cpu>\d+) \[(?:(?P<count>\d+) )?EVENTS DROPPED\]$")
-SYM = re.compile(r"^(?P<sym>[\w.$]+)\+0x(?P<off>[0-9a-f]+)$")
+# ``sym+0xoff``, which trace-cmd 3.1.6 follows with `` (0xaddress)`` for some
+# call sites (a local symbol such as ``getname_flags.part.0``)
+SYM = re.compile(r"^(?P<sym>[\w.$]+)\+0x(?P<off>[0-9a-f]+)(?: \((?P<addr>0x[0-9a-f]+)\))?$")
 
 
 # --- trace-cmd report as the oracle -------------------------------------------------------
@@ -78,7 +81,8 @@ def same_value(rec, fld, value, payload, text: str) -> bool:
             return value == 0
         m = SYM.match(text)
         if m:
-            return rec.symbol(value) == (m["sym"], int(m["off"], 16))
+            return rec.symbol(value) == (m["sym"], int(m["off"], 16)) and \
+                (m["addr"] is None or int(m["addr"], 16) == value)
         if text.startswith("0x"):
             return int(text, 16) == value % (1 << (8 * fld.size))
         if re.fullmatch(r"[A-Za-z_][\w.$]*", text):  # a function pointer at its symbol
@@ -252,52 +256,24 @@ def test_small_fixtures_match_report():
 # --- the real kernel ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def real_tracefs(tmp_path):
-    """A real tracefs mounted at a directory of the test, unmounted afterwards;
-    the top-level files must read the same at the end."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    mnt = tmp_path / "rt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tracefs", "nodev", str(mnt)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("this machine has no tracefs")
-
-    def top():
-        return {f: (mnt / f).read_text() for f in TOP_FILES if (mnt / f).exists()}
-
-    before = top()
-    try:
-        yield mnt
-        assert top() == before, "the real tracefs's top level was changed"
-    finally:
-        for inst in ("fdreplay_rec", "fdreplay_raw"):
-            if (mnt / "instances" / inst).exists():
-                for sysname in ("kmem", "sched"):
-                    (mnt / "instances" / inst / "events" / sysname / "enable").write_text("0")
-                os.rmdir(mnt / "instances" / inst)
-        subprocess.run(["umount", str(mnt)], check=True)
+needs_real = pytest.mark.skipif(not realtracefs.available(), reason="needs root and tracefs")
 
 
+@needs_real
 @needs_tracecmd
-def test_real_kernel_tracecmd_record(real_tracefs, tmp_path):
-    """``trace-cmd record -B`` of kmem and sched on this machine's kernel.
+def test_real_kernel_tracecmd_record(tmp_path):
+    """``trace-cmd record -B`` of kmem and sched on this machine's kernel, in
+    a scratch instance (the real tracefs mounted in a private mount
+    namespace; the top level, which another tracing user may be changing
+    meanwhile, is not touched).
 
     trace-cmd writes /proc/sys/kernel/ftrace_enabled, which a sandboxed /proc
-    may refuse, so it runs in a mount namespace with a file bound there (as
-    ``fakedebugfs run`` does); ``--no-filter`` keeps it from the function
-    tracer's pid files, which such a kernel may refuse too (it then fails to
-    clear them at exit, after the file is written)."""
+    may refuse, so a file is bound there (as ``fakedebugfs run`` does);
+    ``--no-filter`` keeps it from the function tracer's pid files, which
+    such a kernel may refuse too (it then fails to clear them at exit,
+    after the file is written)."""
     dat = tmp_path / "real.dat"
-    flag = tmp_path / "ftrace_enabled"
-    flag.write_text("1\n")
-    script = (f"mount --bind {flag} /proc/sys/kernel/ftrace_enabled; "
-              "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; "
-              f"exec trace-cmd record --no-filter -B fdreplay_rec -e kmem -e sched -o {dat} "
-              "sleep 1")
-    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
-                       timeout=120)
+    p, _ = realtracefs.record(dat, "fdreplay_rec", "-e", "kmem", "-e", "sched", timeout=120)
     if not dat.exists():
         pytest.skip(f"trace-cmd could not record this kernel: {p.stderr.strip()[-300:]}")
     rec = read_tracedat(dat)
@@ -307,27 +283,42 @@ def test_real_kernel_tracecmd_record(real_tracefs, tmp_path):
     assert assert_matches_report(rec, dat, "fdreplay_rec") > 0
 
 
-def test_real_kernel_raw_capture(real_tracefs, tmp_path):
+def _raw_capture(root: str, cap: Path) -> tuple:
+    """A scratch instance of the real tracefs at *root* with an 8 KiB
+    buffer records kmem and sched while /proc/meminfo is read 200 times;
+    its formats and trace_pipe_raw pages are saved in *cap*.  Returns the
+    CPUs, their overrun counts and the instance's ``trace``."""
+    name = f"fdreplay_raw{os.getpid()}"
+    inst = Path(root) / "instances" / name
+    inst.mkdir()
+    try:
+        (inst / "buffer_size_kb").write_text("8")
+        for sysname in ("kmem", "sched"):
+            (inst / "events" / sysname / "enable").write_text("1")
+        subprocess.run(["sh", "-c", "for i in $(seq 200); do cat /proc/meminfo; done"],
+                       capture_output=True, timeout=60)
+        (inst / "tracing_on").write_text("0")
+        cpus = sorted(int(p.name[3:]) for p in (inst / "per_cpu").iterdir())
+        overrun = {c: int(re.search(r"^overrun: (\d+)", (inst / "per_cpu" / f"cpu{c}" /
+                                                         "stats").read_text(), re.M)[1])
+                   for c in cpus}
+        text = (inst / "trace").read_text()
+        save_formats(Path(root), cap / "events", ("kmem", "sched"))
+        for c in cpus:
+            (cap / f"cpu{c}").write_bytes(
+                b"".join(read_chunks(inst / "per_cpu" / f"cpu{c}" / "trace_pipe_raw")))
+    finally:
+        realtracefs.remove_instance(root, name)
+    return cpus, overrun, text
+
+
+@needs_real
+def test_real_kernel_raw_capture(tmp_path):
     """trace_pipe_raw pages of a scratch instance with an 8 KiB buffer, so
     kmem events overrun it: the events are those the instance's ``trace``
     prints, and the missed-events flags count the overrun."""
-    inst = real_tracefs / "instances" / "fdreplay_raw"
-    inst.mkdir()
-    (inst / "buffer_size_kb").write_text("8")
-    for sysname in ("kmem", "sched"):
-        (inst / "events" / sysname / "enable").write_text("1")
-    subprocess.run(["sh", "-c", "for i in $(seq 200); do cat /proc/meminfo; done"],
-                   capture_output=True, timeout=60)
-    (inst / "tracing_on").write_text("0")
-    cpus = sorted(int(p.name[3:]) for p in (inst / "per_cpu").iterdir())
-    overrun = {c: int(re.search(r"^overrun: (\d+)", (inst / "per_cpu" / f"cpu{c}" /
-                                                     "stats").read_text(), re.M)[1])
-               for c in cpus}
-    text = (inst / "trace").read_text()
     cap = tmp_path / "cap"
-    save_formats(real_tracefs, cap / "events", ("kmem", "sched"))
-    for c in cpus:
-        (cap / f"cpu{c}").write_bytes(b"".join(read_chunks(inst / "per_cpu" / f"cpu{c}" / "trace_pipe_raw")))
+    cpus, overrun, text = realtracefs.call(_raw_capture, cap)
     rec = read_rawcapture(cap)
     assert rec.page_header.commit_size == 8 and rec.endian == sys.byteorder
     ours = [(e.cpu, (e.ts + 500) // 1000, e.pid, e.key.split(":")[1])  # ns2usecs rounds

@@ -33,6 +33,7 @@ import pytest
 import fakedebugfs
 import pyfuse3
 from conftest import FAKEDEBUGFS
+from support import realtracefs
 from support.nobody import NOBODY, SYSTEM_PYTHON, usable as nobody_usable
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests start runs as root and "
@@ -79,11 +80,24 @@ def test_sealed_mount_fails(tmp_path, fstype):
     assert not os.path.ismount(target)
 
 
-def test_sealed_sees_only_the_fake(tmp_path):
+@pytest.fixture
+def tracefs_holder():
+    """The pid of a root process that sees the real tracefs at
+    /sys/kernel/tracing (in a mount namespace of its own: the host's need
+    not have one), else this process's."""
+    if not realtracefs.available():
+        yield os.getpid()
+        return
+    with realtracefs.holder() as pid:
+        yield pid
+
+
+def test_sealed_sees_only_the_fake(tmp_path, tracefs_holder):
     """/sys/kernel/tracing and /sys/kernel/debug are the fake's; the fake
     cannot be unmounted to uncover the real ones, and the host's mounts
     cannot be reached through /proc/<pid>/root."""
-    host = f"/proc/{os.getpid()}/root/sys/kernel/tracing/tracing_on"
+    host = f"/proc/{tracefs_holder}/root/sys/kernel/tracing/tracing_on"
+    assert os.path.exists(host) or not realtracefs.available()  # there to be reached
     script = textwrap.dedent(f"""
         grep -q 'gid=<gid>' /sys/kernel/tracing/README || echo fakedebugfs README
         grep -q 'gid=<gid>' /sys/kernel/debug/tracing/README || echo fakedebugfs README

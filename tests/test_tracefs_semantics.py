@@ -24,6 +24,7 @@ import warnings
 import pytest
 
 import tracefs_fuzz as fuzz
+from support import realtracefs
 
 LIVE = os.environ.get("FAKEDEBUGFS_FUZZ_LIVE") == "1"
 
@@ -40,11 +41,10 @@ def _report(bad: list[dict], source: str) -> str:
 
 @pytest.fixture(scope="module")
 def real():
-    where = fuzz.real_tracefs()
-    if where is None:
+    """The real tracefs is there (it is mounted for each use, in a private
+    mount namespace: ``fuzz.on_real_tracefs``)."""
+    if not realtracefs.available():
         pytest.skip("no real tracefs here (root and tracefs needed)")
-    yield where
-    fuzz.unmount(where)
 
 
 def _known(bad: list[dict]) -> list[dict]:
@@ -96,7 +96,8 @@ def test_fixture_still_describes_this_kernel(real):
     fixture = fuzz.load_fixture()
     if fixture["kernel"].split("-")[0] != os.uname().release.split("-")[0]:
         pytest.skip(f"the fixture was recorded on {fixture['kernel']}")
-    bad, ran = fuzz.compare(fixture, real, fixture["cases"][::20])
+    bad, ran = fuzz.on_real_tracefs(lambda root: fuzz.compare(fixture, root,
+                                                              fixture["cases"][::20]), top=True)
     assert ran >= 900
     assert not bad, _report(bad, "real kernel (the fixture is stale)")
 
@@ -105,7 +106,7 @@ def test_control_files_answer_as_the_kernel(fake):
     fixture = fuzz.load_fixture()
     source = "recorded 6.18 answers"
     if LIVE:
-        fixture, source = fuzz.on_real_tracefs(fuzz.record), "live kernel"
+        fixture, source = fuzz.on_real_tracefs(fuzz.record, top=True), "live kernel"
         assert fixture is not None, "FAKEDEBUGFS_FUZZ_LIVE=1 needs a real tracefs"
     mnt = fake("--workload", "none")  # nothing fires: read-backs are the writes' own
     bad, ran = fuzz.compare(fixture, str(mnt / "tracing"))

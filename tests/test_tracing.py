@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import read, read_chunks, wait_done, write
+from support import realtracefs
 
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload
@@ -348,29 +349,27 @@ EXTRA = ("events/ftrace/kmem_alloc", "events/ftrace/kmem_free", "options/kmem_mi
 
 def test_differential_real_tracefs(fake, tmp_path):
     """Names, modes, header_page/header_event and kmem formats against the
-    real tracefs (read-only use; mounted here and unmounted again)."""
-    if os.geteuid() != 0 or "tracefs" not in read("/proc/filesystems"):
+    real tracefs (read only; mounted for the comparison in a private mount
+    namespace)."""
+    if not realtracefs.available():
         pytest.skip("no tracefs to compare with")
-    real = tmp_path / "rt"
-    real.mkdir()
-    if subprocess.run(["mount", "-t", "tracefs", "nodev", str(real)]).returncode:
-        pytest.skip("cannot mount tracefs")
-    try:
-        mnt = fake("--workload", "none")
-        ours = mnt / "tracing"
-        assert os.stat(ours).st_mode & 0o7777 == os.stat(real).st_mode & 0o7777
-        for rel, mode in our_modes(ours).items():
-            if rel.startswith(EXTRA):
-                continue
-            assert (real / rel).exists(), rel
-            assert mode == os.lstat(real / rel).st_mode & 0o7777, rel
-        for rel in ("events/header_page", "events/header_event"):
-            assert (ours / rel).read_bytes() == (real / rel).read_bytes()
-        for name in KMEM:
-            for rel in (f"events/kmem/{name}/format", f"events/kmem/{name}/id"):
-                assert read(ours / rel) == read(real / rel), rel
-    finally:
-        subprocess.run(["umount", str(real)])
+    mnt = fake("--workload", "none")
+    realtracefs.call(_same_as_real, mnt / "tracing")
+
+
+def _same_as_real(real: str, ours: Path) -> None:
+    real = Path(real)
+    assert os.stat(ours).st_mode & 0o7777 == os.stat(real).st_mode & 0o7777
+    for rel, mode in our_modes(ours).items():
+        if rel.startswith(EXTRA):
+            continue
+        assert (real / rel).exists(), rel
+        assert mode == os.lstat(real / rel).st_mode & 0o7777, rel
+    for rel in ("events/header_page", "events/header_event"):
+        assert (ours / rel).read_bytes() == (real / rel).read_bytes()
+    for name in KMEM:
+        for rel in (f"events/kmem/{name}/format", f"events/kmem/{name}/id"):
+            assert read(ours / rel) == read(real / rel), rel
 
 
 def test_trace_pipe_raw_blocking_poll_ioctl(fake):

@@ -24,12 +24,12 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from support import realtracefs
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "tracefs" / "semantics.json.gz"
 SCRATCH = f"fuzz{os.getpid()}"  # the scratch instance: one per process
@@ -496,34 +496,14 @@ def save_fixture(fixture: dict) -> None:
         json.dump(fixture, fp, separators=(",", ":"))
 
 
-def real_tracefs():
-    """A fresh mount of the real tracefs (the caller unmounts), or None."""
-    if os.geteuid() != 0:
+def on_real_tracefs(story, top: bool = False):
+    """What *story* (a function of a tracing directory) gives on the real
+    tracefs, mounted for it in a private mount namespace; None where there
+    is none.  *top*: the story writes top-level files (``record`` and
+    ``compare`` do: TOP), so it holds the real top level's lock."""
+    if not realtracefs.available():
         return None
-    where = tempfile.mkdtemp(prefix="rt-fuzz-")
-    proc = subprocess.run(["mount", "-t", "tracefs", "nodev", where], capture_output=True)
-    if proc.returncode != 0:
-        os.rmdir(where)
-        return None
-    return where
-
-
-def unmount(where: str) -> None:
-    subprocess.run(["umount", where], capture_output=True)
-    os.rmdir(where)
-
-
-def on_real_tracefs(story):
-    """What *story* (a function of a tracing directory) gives on a fresh
-    mount of the real tracefs, unmounted afterwards; None where there is
-    none."""
-    where = real_tracefs()
-    if where is None:
-        return None
-    try:
-        return story(where)
-    finally:
-        unmount(where)
+    return realtracefs.call(story, lock=top)
 
 
 def _main(args: list[str]) -> None:
@@ -531,13 +511,9 @@ def _main(args: list[str]) -> None:
     ``compare TRACING``: replay it on a tracing directory (a fake's
     ``MNT/tracing``) and print the figures and the mismatches by file."""
     if args == ["record"]:
-        mnt = real_tracefs()
-        if mnt is None:
+        fixture = on_real_tracefs(record, top=True)
+        if fixture is None:
             sys.exit("no real tracefs here (root needed)")
-        try:
-            fixture = record(mnt)
-        finally:
-            unmount(mnt)
         save_fixture(fixture)
         cases = fixture["cases"]
         print(f"{len(cases)} inputs over {len({c['file'] for c in cases})} files "

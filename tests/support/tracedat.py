@@ -1,18 +1,11 @@
 """trace.dat files and ring-buffer pages written by the tests (both byte
 orders, 4-byte longs, zlib, instances), laid out as trace-cmd's
-trace-cmd.dat.v6.5.txt / v7.5.txt describe them; and the real tracefs's
-top-level files the real-kernel tests save and restore."""
+trace-cmd.dat.v6.5.txt / v7.5.txt describe them."""
 
 from __future__ import annotations
 
 import struct
 from pathlib import Path
-
-
-TOP_FILES = ("tracing_on", "buffer_size_kb", "current_tracer", "trace_clock", "set_event",
-             "trace_options", "tracing_cpumask", "set_event_pid", "events/enable",
-             "saved_cmdlines_size", "buffer_percent", "events/kmem/enable",
-             "events/sched/enable")
 
 
 FMT = """name: probe
