@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKEDEBUGFS
+from support import realtracefs
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)"),
@@ -182,12 +183,9 @@ def syscalls_of(trace: str, pid: str) -> list[str]:
 def real_tracefs_ls(script: str) -> str:
     """``ls /`` as the real tracefs records it, in a scratch instance of a
     tracefs mounted in a private mount namespace (nothing else changed)."""
-    outer = ("set -e; d=$(mktemp -d); mount -t tracefs nodev $d; i=$d/instances/fdfs-h8-$$; "
-             f"mkdir $i; sh {script} $i; echo 0 > $i/tracing_on; cat $i/trace; rmdir $i; "
-             "umount $d; rmdir $d")
-    res = subprocess.run(["flock", "-o", "/tmp/real-tracefs.lock", "unshare", "-m",
-                          "--propagation", "private", "sh", "-c", outer],
-                         capture_output=True, text=True, timeout=120)
+    outer = ("set -e; i=/sys/kernel/tracing/instances/fdfs-h8-$$; "
+             f"mkdir $i; sh {script} $i; echo 0 > $i/tracing_on; cat $i/trace; rmdir $i")
+    res = realtracefs.shell(outer, timeout=120)
     assert res.returncode == 0, res.stderr
     return res.stdout
 
@@ -209,16 +207,17 @@ def test_ls_syscalls_as_the_real_tracefs_records_them(tmp_path):
 
 # --- system mode: two fakes at once, the host's tracefs untouched ------------------
 
-def real_tracefs_state() -> dict:
-    """What a tracing user of the host would see changed."""
-    root = "/sys/kernel/tracing"
+def real_tracefs_state(root: str) -> dict:
+    """What a tracing user of the host would see changed by what the mirrors'
+    commands write: syscalls events in set_event, set_event_pid,
+    current_tracer.  (Not tracing_on, sched events, instances: another
+    tracing user of the host, or another test's scratch instance, changes
+    those meanwhile.)"""
     out = {}
-    for name in ("tracing_on", "set_event", "set_event_pid", "current_tracer"):
+    for name in ("set_event", "set_event_pid", "current_tracer"):
         with open(os.path.join(root, name)) as fp:
-            out[name] = fp.read()
-    out["instances"] = sorted(os.listdir(os.path.join(root, "instances")))
-    with open(os.path.join(root, "events/enable")) as fp:
-        out["events/enable"] = fp.read()
+            out[name] = [line for line in fp.read().splitlines()
+                         if name != "set_event" or line.startswith("syscalls:")]
     return out
 
 
@@ -227,28 +226,24 @@ def body_lines(out: str) -> list[str]:
             and "[" in line]
 
 
-@pytest.mark.skipif(not os.path.isfile("/sys/kernel/tracing/tracing_on"),
-                    reason="the host's tracefs is not mounted at /sys/kernel/tracing")
+@pytest.mark.skipif(not realtracefs.available(), reason="needs root and tracefs")
 def test_two_system_mirrors_at_once(getppid):
-    with open("/tmp/real-tracefs.lock", "w") as lock:
-        import fcntl
-
-        fcntl.flock(lock, fcntl.LOCK_EX)  # no other test of ours changes it meanwhile
-        before = real_tracefs_state()
-        sched = subprocess.Popen(
-            [FAKEDEBUGFS, "run", "--mirror=system", "--", "sh", "-c",
-             "cd /sys/kernel/tracing; for e in fork exec exit wait; do "
-             "echo sched:sched_process_$e >> set_event; done; sleep 1.5; "
-             "echo 0 > tracing_on; echo ==; cat set_event; echo ==; cat trace"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # (every task's syscalls on a busy host are more than this test needs)
-        sysc = run("--mirror=system", "--", "sh", "-c",
-                   "cd /sys/kernel/tracing; echo syscalls:sys_enter_getppid > set_event; "
-                   "echo syscalls:sys_exit_getppid >> set_event; sleep 0.3; "
-                   f"{getppid} 1000; echo 0 > tracing_on; echo ==; cat set_event; echo ==; "
-                   "cat trace")
-        out, err = sched.communicate(timeout=120)
-        after = real_tracefs_state()
+    # the real tracefs is read in private mount namespaces of its own
+    before = realtracefs.call(real_tracefs_state)
+    sched = subprocess.Popen(
+        [FAKEDEBUGFS, "run", "--mirror=system", "--", "sh", "-c",
+         "cd /sys/kernel/tracing; for e in fork exec exit wait; do "
+         "echo sched:sched_process_$e >> set_event; done; sleep 1.5; "
+         "echo 0 > tracing_on; echo ==; cat set_event; echo ==; cat trace"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # (every task's syscalls on a busy host are more than this test needs)
+    sysc = run("--mirror=system", "--", "sh", "-c",
+               "cd /sys/kernel/tracing; echo syscalls:sys_enter_getppid > set_event; "
+               "echo syscalls:sys_exit_getppid >> set_event; sleep 0.3; "
+               f"{getppid} 1000; echo 0 > tracing_on; echo ==; cat set_event; echo ==; "
+               "cat trace")
+    out, err = sched.communicate(timeout=120)
+    after = realtracefs.call(real_tracefs_state)
     assert sched.returncode == 0 and sysc.returncode == 0, err + sysc.stderr
     assert after == before
 
