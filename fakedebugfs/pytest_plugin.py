@@ -20,9 +20,11 @@ session at the first fake (:mod:`fakedebugfs.server.forkserver`: Python's
 imports and a kernel made once; a fake then starts in tens of
 milliseconds instead of a second).  It is stopped at the end of the
 session, however that ends, and with the pytest process if that is
-killed.  ``FAKEDEBUGFS_FORKSERVER=0`` turns it off (each fake then starts
-its server as a new process); ``FAKEDEBUGFS_FORKSERVER=SOCKET`` uses a
-fork server of one's own.  When it cannot start, each fake starts its
+killed.  Only the fixtures' fakes are forked from it (a ``Fake`` a test
+makes itself, and the processes it starts, see no difference).
+``FAKEDEBUGFS_FORKSERVER=0`` turns it off (each fake then starts its
+server as a new process); ``FAKEDEBUGFS_FORKSERVER=SOCKET`` uses a fork
+server of one's own.  When it cannot start, each fake starts its
 server itself and the terminal summary says why.
 
 Where no fake can start (no /dev/fuse or no permission to use it, no
@@ -107,7 +109,7 @@ def _unusable(config, reason: str):
 
 def fork_server(config) -> Optional[str]:
     """The socket of the session's fork server, started at the first call
-    (None: none is used; the reason it could not start is in
+    (None: none is used, or the one ``FAKEDEBUGFS_FORKSERVER`` names; the reason it could not start is in
     ``config.stash[_FORK]["failed"]``, logged and shown in the summary)."""
     state = config.stash.setdefault(_FORK, {})
     if state:
@@ -138,9 +140,26 @@ def fork_server(config) -> Optional[str]:
             shutil.rmtree(folder, ignore_errors=True)
         raise
     state.update(server=server, dir=folder, socket=sock)
-    os.environ[FORKSERVER_ENV] = sock  # Fake() asks it (server/launcher.py)
     config.add_cleanup(lambda: stop_fork_server(config))
     return sock
+
+
+@contextlib.contextmanager
+def _forking(sock: Optional[str]):
+    """``FAKEDEBUGFS_FORKSERVER`` names *sock* while a fixture's fake starts
+    (``Fake.start`` asks it: server/launcher.py), and only then."""
+    if sock is None:
+        yield
+        return
+    before = os.environ.get(FORKSERVER_ENV)
+    os.environ[FORKSERVER_ENV] = sock
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(FORKSERVER_ENV, None)
+        else:
+            os.environ[FORKSERVER_ENV] = before
 
 
 def stop_fork_server(config) -> None:
@@ -149,8 +168,6 @@ def stop_fork_server(config) -> None:
     server = state.pop("server", None)
     if server is None:
         return
-    if os.environ.get(FORKSERVER_ENV) == state.get("socket"):
-        del os.environ[FORKSERVER_ENV]
     try:
         server.stop()
     finally:
@@ -172,10 +189,11 @@ def _start(options: dict, config):
     reason = fuse_unusable()
     if reason:
         _unusable(config, reason)
-    fork_server(config)
+    sock = fork_server(config)
     fake = Fake(**options)
     try:
-        fake.start()
+        with _forking(sock):
+            fake.start()
     except MountError as err:
         if "ermission" in str(err) or "not permitted" in str(err):
             _unusable(config, f"cannot mount: {err}")

@@ -225,10 +225,21 @@ FORKED_TESTS = '''
 
     import pytest
 
+    def fork_server_socket(pid):
+        """The socket of the fork server that forked server *pid* (its
+        parent's command line), or "-" when it is not one."""
+        with open(f"/proc/{pid}/stat") as fp:
+            ppid = fp.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{ppid}/cmdline") as fp:
+            argv = fp.read().split("\\0")
+        module = "fakedebugfs.server.forkserver"
+        return argv[argv.index(module) + 1] if module in argv else "-"
+
     @pytest.mark.parametrize("i", range(%d))
     def test_reads(fakedebugfs, i):
+        assert os.environ.get("FAKEDEBUGFS_FORKSERVER") in (None, "0")  # not the test's
         print("FAKE", type(fakedebugfs._proc).__name__, fakedebugfs._proc.pid, fakedebugfs.root,
-              os.environ.get("FAKEDEBUGFS_FORKSERVER"))
+              fork_server_socket(fakedebugfs._proc.pid))
         assert (fakedebugfs.tracing / "tracing_on").read_text() == "1\\n"
 '''
 
@@ -312,7 +323,7 @@ def test_an_interrupted_session_leaves_nothing(pytester, token, how):
     pytester.makepyfile(test_user=FORKED_TESTS % 1 + '''
     def test_interrupted(fakedebugfs):
         print("FAKE", type(fakedebugfs._proc).__name__, fakedebugfs._proc.pid, fakedebugfs.root,
-              os.environ.get("FAKEDEBUGFS_FORKSERVER"), flush=True)
+              fork_server_socket(fakedebugfs._proc.pid), flush=True)
         if %r == "SIGKILL":
             os.kill(os.getpid(), 9)
         raise KeyboardInterrupt
