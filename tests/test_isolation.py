@@ -274,6 +274,29 @@ def test_bpftrace_works_sealed(tmp_path, tool):
         assert re.search(rf"\scat\s+-1\s+2\s+{marker.name}$", text, re.M), text[-2000:]
 
 
+# --- mount -o remount,gid= ------------------------------------------------------------
+
+def test_remount_gid_from_the_sealed_command():
+    """tracefs' ``gid=`` remount works inside a sealed run, installed or not
+    (mount(8) -> mount.fuse3 -> the fakedebugfs run makes reachable), and the
+    README documents it as the kernel's does (ftracetest's test_ownership.tc
+    requires its ``[gid=<gid>]`` line), while mounting a tracefs still fails."""
+    script = """
+        T=/sys/kernel/tracing
+        grep -qF '[gid=<gid>]' $T/README && echo readme=yes
+        mount -o remount,gid=4242 $T; echo remount=$?
+        echo gid=$(stat -c %g $T $T/events $T/events/sched/sched_switch/enable | sort -u)
+        mount -o remount,gid=0 $T; echo back=$(stat -c %g $T/events)
+        d=$(mktemp -d); mount -t tracefs nodev $d 2>/dev/null && echo MOUNTED
+        rmdir $d
+        true
+    """
+    p = sh(script)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["readme=yes", "remount=0", "gid=4242", "back=0"], \
+        p.stdout + p.stderr
+
+
 # --- /proc/kallsyms -------------------------------------------------------------------
 
 def test_kallsyms_hidden_from_listing(fake):

@@ -76,7 +76,7 @@ from pathlib import Path
 from fakedebugfs.native import libc
 from fakedebugfs.sources import procevents
 from fakedebugfs.control import runstate
-from fakedebugfs.sandbox import confine, seal, userns
+from fakedebugfs.sandbox import confine, helper, seal, userns
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +259,7 @@ def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
         replace_tracing_mounts(mnt, work)
     check_covered(mnt)
     bind_kallsyms(mnt, work)
+    helper.make_reachable(work, mount)  # mount -o remount,gid=N (fakedebugfs.sandbox.helper)
     if rootless:
         try:
             userns.publish_mounts(work)
