@@ -9,6 +9,7 @@ and the ``%p``/``%pS``/``%ps`` renderings.
 from __future__ import annotations
 
 import hashlib
+from typing import Optional
 
 # trace_flag_type (include/linux/trace_events.h)
 TRACE_FLAG_IRQS_OFF = 0x01
@@ -69,14 +70,14 @@ class OutputContext:
             self._texts, self._kept, self._texts_hashed = {}, 0, hashed
         self._held = True
 
-    def texts(self, etype) -> dict:
+    def texts(self, etype, pure) -> Optional[dict]:
         """The texts kept of *etype*'s entries (what follows the context),
-        by the payload after ``struct trace_entry``; the caller only asks
-        for an event whose text depends on nothing else, between
-        :meth:`hold` and :meth:`release`."""
+        by the payload after ``struct trace_entry``, between :meth:`hold`
+        and :meth:`release`; None for an event whose text depends on more
+        than that (``pure(etype)`` false, asked once per event)."""
         kept = self._texts.get(id(etype))
         if kept is None:  # the event held beside them: its id stays its own
-            kept = self._texts[id(etype)] = (etype, {})
+            kept = self._texts[id(etype)] = (etype, {} if pure(etype) else None)
         return kept[1]
 
     def keep_text(self, texts: dict, key: bytes, text: str) -> None:

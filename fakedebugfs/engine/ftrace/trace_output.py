@@ -27,7 +27,7 @@ from fakedebugfs.engine.ftrace.kmemtrace_plugin import NopTracer
 from fakedebugfs.engine.ftrace.output import comm_of, lat_flags, trace_header
 
 MARKER_IP_NAME = "tracing_mark_write"
-CHUNK_LINES = 64  # lines per step of text_chunks (well under a slicer turn)
+CHUNK_LINES = 128  # lines per step of text_chunks (under a slicer turn)
 
 
 class TraceOutput:
@@ -118,7 +118,7 @@ class TraceOutput:
             label, arg = "", self
         else:
             label, arg = f"{etype.name}: ", self.out
-        texts = self.out.texts(etype) if tracer_line is None and _pure(etype) else None
+        texts = self.out.texts(etype, _pure) if tracer_line is None else None
         return (etype, label, etype.show, arg, texts)
 
     def _head(self, heads: dict, cpu: int, payload) -> str:
