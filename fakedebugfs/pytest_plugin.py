@@ -109,39 +109,64 @@ def _unusable(config, reason: str):
 
 def fork_server(config) -> Optional[str]:
     """The socket of the session's fork server, started at the first call
-    (None: none is used, or the one ``FAKEDEBUGFS_FORKSERVER`` names; the reason it could not start is in
-    ``config.stash[_FORK]["failed"]``, logged and shown in the summary)."""
+    (None: none is used, or the one ``FAKEDEBUGFS_FORKSERVER`` names;
+    the reason it could not start is in ``config.stash[_FORK]["failed"]``,
+    logged and shown in the summary)."""
+    _launch_fork_server(config)
+    state = config.stash[_FORK]
+    if "pending" in state:
+        folder = state["dir"]
+        try:
+            state["server"].wait()
+        except Exception as err:  # noqa: BLE001 - the fakes start the slow way
+            _no_fork_server(state, err, folder)
+            stop_fork_server(config)
+        except BaseException:
+            stop_fork_server(config)
+            raise
+        else:
+            with contextlib.suppress(OSError):  # (what it says once started: nothing)
+                os.unlink(os.path.join(folder, "log"))
+            state["socket"] = state["pending"]
+        del state["pending"]
+    return state.get("socket")
+
+
+def _launch_fork_server(config) -> None:
+    """Start the session's fork server if none was started or tried, not
+    waiting for it to listen (:func:`fork_server` waits)."""
     state = config.stash.setdefault(_FORK, {})
     if state:
-        return state.get("socket")
+        return
     given = os.environ.get(FORKSERVER_ENV, "").strip()
     if given:  # off ("0"), or someone's own fork server
         state["given"] = given
-        return None
+        return
     from fakedebugfs.server.forkserver import ForkServer
 
     folder = ""
     try:
         folder = tempfile.mkdtemp(prefix="fakedebugfs-forkserver-")  # 0700: ours alone
         sock = os.path.join(folder, "sock")
-        server = ForkServer(sock, log=os.path.join(folder, "log"), rmdir=True)
-        with contextlib.suppress(OSError):  # (what it says once started: nothing)
-            os.unlink(os.path.join(folder, "log"))
+        server = ForkServer(sock, log=os.path.join(folder, "log"), rmdir=True, wait=False)
     except Exception as err:  # noqa: BLE001 - the fakes start the slow way
-        state["failed"] = f"{type(err).__name__}: {err}" + \
-            (_tail(os.path.join(folder, "log")) if folder else "")
+        _no_fork_server(state, err, folder)
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
-        logging.getLogger("fakedebugfs").warning(
-            "no fork server (%s): every fake starts its own server", state["failed"])
-        return None
-    except BaseException:  # interrupted while it started: (ForkServer stopped it)
+        return
+    except BaseException:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    state.update(server=server, dir=folder, socket=sock)
+    state.update(server=server, dir=folder, pending=sock)
     config.add_cleanup(lambda: stop_fork_server(config))
-    return sock
+
+
+def _no_fork_server(state: dict, err: Exception, folder: str) -> None:
+    state["failed"] = f"{type(err).__name__}: {err}" + \
+        (_tail(os.path.join(folder, "log")) if folder else "")
+    logging.getLogger("fakedebugfs").warning(
+        "no fork server (%s): every fake starts its own server", state["failed"])
 
 
 @contextlib.contextmanager
@@ -186,6 +211,11 @@ def _tail(path: str) -> str:
 def _start(options: dict, config):
     from fakedebugfs.api import Fake, MountError
 
+    from fakedebugfs.server.fusecheck import device_problem, fusermount_problem
+
+    if not (device_problem() or fusermount_problem()):
+        # it warms up while this process imports what the next check needs
+        _launch_fork_server(config)
     reason = fuse_unusable()
     if reason:
         _unusable(config, reason)

@@ -318,11 +318,15 @@ class ForkServer:
     this process however that ends (an exception, SIGKILL).  :meth:`stop`
     ends it at once.  Servers it forked live on until their own clients
     go.  *log*: the fork server's output (why it failed); *rmdir*: its
-    socket's folder is removed with the socket, once empty."""
+    socket's folder is removed with the socket, once empty.  Returns once
+    it listens, or with *wait* false at once (then :meth:`wait` before
+    asking it: the caller does something else while it warms up)."""
 
     def __init__(self, path: str, timeout: float = 60.0, python: Optional[str] = None,
-                 log: Optional[str] = None, rmdir: bool = False):
+                 log: Optional[str] = None, rmdir: bool = False, wait: bool = True):
         self.path = path
+        self.timeout = timeout
+        self._listening = False
         r, self._lifeline = os.pipe()  # the write end stays here, non-inheritable
         out = open(log, "ab") if log else subprocess.DEVNULL
         try:
@@ -338,11 +342,20 @@ class ForkServer:
             os.close(r)
             if log:
                 out.close()
+        if wait:
+            self.wait()
+
+    def wait(self) -> None:
+        """Return once it listens (RuntimeError, and it is stopped, if it
+        exited or did not listen within the timeout)."""
+        if self._listening:
+            return
         try:
-            _until_listening(self.proc, path, timeout)
+            _until_listening(self.proc, self.path, self.timeout)
         except BaseException:
             self.stop()
             raise
+        self._listening = True
 
     @property
     def pid(self) -> int:
