@@ -15,6 +15,10 @@ back after (``tracing_on``, ``current_tracer``, ``set_event``,
   a row, timed by a Python timer in the same namespace as the command
   (fake: inside one ``fakedebugfs run --workload none``, so its start is not
   counted; the first trial meets a fresh mount).
+* ``format_read_all_s``: ``cat events/*/*/format`` (2,305 files), what
+  ``trace-cmd stream`` and ``record`` read first; timed like the two rows
+  above (the fake's first trial meets a fresh mount: every lookup, no
+  event's format read yet).
 * ``tracecmd_record_ready_s``: from starting ``trace-cmd record -e
   sched:sched_switch`` until every CPU's ``trace_pipe_raw`` is open in one
   of its processes (read from ``/proc/PID/fd``, the same way on both sides);
@@ -247,6 +251,14 @@ def real_stat(trials: int) -> list[float]:
     return _local_trials(["trace-cmd", "stat"], trials)
 
 
+# every event's format, as trace-cmd stream and record read them before tracing
+READ_FORMATS = ["sh", "-c", f"cat {TRACING}/events/*/*/format"]
+
+
+def real_formats(trials: int) -> list[float]:
+    return _local_trials(READ_FORMATS, trials)
+
+
 def _local_trials(argv, trials: int) -> list[float]:
     p = subprocess.run(_timer_argv(argv, trials), capture_output=True, text=True, check=True,
                        timeout=1800)
@@ -336,7 +348,8 @@ def real_cat_trace(trials: int) -> list[float]:
         return trials_out
 
 
-REAL = {"reset": real_reset, "stat": real_stat, "record_ready": real_record_ready,
+REAL = {"reset": real_reset, "stat": real_stat, "formats": real_formats,
+        "record_ready": real_record_ready,
         "realistic": real_realistic, "mount_ready": real_mount_ready,
         "mount_cycle": real_mount_cycle,
         "set_event": real_set_event, "cat_trace": real_cat_trace}
@@ -606,6 +619,9 @@ def run(trials: int = TRIALS) -> list[dict]:
     add("tracecmd_stat_s", lambda: [row(
         "tracecmd_stat_s", "s", fake_command_trials(["trace-cmd", "stat"], trials),
         real_side("stat", trials))])
+    add("format_read_all_s", lambda: [row(
+        "format_read_all_s", "s", fake_command_trials(READ_FORMATS, trials),
+        real_side("formats", trials))])
     add("tracecmd_record_ready_s", lambda: [row(
         "tracecmd_record_ready_s", "s", fake_record_ready(trials),
         real_side("record_ready", trials))])
