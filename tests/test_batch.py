@@ -327,3 +327,35 @@ def test_comm_fields_take_the_batch_path():
     assert many.engine._batch_owners(batch) is not None  # not one by one
     many.engine.emit_batch(batch)
     assert state(one) == state(many)
+
+
+def test_instances_take_the_batch_path_once_the_tasks_are_saved():
+    """With an instance, a batch whose tasks are all in ``saved_cmdlines``
+    (with their comms) goes through the batch path: the records of the
+    arrays would change nothing, so their order does not matter.  The
+    first batch, of tasks not saved yet, goes one by one.  Both leave what
+    firing every event one by one leaves, in both arrays."""
+    def kernel():
+        k = Kernel(cpus=2, buffer_size=8 * 4096, clock="virtual", seed=1)
+        inst = k.ftrace.new_instance("other")
+        for tr in (k.ftrace, inst):
+            tr.set_event("sched:sched_wakeup", True)
+        for pid in range(100, 110):
+            k.engine.set_comm(pid, f"task-{pid}")
+        return k, inst
+
+    def events(k, start):
+        tp = k.engine.tracepoints["sched:sched_wakeup"]
+        return [Pending(tp, i % 2, 100 + i % 10, start + i, (f"task-{100 + i % 10}", i, 120, 0))
+                for i in range(200)]
+
+    (one, one_inst), (many, many_inst) = kernel(), kernel()
+    taken = []
+    for start in (10 ** 6, 2 * 10 ** 6):
+        fire_each(one, events(one, start))
+        batch = from_pending(events(many, start))
+        taken.append(many.engine._batch_owners(batch) is not None)
+        many.engine.emit_batch(batch)
+    assert taken == [False, True]
+    assert state(one) == state(many)
+    assert [ring_state(b) for b in one_inst.buffers] == [ring_state(b) for b in many_inst.buffers]

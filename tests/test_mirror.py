@@ -370,3 +370,17 @@ def test_tree_on_the_virtual_clock_is_refused():
     assert res.returncode != 0
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and "--clock virtual" in err[0], res.stderr
+
+
+def test_a_probe_defined_in_the_fake_is_enabled_not_mirrored():
+    """A uprobe made in the fake's ``uprobe_events`` has no kernel event
+    behind it (its hits are injected): enabling it under ``--mirror`` is
+    not refused, as without."""
+    res = run("--mirror=tree", "--", "sh", "-c",
+              "cd /sys/kernel/tracing; "
+              "echo 'p:utest/utest_u /bin/true:0x3e8' >> uprobe_events; "
+              "echo 1 > events/utest/utest_u/enable; echo rc=$?; "
+              "cat events/utest/utest_u/enable; echo 0 > events/utest/utest_u/enable; "
+              "echo rc=$?")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["rc=0", "1", "rc=0"], res.stdout + res.stderr

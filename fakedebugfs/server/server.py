@@ -50,7 +50,7 @@ IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 # loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
 GIL_SWITCH = 0.0005
 MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
-MIRROR_SYNC_BYTES = 64 << 10  # slices of each ring a FUSE request drains first
+MIRROR_SYNC_BYTES = 256 << 10  # slices of each ring a FUSE request drains first
 MIRROR_SYNC_S = 0.05  # ... until what was there when it came, or this long
 MIRROR_WRITE_SYNC_S = 10.0  # a write (tracing_on, enable, set_event_pid): all of it
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired

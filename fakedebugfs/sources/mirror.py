@@ -53,6 +53,7 @@ from typing import Callable, Optional
 from fakedebugfs.engine.core.batch import Strings
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.events import field_key
+from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
 from fakedebugfs.engine.ftrace.trace_events import PID_PAIR_EVENTS
 from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
@@ -406,6 +407,8 @@ class Mirror(MirrorDrain):
         refuses) or stops recording *key*."""
         if key.startswith("ftrace:") or key.startswith("kmemtrace:"):
             return  # the tracer's own entries: nothing on the kernel
+        if is_dynamic(self.kernel.ftrace, key):
+            return  # a probe defined in the fake (uprobe_events): injected, never mirrored
         if on:
             self.check_event(key)
             if self.rings:

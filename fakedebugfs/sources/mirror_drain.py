@@ -248,6 +248,32 @@ class MirrorDrain:
         for c in _distinct(cpu):  # the trace clock never goes back on a CPU
             at = np.flatnonzero(cpu == c)
             ts[at] = np.maximum.accumulate(np.maximum(ts[at], engine.last_ts[c]))
+        fired = 0
+        cut = self._new_tasks_end(pid)
+        for part in ((slice(0, cut), slice(cut, n)) if cut else (slice(0, n),)):
+            fired += self._emit(data, u8, u32, ident[part], cpu[part], pid[part], ts[part],
+                                raw[part])
+        self.mirrored += fired
+        return fired
+
+    def _new_tasks_end(self, pid) -> int:
+        """With instances, where the events end that bring tasks not in
+        ``saved_cmdlines`` yet (0: none): the engine fires a batch of such
+        tasks one by one (the arrays' records interleave), so they go
+        first as a batch of their own and the rest, often nearly all, at
+        once."""
+        ft = self.kernel.ftrace
+        if not ft.instances:
+            return 0
+        new = [p for p in _distinct(pid) if not ft.cmdlines.saved((p,))]
+        if not new:
+            return 0
+        return max(int(np.argmax(pid == p)) for p in new) + 1
+
+    def _emit(self, data, u8, u32, ident, cpu, pid, ts, raw) -> int:
+        """One batch of decoded samples into the engine."""
+        if not len(ident):
+            return 0
         idents = np.array(sorted(_distinct(ident)), np.int64)
         kind = np.searchsorted(idents, ident)
         decs, cols = [], []
@@ -257,9 +283,7 @@ class MirrorDrain:
             cols.append(dec.columns(Entries(data, u8, u32, at)))
             decs.append(dec)
         batch = EventBatch([d.tp for d in decs], kind, cpu, pid, ts, cols)
-        fired = engine.emit_batch(batch)
-        self.mirrored += fired
-        return fired
+        return self.kernel.engine.emit_batch(batch)
 
     def _traced_pids(self):
         """The tasks whose mirrored events some trace array may record, or

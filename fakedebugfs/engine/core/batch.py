@@ -102,6 +102,18 @@ class EventBatch:
             self._where.update(enumerate(group_positions(self.kind, len(self.tps))))
         return self._where[k]
 
+    def tasks(self) -> list:
+        """The distinct tasks (``pid``) of the batch, in order of first
+        appearance."""
+        if "tasks" not in self._cache:
+            pid = self.pid
+            change = np.ones(len(pid), bool)
+            change[1:] = pid[1:] != pid[:-1]
+            heads = pid[change]
+            uniq, first = np.unique(heads, return_index=True)
+            self._cache["tasks"] = uniq[np.argsort(first)].tolist()
+        return self._cache["tasks"]
+
     def rank(self) -> np.ndarray:
         """For each event, its index among the events of its kind."""
         out = np.empty(len(self.kind), np.int64)

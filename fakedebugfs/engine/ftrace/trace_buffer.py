@@ -71,10 +71,13 @@ class TraceBuffers:
         """Can :meth:`write_batch` take these events at once?  Not when
         anything looks at events one by one: triggers, soft-disable, pid
         lists, filters, the stacktrace option, instances (they share
-        ``saved_cmdlines``), an event without a column encoder."""
-        if self.top.instances or self.options["stacktrace"] or self.event_pids \
-                or self.notrace_pids:
+        ``saved_cmdlines``: unless every task of the batch is saved already,
+        which none of their records changes), an event without a column
+        encoder."""
+        if self.options["stacktrace"] or self.event_pids or self.notrace_pids:
             return False
+        if self.top.instances and not self.top.cmdlines.saved(batch.tasks()):
+            return False  # one by one: the arrays' saved_cmdlines records interleave
         for k, probe in kinds:
             ev = probe.event
             key = ev.key
