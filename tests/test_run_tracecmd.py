@@ -28,6 +28,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed"),
 ]
 
+SYM_ADDR = re.compile(r" \(0x[0-9a-f]+\)")
 LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<sec>\d+)\.(?P<frac>\d+):"
                   r"\s+(?P<name>\w+):\s+(?P<rest>.*)$")
 
@@ -85,7 +86,8 @@ def report(dat) -> list[tuple]:
         if not m or m["name"] not in KMEM:
             continue
         ts = int(m["sec"]) * 10**9 + int(m["frac"].ljust(9, "0"))
-        fields = dict(kv.split("=", 1) for kv in m["rest"].split())
+        # libtraceevent 1.8 adds the address after a symbol: "sym+0x4 (0xffff...)"
+        fields = dict(kv.split("=", 1) for kv in SYM_ADDR.sub("", m["rest"]).split())
         out.append((m["name"], int(m["cpu"]), int(m["pid"]), ts, fields))
     return out
 

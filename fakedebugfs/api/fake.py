@@ -321,10 +321,12 @@ class Fake:
     def wait_consumed(self, timeout: float = 30.0, tracers: Optional[Sequence[str]] = None,
                       complete_pages: bool = True) -> float:
         """Wait until readers have taken the events in the buffers (of
-        *tracers*).  By default (*complete_pages*), every whole page: what
-        ``trace-cmd record`` (or any reader of ``trace_pipe_raw``) takes
-        while it runs; the page being written is read only when the
-        recorder stops.  ``complete_pages=False`` waits for every event, as
+        *tracers*).  By default (*complete_pages*), every whole page that
+        ``trace-cmd record`` (or any poller of ``trace_pipe_raw``) takes while
+        it runs: the kernel wakes it only once a CPU's buffer is
+        ``buffer_percent`` full (50 by default), so fewer events than that
+        stay buffered, as does the page being written, until the recorder
+        stops and takes them.  ``complete_pages=False`` waits for every event, as
         a reader of ``trace_pipe`` or ``ktrace-read`` takes them."""
         args = {"complete_pages": complete_pages}
         if tracers is not None:

@@ -127,16 +127,27 @@ class Kernel:
         """What readers have not taken yet, per tracer and CPU (nothing
         listed: all consumed).  *tracers*: a subset of ftrace, ktrace,
         kmemtrace (default: the enabled ones).  *complete_pages*: count only
-        what a page reader can take now (whole pages, finished sub-buffers)."""
+        what a page reader can take now (whole pages, finished sub-buffers);
+        for ftrace, only once the buffer reaches ``buffer_percent`` (or with
+        the ``block`` option), since below that mark the kernel's poll of
+        ``trace_pipe_raw`` does not wake a recorder such as trace-cmd's: it
+        takes the rest when it stops."""
         wanted = set(tracers or ("ftrace", "ktrace", "kmemtrace"))
         unknown = wanted - {"ftrace", "ktrace", "kmemtrace"}
         if unknown:
             raise ValueError(f"unknown tracer {sorted(unknown)[0]!r} (ftrace, ktrace, kmemtrace)")
         out = {}
         if "ftrace" in wanted:
-            out["ftrace"] = {cpu: self.ftrace.entries(cpu) for cpu, buf in
-                             enumerate(self.ftrace.buffers)
-                             if (buf.has_pages() if complete_pages else not buf.empty())}
+            ft = self.ftrace
+
+            def takes(buf) -> bool:
+                if not complete_pages:
+                    return not buf.empty()
+                return buf.has_pages() and (bool(ft.options["block"])
+                                            or buf.watermark_hit(ft.buffer_percent))
+
+            out["ftrace"] = {cpu: ft.entries(cpu) for cpu, buf in enumerate(ft.buffers)
+                             if takes(buf)}
         if "ktrace" in wanted and (tracers or self.ktrace.enabled):
             out["ktrace"] = {cpu: (self.ktrace.visible_produced(cpu) - buf.consumed) // PAGE_SIZE
                              for cpu, buf in enumerate(self.ktrace.buffers)
