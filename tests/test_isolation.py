@@ -278,20 +278,29 @@ def test_bpftrace_works_sealed(tmp_path, tool):
 
 def test_remount_gid_from_the_sealed_command():
     """tracefs' ``gid=`` remount works inside a sealed run, installed or not
-    (mount(8) -> mount.fuse3 -> the fakedebugfs run makes reachable), while
-    mounting a tracefs still fails."""
+    (mount(8) -> mount.fuse3 -> the fakedebugfs run makes reachable; with
+    ``-t tracefs``, mount(2) -> run's preload library -> the same helper),
+    new instances included, and the README documents it as the kernel's does (ftracetest's test_ownership.tc
+    requires its ``[gid=<gid>]`` line), while mounting a tracefs still fails."""
     script = """
         T=/sys/kernel/tracing
+        grep -qF '[gid=<gid>]' $T/README && echo readme=yes
         mount -o remount,gid=4242 $T; echo remount=$?
         echo gid=$(stat -c %g $T $T/events $T/events/sched/sched_switch/enable | sort -u)
         mount -o remount,gid=0 $T; echo back=$(stat -c %g $T/events)
+        mount -t tracefs -o remount,gid=4343 nodev $T; echo tracefs_remount=$?
+        mkdir $T/instances/gidx; echo tgid=$(stat -c %g $T/events $T/instances/gidx/events | sort -u)
+        rmdir $T/instances/gidx; mount -t tracefs -o remount,gid=0 nodev $T
+        echo tback=$(stat -c %g $T/events)
+        mount -t tracefs -o remount,gid=x nodev $T 2>/dev/null || echo bad=refused
         d=$(mktemp -d); mount -t tracefs nodev $d 2>/dev/null && echo MOUNTED
         rmdir $d
         true
     """
     p = sh(script)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["remount=0", "gid=4242", "back=0"], \
+    assert p.stdout.split() == ["readme=yes", "remount=0", "gid=4242", "back=0",
+                                "tracefs_remount=0", "tgid=4343", "tback=0", "bad=refused"], \
         p.stdout + p.stderr
 
 

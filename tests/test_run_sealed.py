@@ -99,8 +99,8 @@ def test_sealed_sees_only_the_fake(tmp_path, tracefs_holder):
     host = f"/proc/{tracefs_holder}/root/sys/kernel/tracing/tracing_on"
     assert os.path.exists(host) or not realtracefs.available()  # there to be reached
     script = textwrap.dedent(f"""
-        grep -q 'gid=<gid>' /sys/kernel/tracing/README || echo fakedebugfs README
-        grep -q 'gid=<gid>' /sys/kernel/debug/tracing/README || echo fakedebugfs README
+        grep -q 'set_ftrace_filter' /sys/kernel/tracing/README || echo fakedebugfs README
+        grep -q 'set_ftrace_filter' /sys/kernel/debug/tracing/README || echo fakedebugfs README
         grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/self/status
         umount /sys/kernel/tracing && echo UMOUNTED
         cat {host} && echo HOST_REACHED
@@ -251,8 +251,8 @@ def test_rootless_sees_only_the_fake(nobody_dir):
     script = textwrap.dedent(f"""
         id -u
         head -1 /proc/mounts
-        grep -q 'gid=<gid>' /sys/kernel/tracing/README || echo fakedebugfs README
-        grep -q 'gid=<gid>' /sys/kernel/debug/tracing/README || echo fakedebugfs README
+        grep -q 'set_ftrace_filter' /sys/kernel/tracing/README || echo fakedebugfs README
+        grep -q 'set_ftrace_filter' /sys/kernel/debug/tracing/README || echo fakedebugfs README
         mkdir {target}; mount -t tmpfs none {target} && echo MOUNTED
         true
     """)

@@ -4,13 +4,15 @@ the kernel the fake is profiled on, keeping only what the fake provides.
 Tools and ftracetest look for feature lines in README (``# requires:
 "...":README``), so a line must be there exactly when the feature works:
 entries for files the tree does not have (function tracing...) are
-dropped, as are the tracefs ``gid=`` mount option (``mount -o
-remount,gid=N`` reaches the fake through mount.fuse3, but ``mount -t
-tracefs -o remount,gid=N``, which ftracetest's mount_options.tc uses, is
-a mount(2) call a FUSE mount does not take), ``set_event``'s ``:mod:``
-(no modules load here) and the event probe (``e``) lines, which 6.18's
-README prints whether or not the kernel has them (docs/dynamic-events.md
-lists these differences).
+dropped, as are ``set_event``'s ``:mod:`` (no modules load here) and
+the event probe (``e``) lines, which 6.18's README prints whether or not
+the kernel has them (docs/dynamic-events.md lists these differences).
+The paragraph on the ``gid=`` mount option stays: ``mount -o
+remount,gid=N`` reaches the fake through mount.fuse3
+(:mod:`fakedebugfs.server.mounthelper`; ``fakedebugfs run`` makes the
+helper reachable in its namespace, :mod:`fakedebugfs.sandbox.helper`), and
+inside ``run`` so does ``mount -t tracefs -o remount,gid=N`` (its preload
+library hands that mount(2) call to the same helper).
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ DROPPED_LINES = (
 
 def readme_text(kernel_readme, present) -> str:
     """*kernel_readme* without the entries of files not in *present*
-    (names of the top-level directory), the gid mount paragraph and the
-    lines of features the fake lacks."""
+    (names of the top-level directory) and the lines of features the fake
+    lacks."""
     if not kernel_readme:
         return FALLBACK
-    lines = _drop_gid(kernel_readme.split("\n"))
+    lines = kernel_readme.split("\n")
     out, keep = [], True
     for line in lines:
         m = ENTRY.match(line)
@@ -47,18 +49,6 @@ def readme_text(kernel_readme, present) -> str:
         if keep and not any(s in line for s in DROPPED_LINES):
             out.append(line)
     return "\n".join(out)
-
-
-def _drop_gid(lines: list[str]) -> list[str]:
-    """The paragraph on ``mount -t tracefs -o gid=``."""
-    try:
-        start = next(i for i, l in enumerate(lines) if l.startswith("When mounting tracefs"))
-        end = next(i for i, l in enumerate(lines) if "[gid=<gid>]" in l)
-    except StopIteration:
-        return lines
-    while end + 1 < len(lines) and not lines[end + 1].strip():
-        end += 1
-    return lines[:start] + lines[end:]  # one blank line stays
 
 
 __all__ = ["readme_text"]
