@@ -252,21 +252,20 @@ class Replay:
         if target is None or not ft.tracing_on:
             return False
         if not target.always and (target.key not in ft.enabled
-                                  or target.key in getattr(ft, "soft_disabled", ())):
+                                  or target.key in ft.soft_disabled):
             return False
         if target.swap is not None:
             payload = target.swap.swap_payload(payload)
         if target.common_type is not None:
             payload = target.common_type + payload[2:]
-        if ft.event_pids or ft.filter_preds or getattr(ft, "notrace_pids", None):
+        if ft.event_pids or ft.filter_preds or ft.notrace_pids:
             if not self._passes(ft, cpu, payload, target):
                 return False
         return ft.commit(cpu, ts, payload)
 
     def _passes(self, ft, cpu: int, payload: bytes, target) -> bool:
         pid = int.from_bytes(payload[4:8], "little", signed=True)
-        ignore = getattr(ft, "ignore_pid", None)
-        if ignore(pid) if ignore else (ft.event_pids and pid not in ft.event_pids):
+        if ft.ignore_pid(pid):  # trace_event_ignore_this_pid
             return False
         match = ft.filter_preds.get(target.key)
         if match is None:
