@@ -292,7 +292,7 @@ class Injector:
     def advance(self, now: int) -> None:
         """The virtual clock moved on to *now* (after a planned batch)."""
         clock = self.kernel.engine.clock
-        if getattr(clock, "deterministic", False) and now > clock.now():
+        if clock.deterministic and now > clock.now():
             clock.advance(now - clock.now())
 
     def plan(self, batch: list[Prepared], state: Optional[tuple] = None) -> tuple[list, tuple]:
@@ -302,7 +302,7 @@ class Injector:
         back in time on its CPU.  *state*: where a plan of the events
         before these left off (a long batch planned in parts)."""
         clock = self.kernel.engine.clock
-        virtual = getattr(clock, "deterministic", False)
+        virtual = clock.deterministic
         if state is None:
             last, now = list(self.kernel.engine.last_ts), clock.now()
         else:

@@ -322,7 +322,7 @@ class Replay:
     def _end(self) -> None:
         engine = self.kernel.engine
         clock = engine.clock
-        if getattr(clock, "deterministic", False):
+        if clock.deterministic:
             clock.advance(max(engine.last_ts) - clock.now())
         engine.batch_done()
         self.state = "done"
