@@ -183,9 +183,11 @@ class TraceOutput:
                             self.options["irq-info"])
 
     def trace_text(self, cpus=None) -> Iterator[str]:
-        """``trace`` / ``per_cpu/cpuN/trace``: header then every event."""
+        """``trace`` / ``per_cpu/cpuN/trace``: the header, then every event's
+        line, one at a time (the file's reader takes the chunks whole)."""
         yield self.header(cpus)
-        yield from self.text_chunks((ev.ts, cpu, ev.payload) for cpu, ev in self.iter_events(cpus))
+        for chunk in self.text_chunks((ev.ts, cpu, ev.payload) for cpu, ev in self.iter_events(cpus)):
+            yield from chunk.splitlines(keepends=True)
 
     def saved_cmdlines(self) -> str:
         """Comms of the tasks whose entries were recorded (.cmdlines)."""
