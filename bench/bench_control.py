@@ -294,31 +294,27 @@ def real_realistic(trials: int) -> list[float]:
 
 
 def real_mount_ready(trials: int) -> list[float]:
-    out = []
-    for _ in range(trials):
-        mnt = tempfile.mkdtemp(prefix="ready-real-")
-        try:
-            t0 = time.perf_counter()
-            subprocess.run(["mount", "-t", "tracefs", "nodev", mnt], check=True)
-            _read(os.path.join(mnt, "tracing_on"))
-            out.append(time.perf_counter() - t0)
-        finally:
-            subprocess.run(["umount", mnt], capture_output=True)
-            os.rmdir(mnt)
-    return out
+    """``mount -t tracefs`` and a read of ``tracing_on`` (the umount after,
+    not timed)."""
+    return _real_mount_trials(trials, timed_umount=False)
 
 
 def real_mount_cycle(trials: int) -> list[float]:
     """``mount -t tracefs``, a read of ``tracing_on``, ``umount``: what a
     test that mounted its own tracefs would pay (the fixture rows' figure)."""
+    return _real_mount_trials(trials, timed_umount=True)
+
+
+def _real_mount_trials(trials: int, timed_umount: bool) -> list[float]:
     out = []
     for _ in range(trials):
-        mnt = tempfile.mkdtemp(prefix="cycle-real-")
+        mnt = tempfile.mkdtemp(prefix="mount-real-")
         try:
             t0 = time.perf_counter()
             subprocess.run(["mount", "-t", "tracefs", "nodev", mnt], check=True)
             _read(os.path.join(mnt, "tracing_on"))
-            subprocess.run(["umount", mnt], check=True)
+            if timed_umount:
+                subprocess.run(["umount", mnt], check=True)
             out.append(time.perf_counter() - t0)
         finally:
             subprocess.run(["umount", mnt], capture_output=True)

@@ -115,20 +115,19 @@ class OutputContext:
         """``%ps``: the bare symbol name."""
         cache = self._sym if self._held else self._symbols()[0]
         text = cache.get(addr)
-        if text is None:
-            if len(cache) >= self.CACHE_MAX:
-                cache.clear()
-            text = cache[addr] = self.kallsyms.sym(addr)
-        return text
+        return self._keep(cache, addr, self.kallsyms.sym) if text is None else text
 
     def sym_offset(self, addr: int) -> str:
         """``%pS``: ``name+0xoff/0xsize``."""
         cache = self._sym_offset if self._held else self._symbols()[1]
         text = cache.get(addr)
-        if text is None:
-            if len(cache) >= self.CACHE_MAX:
-                cache.clear()
-            text = cache[addr] = self.kallsyms.sym_offset(addr)
+        return self._keep(cache, addr, self.kallsyms.sym_offset) if text is None else text
+
+    def _keep(self, cache: dict, addr: int, show) -> str:
+        """*show(addr)*, kept in *cache* (emptied when full)."""
+        if len(cache) >= self.CACHE_MAX:
+            cache.clear()
+        text = cache[addr] = show(addr)
         return text
 
     def ptr(self, addr: int) -> str:
