@@ -182,10 +182,17 @@ def comm_of(comms: dict, pid: int) -> str:
 def context(comms: dict, cpu: int, ts: int, pid: int, flags: int, preempt: int,
             irq_info: bool = True) -> str:
     """``trace_print_context``: ``%16s-%-7d [%03d] <flags> %5llu.%06lu: ``."""
+    return context_head(comms, cpu, pid, flags, preempt, irq_info) + timestamp(ts) + ": "
+
+
+def context_head(comms: dict, cpu: int, pid: int, flags: int, preempt: int,
+                 irq_info: bool = True) -> str:
+    """``trace_print_context`` up to the timestamp (the same for every
+    entry of a task on a CPU with the same flags)."""
     text = f"{comm_of(comms, pid):>16}-{pid:<7d} [{cpu:03d}] "
     if irq_info:
         text += lat_flags(flags, preempt) + " "
-    return text + timestamp(ts) + ": "
+    return text
 
 
 def trace_header(tracer: str, entries: int, written: int, nr_cpus: int,

@@ -24,7 +24,7 @@ from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.core.ringbuffer_read import Event
 from fakedebugfs.engine.ftrace.events import ENTRY
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import NopTracer
-from fakedebugfs.engine.ftrace.output import comm_of, lat_flags, trace_header
+from fakedebugfs.engine.ftrace.output import context_head, timestamp, trace_header
 
 MARKER_IP_NAME = "tracing_mark_write"
 CHUNK_LINES = 128  # lines per step of text_chunks (under a slicer turn)
@@ -101,8 +101,7 @@ class TraceOutput:
                 head = heads.get((cpu, payload[2:8]))
                 if head is None:
                     head = self._head(heads, cpu, payload)
-                secs, usecs = divmod(ts // 1000, 1000000)
-                lines.append(f"{head}{secs:5d}.{usecs:06d}: {text}\n")
+                lines.append(f"{head}{timestamp(ts)}: {text}\n")
         finally:
             out.release()
         return "".join(lines)
@@ -124,10 +123,8 @@ class TraceOutput:
     def _head(self, heads: dict, cpu: int, payload) -> str:
         """``trace_print_context`` up to the timestamp, kept in *heads*."""
         _, flags, preempt, pid = ENTRY.unpack_from(payload)
-        head = f"{comm_of(self.top.cmdlines, pid):>16}-{pid:<7d} [{cpu:03d}] "
-        if self.options["irq-info"]:
-            head += lat_flags(flags, preempt) + " "
-        heads[(cpu, payload[2:8])] = head
+        head = heads[(cpu, payload[2:8])] = context_head(
+            self.top.cmdlines, cpu, pid, flags, preempt, self.options["irq-info"])
         return head
 
     def _line(self, kind, tracer_line, heads: dict, ts: int, cpu: int, payload) -> str:
@@ -147,8 +144,7 @@ class TraceOutput:
             return f"{label}{show(rec, arg)}\n"
         padded = payload if len(payload) >= 8 else payload.ljust(8, b"\0")
         head = heads.get((cpu, padded[2:8])) or self._head(heads, cpu, padded)
-        secs, usecs = divmod(ts // 1000, 1000000)
-        return f"{head}{secs:5d}.{usecs:06d}: {label}{show(rec, arg)}\n"
+        return f"{head}{timestamp(ts)}: {label}{show(rec, arg)}\n"
 
     def text_chunks(self, events: Iterator[tuple], lines: int = CHUNK_LINES) -> Iterator[str]:
         """The lines of *events* (``(ts, cpu, payload)``, merged), *lines*
