@@ -139,15 +139,9 @@ class Kernel:
         out = {}
         if "ftrace" in wanted:
             ft = self.ftrace
-
-            def takes(buf) -> bool:
-                if not complete_pages:
-                    return not buf.empty()
-                return buf.has_pages() and (bool(ft.options["block"])
-                                            or buf.watermark_hit(ft.buffer_percent))
-
             out["ftrace"] = {cpu: ft.entries(cpu) for cpu, buf in enumerate(ft.buffers)
-                             if takes(buf)}
+                             if (buf.has_pages() and ft.poll_ready(cpu) if complete_pages
+                                 else not buf.empty())}
         if "ktrace" in wanted and (tracers or self.ktrace.enabled):
             out["ktrace"] = {cpu: (self.ktrace.visible_produced(cpu) - buf.consumed) // PAGE_SIZE
                              for cpu, buf in enumerate(self.ktrace.buffers)

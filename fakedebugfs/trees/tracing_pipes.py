@@ -311,10 +311,10 @@ class TracePipeRaw(FileOperations):
         full (``ring_buffer_poll_wait``, :meth:`watermark_hit`; 0: any
         data); the rest of a page a short read left is readable too."""
         ft = self.tree.ft
-        if f.private.page or ft.options["block"] or ft.buffers[self.cpu].watermark_hit(ft.buffer_percent):
+        if f.private.page or ft.poll_ready(self.cpu):
             return POLLIN_RDNORM
         pt.wait(self.tree.trace_wait)
-        return POLLIN_RDNORM if ft.buffers[self.cpu].watermark_hit(ft.buffer_percent) else 0
+        return POLLIN_RDNORM if ft.poll_ready(self.cpu) else 0
 
     def ioctl(self, f: OpenFile, cmd: int, in_buf: bytes, out_size: int):
         """``tracing_buffers_ioctl``: cmd 0 wakes the waiters; others ENOTTY."""

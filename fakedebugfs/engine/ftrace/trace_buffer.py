@@ -52,6 +52,13 @@ class TraceBuffers:
         self.cpumask = (1 << nr_cpus) - 1
         self.written = 0
 
+    def poll_ready(self, cpu: int) -> bool:
+        """``trace_poll`` of a per-CPU ``trace_pipe_raw``: readable with the
+        ``block`` option, else once the buffer is ``buffer_percent`` full
+        (``ring_buffer_poll_wait``: any data for 0).  trace-cmd's recorders
+        wait in select() for this."""
+        return bool(self.options["block"]) or self.buffers[cpu].watermark_hit(self.buffer_percent)
+
     # --- writing ----------------------------------------------------------------------
 
     def commit(self, cpu: int, ts: int, payload: bytes) -> bool:
