@@ -73,6 +73,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fakedebugfs.engine.core.kallsyms import PROC_FILE
 from fakedebugfs.native import libc
 from fakedebugfs.sources import procevents
 from fakedebugfs.control import runstate
@@ -268,16 +269,10 @@ def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
                            f"trace-cmd would not find the fake") from None
 
 
-# fakedebugfs.trees.kallsyms.NAME: the hidden file at the mount's root (not
-# imported from there: that module imports pyfuse3 and trio, ~0.5 s of
-# every `run --attach`, which needs neither)
-KALLSYMS_NAME = ".proc_kallsyms"
-
-
 def bind_kallsyms(mnt: str, work: str) -> None:
     """The fake's live symbol table (:mod:`fakedebugfs.trees.kallsyms`)
     over /proc/kallsyms; a fake without it gets a copy of its symbols now."""
-    source = os.path.join(mnt, KALLSYMS_NAME)
+    source = os.path.join(mnt, PROC_FILE)
     if not os.path.exists(source):
         from fakedebugfs.control.client import ControlClient
         from fakedebugfs.errors import FakeError

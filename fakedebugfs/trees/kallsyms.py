@@ -14,10 +14,11 @@ as the kernel's.
 
 from __future__ import annotations
 
+from fakedebugfs.engine.core.kallsyms import PROC_FILE
 from fakedebugfs.fs.fops import SeqFile
 from fakedebugfs.fs.tree import File
 
-NAME = ".proc_kallsyms"  # a name no debugfs root has
+NAME = PROC_FILE
 
 
 def create_file(kernel) -> File:

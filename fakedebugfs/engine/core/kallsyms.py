@@ -10,6 +10,9 @@ from __future__ import annotations
 import bisect
 
 TEXT_BASE = 0xFFFFFFFF81000000
+# the hidden file at a mount's root that serves proc_kallsyms() (``run``
+# binds it over /proc/kallsyms); a name no debugfs root has
+PROC_FILE = ".proc_kallsyms"
 # x86-64's module area as a KASLR kernel places it (``MODULES_VADDR``
 # shifted): module text at ffffffffc0xxxxxx, each module's from a page
 # boundary (``module_alloc``/``execmem_alloc``).
