@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from fakedebugfs.engine.core.batch import EventBatch, Strings
+from fakedebugfs.engine.core.batch import EventBatch, Strings, run_heads
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.core.layouts import packer
 from fakedebugfs.sources.procevents import (PERF_RECORD_COMM, PERF_RECORD_FORK, comm_of,
@@ -59,12 +59,7 @@ def subprocess_error():
     return subprocess.CalledProcessError
 def _distinct(col) -> set:
     """The values of *col* (runs of one value are the rule: cheaper than a sort)."""
-    if not len(col):
-        return set()
-    change = np.empty(len(col), bool)
-    change[0] = True
-    np.not_equal(col[1:], col[:-1], out=change[1:])
-    return set(col[change].tolist())
+    return set(run_heads(col).tolist())
 def _distinct_rows(rows):
     """Rows of bytes (m, width) as :class:`Strings` of their text up to
     the first NUL."""
