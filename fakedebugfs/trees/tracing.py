@@ -20,6 +20,11 @@ ftrace plugin (docs/tracefs.md#the-kmemtrace-tracer).
       events/<sys>/<ev>/{enable,filter,format,id,trigger} for kmem, sched,
       raw_syscalls and events defined at run time; events/ftrace/<entry>/format
       per_cpu/cpuN/{trace,trace_pipe,trace_pipe_raw,stats,buffer_size_kb}
+
+The files' operations by concern: ``events/`` and the event files
+(:mod:`.tracing_events`), ``options/`` (:mod:`.tracing_options`),
+``trace_marker`` (:mod:`.tracing_marker`), ``trace``, ``trace_pipe`` and
+``trace_pipe_raw`` (:mod:`.tracing_pipes`).
 """
 
 from __future__ import annotations
@@ -27,40 +32,22 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Optional
 
-from fakedebugfs.engine.ftrace.control import (EVENT_BUF_SIZE,
-    bitmap_parse, bool_write, nsecs_write, percent, pid_write, saved_cmdlines_size, subbuf_order,
-    trace_get_user)
+from fakedebugfs.engine.ftrace.control import (bitmap_parse, nsecs_write, percent,
+    saved_cmdlines_size, subbuf_order)
 from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 from fakedebugfs.engine.ftrace.trace_dynevent import dyn_events, removed_listeners
-from fakedebugfs.engine.core.layouts import PAGE_SIZE
-from fakedebugfs.fs.fops import (FileOperations, OpenFile, SeqFile, ValueFile, WriteFile, fail,
-    writer_pid)
+from fakedebugfs.fs.fops import OpenFile, SeqFile, ValueFile, WriteFile, fail
 from fakedebugfs.fs.tree import Dir
 from fakedebugfs.fs.waitqueue import WaitQueue
 from fakedebugfs.trees.readme import readme_text
+from fakedebugfs.trees.tracing_events import HEADER_EVENT, HEADER_PAGE, EventsDir
+from fakedebugfs.trees.tracing_marker import Marker
+from fakedebugfs.trees.tracing_options import OptionsDir
 from fakedebugfs.trees.tracing_pipes import TracePipe, TracePipeRaw, TraceText
 
-HEADER_PAGE = (
-    "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
-    "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
-    "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
-    "\tfield: char data;\toffset:16;\tsize:{data_size};\tsigned:0;\n"
-)
-HEADER_EVENT = (
-    "# compressed entry header\n"
-    "\ttype_len    :    5 bits\n"
-    "\ttime_delta  :   27 bits\n"
-    "\tarray       :   32 bits\n"
-    "\n"
-    "\tpadding     : type == 29\n"
-    "\ttime_extend : type == 30\n"
-    "\ttime_stamp : type == 31\n"
-    "\tdata max type_len  == 28\n"
-)
 RW, RO, WO = 0o640, 0o440, 0o220
 MAX_TRACER_SIZE = 100
 # files of the top-level directory only (tracer_init_tracefs, not
@@ -71,8 +58,6 @@ TOP_ONLY = ("README", "available_events", "dynamic_events", "instances", "printk
             "synthetic_events", "stack_trace", "stack_max_size", "stack_trace_filter",
             "available_filter_functions", "available_filter_functions_addrs",
             "dyn_ftrace_total_info", "enabled_functions", "touched_functions")
-# TOP_LEVEL_TRACE_FLAGS: options an instance has no file for
-TOP_LEVEL_TRACE_FLAGS = ("trace_printk", "printk-msg-only", "record-cmd")
 
 
 def kstrtoul(data: bytes) -> int:
@@ -99,11 +84,15 @@ class CountFile(ValueFile):
             self.on_trunc()
 
 
-class TracingTree:
+class TracingTree(EventsDir, OptionsDir):
     """Builds ``tracing/`` for one trace array and keeps readers woken: the
     top level (:class:`Ftrace`) or, with *tr*, one of its instances
     (``instances/<name>``, laid out as ``init_tracer_tracefs`` makes an
-    instance: without the top-level-only files)."""
+    instance: without the top-level-only files).  The table of the top
+    level and ``per_cpu/`` and the stores of ``trace.c``'s files are here;
+    ``events/`` and the event files' stores come from
+    :class:`~fakedebugfs.trees.tracing_events.EventsDir`, ``options/`` from
+    :class:`~fakedebugfs.trees.tracing_options.OptionsDir`."""
 
     def __init__(self, kernel, ft: Ftrace, tr=None):
         self.kernel = kernel
@@ -196,117 +185,6 @@ class TracingTree:
         root.add(self.create_per_cpu())
         return root
 
-    def create_events(self) -> Dir:
-        """``event_trace_add_tracer``: ``events/`` and one directory per
-        event, made the first time ``events/`` is looked into (eventfs; its
-        ~100 systems took ~15 ms of a mount's start)."""
-        self.events_dir = Dir("events", populate=self._events_files)
-        return self.events_dir
-
-    def _events_files(self, events: Dir) -> None:
-        ft = self.ft
-        events.file("enable", RW, ValueFile(lambda: ft.enable_state(ft.event_keys()) + "\n",
-                                            self._enable(None, None)))
-        # ring_buffer_print_page_header(buffer, s): the data size of this
-        # trace array's sub-buffers
-        events.file("header_page", RO, SeqFile(
-            lambda: HEADER_PAGE.format(data_size=ft.subbuf_data_size)), static=True)
-        events.file("header_event", RO, SeqFile(lambda: HEADER_EVENT), static=True)
-        ftrace_dir = events.mkdir("ftrace")
-        for key in ft.events:
-            if key.startswith("ftrace:"):
-                self._ftrace_entry_dir(ftrace_dir, key)
-        by_system: dict = {}
-        for key in ft.event_keys():  # one pass: 2,305 events in ~100 systems
-            by_system.setdefault(key.split(":", 1)[0], []).append(key)
-        for system in sorted(by_system):  # eventfs: made when first looked into
-            self._system_dir(events, system, by_system[system])
-
-    def _ftrace_entry_dir(self, ftrace_dir: Dir, key: str) -> None:
-        """``events/ftrace/<entry>/``: ``format``, and the ``id`` (and
-        ``trigger``) the profile's kernel shows for it (6.18: ``function``
-        has an id, ``print`` an id and a trigger)."""
-        ft, name = self.ft, key[7:]
-        edir = ftrace_dir.mkdir(name)
-        edir.file("format", RO, SeqFile(lambda: ft.events[key].format()), static=True)
-        prof = ft.top.profile
-        modes = prof.modes() if prof is not None else {}
-        if f"events/ftrace/{name}/id" in modes:
-            edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"), static=True)
-        if f"events/ftrace/{name}/trigger" in modes:
-            edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
-
-    def _system_dir(self, events: Dir, system: str, keys=()) -> Dir:
-        """``event_subsystem_dir``: ``enable`` and ``filter`` over the
-        system's events, whichever exist when they are read or written, and
-        a directory for each of *keys*: all made when the directory is first
-        looked into (eventfs)."""
-        def populate(sdir: Dir) -> None:
-            self._system_files(sdir, system)
-            for key in keys:
-                self._event_dir(sdir, key)
-
-        return events.mkdir(system, populate=populate)
-
-    def _system_files(self, sdir: Dir, system: str) -> None:
-        ft = self.ft
-        sdir.file("enable", RW, ValueFile(
-            lambda: ft.enable_state(ft.keys_matching(system, None)) + "\n",
-            self._enable(system, None)))
-        sdir.file("filter", RW, ValueFile(
-            lambda: "### global filter ###\n# Use this to set filters for multiple events.\n"
-                    "# Only events with the given fields will be affected.\n"
-                    "# If no events are modified, an error message will be displayed here\n",
-            self._system_filter(system)))
-
-    def _event_added(self, ev) -> None:
-        """A dynamic event (``Ftrace.define_event``): its directory, and its
-        system's if new, appear while mounted (``event_add_file``)."""
-        sdir = self.events_dir.children.get(ev.system)
-        if sdir is None:
-            sdir = self._system_dir(self.events_dir, ev.system)
-        if ev.name not in sdir.children:
-            self._event_dir(sdir, ev.key)
-
-    def _event_removed(self, key: str) -> None:
-        """A dynamic event removed (``trace_remove_event_call``): its
-        directory goes, and its system's once no event is left there."""
-        events = vars(self).get("events_dir")
-        if events is None or events._populate is not None:
-            return  # events/ not looked into yet: made from the registry then
-        system, name = key.split(":", 1)
-        sdir = events.children.get(system)
-        if sdir is None:
-            return
-        left = self.ft.keys_matching(system, None)
-        if sdir._populate is not None or not left:  # not looked into: made anew
-            events.remove(system)
-            if left:
-                self._system_dir(events, system, left)
-        elif name in sdir.children:
-            sdir.remove(name)
-
-    def _event_dir(self, sdir: Dir, key: str) -> None:
-        # the event (profile events are parsed on first use) is looked up
-        # when a file is read, never while the tree is built
-        system, name = key.split(":", 1)
-        sdir.mkdir(name, populate=lambda edir: self._event_files(edir, key))
-
-    def _event_files(self, edir: Dir, key: str) -> None:
-        """An event's files (``event_create_dir``), made on first look."""
-        ft = self.ft
-        system, name = key.split(":", 1)
-        edir.file("enable", RW, ValueFile(lambda: ft.event_enable_show(key),
-                                          self._enable(system, name)))
-        edir.file("filter", RW, ValueFile(
-            lambda: (ft.filters.get(key, "none") + "\n").encode(errors="surrogateescape"),
-            self._filter([key])))
-        # neither builds the event (parsing its format: ~0.5 ms each, the most
-        # of reading every format, as trace-cmd record and stream first do)
-        edir.file("format", RO, SeqFile(lambda: ft.events.format_text(key)), static=True)
-        edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
-        edir.file("trigger", RW, TriggerFile(ft, key))
-
     def create_per_cpu(self) -> Dir:
         """``tracing_init_tracefs_percpu`` for each CPU."""
         per_cpu = Dir("per_cpu", 0o750)
@@ -319,42 +197,6 @@ class TracingTree:
             d.file("trace_pipe", RO, TracePipe(self, cpu))
             d.file("trace_pipe_raw", RO, TracePipeRaw(self, cpu))
         return per_cpu
-
-    # --- options/ ------------------------------------------------------------------
-
-    def _add_option_files(self) -> None:
-        for name in self.ft.option_names():
-            if self.is_instance and name in TOP_LEVEL_TRACE_FLAGS:
-                continue
-            if name not in self.options.children:
-                self.options.file(name, RW, ValueFile(
-                    lambda name=name: f"{int(self._option(name))}\n", self._option_write(name)))
-
-    def _option(self, name: str) -> bool:
-        ft = self.ft
-        if name in ft.options:
-            return ft.options[name]
-        if name in ft.tracer.flags:
-            return ft.tracer.flags[name]
-        raise fail(errno.EINVAL)
-
-    def _option_write(self, name):
-        def store(data: bytes) -> None:
-            value = kstrtoul(data)
-            if value > 1:
-                raise fail(errno.EINVAL)
-            if bool(value) != self._option(name):  # trace_options_write: no change, no call
-                self.ft.set_option(name, bool(value))
-        return store
-
-    def _tracer_changed(self) -> None:
-        """Tracer flags' files come and go with their tracer (2.6.29's
-        ``create_trace_option_files``/``destroy_trace_option_files``)."""
-        wanted = set(self.ft.option_names())
-        for name in list(self.options.children):
-            if name not in wanted:
-                self.options.remove(name)
-        self._add_option_files()
 
     # --- writes ----------------------------------------------------------------
 
@@ -406,85 +248,6 @@ class TracingTree:
         """``tracing_cpumask_write``: ``bitmap_parse_user`` over the CPUs."""
         self.ft.cpumask = bitmap_parse(data, len(self.ft.buffers))
 
-    def _enable(self, system, name):
-        """``event_enable_write``/``system_enable_write``: 0 or 1, else EINVAL."""
-        def store(data: bytes) -> None:
-            value = bool_write(data)
-            for key in self.ft.keys_matching(system, name):
-                self.ft.set_event(key, value)
-        return store
-
-    def _system_filter(self, system: str):
-        def store(data: bytes) -> None:
-            if len(data) >= PAGE_SIZE:
-                raise fail(errno.EINVAL)
-            self.ft.set_filter(self.ft.keys_matching(system, None), data, True)
-        return store
-
-    def _filter(self, keys, system=False):
-        """``event_filter_write``: under a page, the rest in the engine."""
-        def store(data: bytes) -> None:
-            if len(data) >= PAGE_SIZE:
-                raise fail(errno.EINVAL)
-            self.ft.set_filter(keys, data, system)
-        return store
-
-    def _set_event(self, data: bytes) -> int:
-        """``ftrace_event_write``: one word per write (``trace_get_user``),
-        the count consumed answered; ``[!][system:]event``."""
-        used, token = trace_get_user(data, EVENT_BUF_SIZE + 1)
-        if token is not None:
-            line = token.decode(errors="surrogateescape")
-            on = not line.startswith("!")
-            system, sep, name = (line if on else line[1:]).partition(":")
-            # one event named in full: its key, not a walk of 2,305 events
-            # (set_event_line would find the same one, ~5 ms later)
-            named = sep and system not in ("", "*") and name not in ("", "*")
-            keys = self.ft.keys_matching(system, name) if named else []
-            if keys:
-                self.ft.set_event(keys[0], on)
-            else:
-                self.ft.set_event_line(line)
-        return used
-
-    def _pid_write(self, attr: str):
-        """``ftrace_event_pid_write``/``ftrace_event_npid_write``."""
-        def store(data: bytes) -> int:
-            used, pids = pid_write(data, getattr(self.ft, attr))
-            target = getattr(self.ft, attr)
-            target.clear()
-            target.update(pids)
-            return used
-        return store
-
-
-def writer_cpu(pid: int, nr_cpus: int) -> Optional[int]:
-    """The CPU task *pid* runs on (``/proc/PID/stat`` field 39,
-    ``processor``: a writer blocked in write(2) is where it wrote from),
-    folded into the fake's CPUs; None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fp:
-            stat = fp.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[36]) % nr_cpus
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class Marker(FileOperations):
-    """``tracing_mark_fops``/``tracing_mark_raw_fops``."""
-
-    def __init__(self, tree: TracingTree, raw: bool):
-        self.tree = tree
-        self.raw = raw
-
-    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
-        pid = writer_pid(f)  # tracing_mark_write records current, the writer
-        _learn_comm(self.tree.ft.engine, pid)
-        cpu = writer_cpu(pid, self.tree.ft.engine.nr_cpus)  # on current's CPU
-        n = self.tree.ft.marker(pid, data, raw=self.raw, cpu=cpu)
-        self.tree.wake()
-        return n
-
 
 class FreeBuffer(WriteFile):
     """``tracing_free_buffer_fops``: a write is accepted whole, the release
@@ -498,29 +261,6 @@ class FreeBuffer(WriteFile):
 
     def release(self, f: OpenFile) -> None:
         self.ft.free_buffer()
-
-
-class TriggerFile(FileOperations):
-    """``event_trigger_fops``: the trigger list (newest first) or the
-    available commands; a write of one command (``event_trigger_regex_write``:
-    EINVAL from PAGE_SIZE bytes on, the buffer ``strim``-ed; 0 bytes: 0)."""
-
-    def __init__(self, tr, key: str):
-        self.tr, self.key = tr, key
-
-    def open(self, f: OpenFile) -> None:
-        f.private = self.tr.trigger_state(self.key).show().encode() if f.readable else b""
-
-    def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
-        return f.private[off:off + size]
-
-    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
-        if not data:
-            return 0
-        if len(data) >= PAGE_SIZE:
-            raise fail(errno.EINVAL)
-        self.tr.write_trigger(self.key, data.split(b"\0", 1)[0])
-        return len(data)
 
 
 class Instances:
@@ -546,16 +286,6 @@ class Instances:
         sub = self.trees.pop(name, None)
         if sub is not None:
             sub.detach()
-
-
-def _learn_comm(engine, pid: int) -> None:
-    """``tracing_record_cmdline`` for a writer: its comm from /proc."""
-    if pid and pid not in engine.comms:
-        try:
-            with open(f"/proc/{pid}/comm") as fp:
-                engine.set_comm(pid, fp.read().strip())
-        except OSError:
-            pass
 
 
 def _kernel_readme(ft):
