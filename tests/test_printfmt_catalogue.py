@@ -212,6 +212,13 @@ CASES = [
     ("ext4:ext4_fsmap_mapping", dict(dev=_DEV_7_0, keydev=_DEV_254_0, agno=1, bno=2, len=3,
                                      owner=2 ** 64 - 2),
      "dev 7:0 keydev 254:0 agno 1 bno 2 len 3 owner -2\n"),
+    # arch/x86/kvm/trace.h TRACE_EVENT(kvm_inj_exception): the error code
+    # through __print_symbolic(REC->error_code, { }), a table whose only
+    # entry is the empty one the kernel's loop stops at: no name, 0x%lx
+    ("kvm:kvm_inj_exception", dict(exception=14, has_error=1, error_code=5, reinjected=1),
+     "#PF (0x5) [reinjected]"),
+    ("kvm:kvm_inj_exception", dict(exception=13, has_error=0, error_code=5),
+     "#GP"),
 ]
 
 

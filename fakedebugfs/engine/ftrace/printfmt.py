@@ -61,15 +61,30 @@ def _get_dynamic_array_len(name: str) -> Node:
     return Node(lambda r, o: len(as_bytes(r[name])), ULONG)
 
 
+def _entry(item) -> tuple:
+    """One ``{ value, "name" }`` entry as the kernel's ``struct
+    trace_print_flags`` holds it: missing members are zero, so an empty
+    ``{ }`` is ``{ 0, NULL }``, the entry the kernel's loops stop at."""
+    mask, name = (tuple(item) + (0, None))[:2]
+    return (convert(mask, ULONG) if isinstance(mask, int) else mask, name)
+
+
 def _table(entries) -> Callable:
-    """``{ value, "name" }`` entries: built once when constant (always, in
-    the kernel's tables)."""
+    """``{ value, "name" }`` entries, up to the first without a name (the
+    kernel's ``for (i = 0; symbol_array[i].name; i++)``): built once when
+    constant (always, in the kernel's tables)."""
+    def upto_null(items):
+        out = []
+        for mask, name in map(_entry, items):
+            if not isinstance(name, str):
+                break
+            out.append((mask, name))
+        return tuple(out)
     if all(e.const for e in entries):
-        fixed = tuple((convert(m, ULONG) if isinstance(m, int) else m, n)
-                      for m, n in (e.fn(None, None) for e in entries))
+        fixed = upto_null(e.fn(None, None) for e in entries)
         return lambda r, o: fixed
     fns = tuple(e.fn for e in entries)
-    return lambda r, o: tuple(f(r, o) for f in fns)
+    return lambda r, o: upto_null(f(r, o) for f in fns)
 
 
 def _print_symbolic(value: Node, *table: Node) -> Node:
