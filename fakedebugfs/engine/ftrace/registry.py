@@ -41,6 +41,7 @@ class EventRegistry(MutableMapping):
 
     def __init__(self, profile: Optional[Profile], builtins=()):
         self.profile = profile
+        self._systems: Optional[dict[str, list[str]]] = None  # system_keys' index
         self._built: dict[str, EventType] = {}
         # format texts by key: str, or bytes packed by load_profile (_unpack)
         self._texts: dict = dict(profile.formats) if profile else {}
@@ -91,6 +92,7 @@ class EventRegistry(MutableMapping):
 
     def __setitem__(self, key: str, ev: EventType) -> None:
         self._built[key] = ev
+        self._systems = None
         self._order.setdefault(key, None)
         if hasattr(self, "ids"):
             self.ids[ev.id] = key
@@ -101,12 +103,26 @@ class EventRegistry(MutableMapping):
         self._built.pop(key, None)
         self._texts.pop(key, None)
         self._order.pop(key, None)
+        self._systems = None
 
     def __iter__(self):
         return iter([k for k in self._order if k in self])
 
     def __len__(self) -> int:
         return sum(1 for k in self._order if k in self)
+
+    def system_keys(self, system: str) -> list[str]:
+        """The keys of *system*'s events, in order: the kernel keeps each
+        subsystem's events together (``event_subsystem``'s list), so its
+        ``enable`` and ``filter`` files do not walk every event.  An index
+        made at the first call, made again after an event is added or
+        removed."""
+        if self._systems is None:
+            index: dict[str, list[str]] = {}
+            for key in self:
+                index.setdefault(key.partition(":")[0], []).append(key)
+            self._systems = index
+        return self._systems.get(system, [])
 
     def text(self, key: str) -> Optional[str]:
         """The profile's format text of *key* (None for the fake's own)."""

@@ -193,12 +193,12 @@ class TraceEvents:
             ok = system != "ftrace" and key in self.events and key in self.engine.tracepoints
             return [key] if ok else []
         if system not in (None, "*", "") and name in (None, "*", ""):
-            # one system's events (its enable and filter files): a prefix test
-            # of each key, the tracepoint asked for that system's only
+            # one system's events (its enable and filter files): the
+            # registry's index of the system, the tracepoint asked for those only
             if system == "ftrace" or ":" in system:
                 return []
-            prefix, tracepoints = system + ":", self.engine.tracepoints
-            return [key for key in self.events if key.startswith(prefix) and key in tracepoints]
+            tracepoints = self.engine.tracepoints
+            return [key for key in self.events.system_keys(system) if key in tracepoints]
         out = []
         for key in self.event_keys():
             sys_, ev = key.split(":")
