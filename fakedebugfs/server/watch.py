@@ -2,21 +2,37 @@
 
 ``run`` asks the server (control request ``watch``) to watch its command
 before the command execs; the server opens the perf side-band buffers
-(:mod:`fakedebugfs.sources.procevents`) and injects what they report:
+(:mod:`fakedebugfs.sources.procevents`) and injects what they report.
+
+While a tracer listens to one of the tracepoints they stand for
+(:data:`SIDEBAND`: an enabled event in any trace array, ``event-fork``'s
+follower, an enabled uprobe an exec may hit), the server drains them
 
 * every ``DRAIN_EVERY`` (a task; not on each perf wake-up, which a busy
   command would make for every switch), and
 * before every FUSE open of a file that is not static
-  (:meth:`Watches.sync`, the adapter's ``on_open``), when a tracer listens
-  to one of the tracepoints they stand for (:data:`SIDEBAND`),
+  (:meth:`Watches.sync`, the adapter's ``on_open``),
 
 so a reader that opens ``trace`` right after its child was switched out
 finds the switch there, as it would on the kernel, where the tracepoint
-and the reader share one ring buffer.  With nothing attached to those
-tracepoints a drain injects nothing (each event is left out, as a static
-key that is off costs the kernel nothing), so an open does not pay for
-one: ``trace-cmd reset`` makes some 7,000 opens, and the watched command's
-own switches around each of them are new records every time.
+and the reader share one ring buffer.
+
+With nothing attached to those tracepoints a drain would inject nothing
+(each event is left out, as a static key that is off costs the kernel
+nothing), so neither an open nor a timer pays for one: the server waits on
+the perf fds, which wake it when a ring is half full (``wakeup_watermark``)
+or once the command is gone, and looks again every ``QUIET_CHECK`` for a
+probe that came without an enable (``event-fork``, ktrace).  What the
+drains then take in are the command's forks, execs and names (the records
+are few: the context switches are not recorded then), kept so that the
+events fired later name each task as the kernel does.  A trace array's
+enable of one of those events (``on_enable_change``) first drains what
+happened before it (not shown: the probe is not there yet), turns the
+context-switch records on for ``sched_switch``, and wakes the drains; its
+disable drains what happened until then.  (``trace-cmd reset`` inside
+``run`` cost the server 2.4-3.0 s of CPU with a drain every 5 ms, twice
+what it costs with ``--clock virtual``, which watches nothing; now the
+same: docs/cost.md.)
 
 An exec also hits the uprobes on the binary it loads: each enabled entry
 probe on that file (same device and inode) fires once, after the exec's
@@ -31,20 +47,24 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 
 import trio
 
+from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
 from fakedebugfs.engine.ftrace.trace_uprobe import exec_hits, hit_fields
 from fakedebugfs.sources.inject import InjectError
 from fakedebugfs.sources.procevents import ProcessEvents
 
 log = logging.getLogger(__name__)
 
-DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one
+DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one (a tracer listens)
+QUIET_CHECK = 0.1  # seconds between looks for a probe while nothing listens
 # the tracepoints the process events become (sources/procevents.py)
 SIDEBAND = ("sched:sched_switch", "sched:sched_process_fork", "sched:sched_process_exit",
             "sched:sched_process_exec")
 EXEC_EVENT = "sched:sched_process_exec"
+SWITCH_EVENT = "sched:sched_switch"
 
 
 class Watches:
@@ -55,14 +75,55 @@ class Watches:
         self.nr_cpus = nr_cpus
         self.watched: list[ProcessEvents] = []
         self.mirrored = ()  # events --mirror takes from the kernel itself (not injected)
+        self.poller = select.epoll()  # the rings' fds, and the kick
+        self.kick = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.poller.register(self.kick, select.EPOLLIN)
+        self.hooked = None  # the ftrace whose on_enable_change calls enable_change
 
     def add(self, pid: int, parent: int, parent_comm: str) -> ProcessEvents:
         """Watch *pid* (forked by *parent*, not yet exec'd); OSError where
         the kernel refuses (perf_event_paranoid, seccomp)."""
         pe = ProcessEvents(pid, self.nr_cpus)
         self.watched.append(pe)
+        for fd in pe.fds():
+            self.poller.register(fd, select.EPOLLIN)
+        if self.hooked is None:
+            self.hooked = self.injector.kernel.ftrace
+            self.hooked.on_enable_change.append(self.enable_change)
+        pe.switches(self.switches_wanted())
         self.inject([pe.fork_event(parent, parent_comm)])
         return pe
+
+    def switches_wanted(self) -> bool:
+        """``sched_switch`` has a probe, and it is not --mirror's."""
+        tp = self.injector.kernel.engine.tracepoints.get(SWITCH_EVENT)
+        return tp is not None and bool(tp.probes) and SWITCH_EVENT not in self.mirrored
+
+    def switches(self, on: bool) -> None:
+        """Record the watched tasks' context switches (*on*) or not."""
+        for pe in self.watched:
+            try:
+                pe.switches(on)
+            except OSError as err:  # never the server's end
+                log.debug("context switches of %d: %s", pe.pid, err)
+
+    def enable_change(self, key: str, on: bool) -> None:
+        """The fake's hook before an array starts (*on*) or stops recording
+        *key*: for a side-band event or a uprobe, what the rings hold goes
+        in first (before an enable, the new probe is not there yet: none of
+        it is shown for *key*, as the kernel recorded nothing before), the
+        switches are recorded from an enable of ``sched_switch`` on, and the
+        drains are woken (they look again which events are listened to).
+        Never raises: an OSError would refuse the enable."""
+        if key not in SIDEBAND and not is_dynamic(self.injector.kernel.ftrace, key):
+            return
+        try:
+            self.drain()
+            if on and key == SWITCH_EVENT and SWITCH_EVENT not in self.mirrored:
+                self.switches(True)
+            os.eventfd_write(self.kick, 1)
+        except Exception:  # noqa: BLE001: never the enable's failure
+            log.exception("process events before %sabling %s", "en" if on else "dis", key)
 
     def listened(self) -> bool:
         """A probe is attached to one of the :data:`SIDEBAND` tracepoints
@@ -141,16 +202,47 @@ class Watches:
         return out
 
     async def follow(self) -> None:
-        """Drain every ``DRAIN_EVERY`` seconds, until cancelled (a reader
-        blocked in ``trace_pipe`` is woken by what this injects)."""
+        """Drain until cancelled: every ``DRAIN_EVERY`` seconds while a
+        tracer listens (a reader blocked in ``trace_pipe`` is woken by what
+        this injects), else when a ring is half full, the command is gone,
+        an enable kicks, or ``QUIET_CHECK`` passed."""
         while True:
-            await trio.sleep(DRAIN_EVERY)
+            if self.listened():
+                self.switches(self.switches_wanted())
+                await trio.sleep(DRAIN_EVERY)
+            else:
+                self.switches(False)
+                with trio.move_on_after(QUIET_CHECK):
+                    await trio.lowlevel.wait_readable(self.poller.fileno())
+                self.woken()
             self.drain()
 
+    def woken(self) -> None:
+        """Take the kick and the rings of commands gone (EPOLLHUP for
+        ever: a ring's perf event whose task and descendants all exited)
+        out of the poller's ready set."""
+        for fd, mask in self.poller.poll(0):
+            if fd == self.kick:
+                try:
+                    os.eventfd_read(self.kick)
+                except BlockingIOError:
+                    pass
+            elif mask & (select.EPOLLHUP | select.EPOLLERR):
+                self.poller.unregister(fd)
+
     def close(self) -> None:
+        if self.hooked is not None:
+            try:
+                self.hooked.on_enable_change.remove(self.enable_change)
+            except ValueError:
+                pass
+            self.hooked = None
         for pe in self.watched:
             pe.close()
         self.watched = []
+        if not self.poller.closed:
+            self.poller.close()
+            os.close(self.kick)
 
 
 def mapped_address(pid: int, ino: int, offset: int, mapping=None) -> int:

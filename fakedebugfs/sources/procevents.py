@@ -21,14 +21,22 @@ injected into the fake by its server (``run`` asks it to watch the command
 through the control socket): same pids, same comms, the CPU the record was
 written on, stamped when the server drains them: every few milliseconds,
 and before every FUSE open, so that what happened before a reader opens a
-file is in it, as it would be on the kernel.  Where perf_event_open is refused
-(perf_event_paranoid 3, seccomp), nothing is watched and the run goes on.
+file is in it, as it would be on the kernel (while a tracer listens to
+them; else when a ring is half full: server/watch.py).  The context
+switches are a perf event of their own per CPU, writing into the same
+ring (``PERF_EVENT_IOC_SET_OUTPUT``), opened disabled and enabled, with
+every inherited copy of it, only while ``sched_switch`` has a probe: two
+records for each of the command's context switches (every FUSE request
+it makes) cost nothing while nothing shows them.  Where perf_event_open
+is refused (perf_event_paranoid 3, seccomp), nothing is watched and the
+run goes on.
 A run on the virtual clock is not watched: it must stay deterministic.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import mmap
 import os
@@ -47,6 +55,7 @@ PERF_COUNT_SW_DUMMY = 9
 PERF_ATTR_SIZE_VER5 = 112
 PERF_FLAG_FD_CLOEXEC = 1 << 3
 # bits of perf_event_attr's flags word
+ATTR_DISABLED = 1 << 0
 ATTR_INHERIT = 1 << 1
 ATTR_EXCLUDE_KERNEL = 1 << 5
 ATTR_EXCLUDE_HV = 1 << 6
@@ -59,6 +68,9 @@ ATTR_COMM_EXEC = 1 << 24
 ATTR_CONTEXT_SWITCH = 1 << 26
 PERF_SAMPLE_TID = 1 << 1  # sample_id: { u32 pid, tid; u64 time; } with PERF_SAMPLE_TIME
 PERF_SAMPLE_TIME = 1 << 2
+# ioctls of a perf event's fd (include/uapi/linux/perf_event.h)
+PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401  # _IO('$', 0), _IO('$', 1)
+PERF_EVENT_IOC_SET_OUTPUT = 0x2405  # _IO('$', 5)
 
 PERF_RECORD_MMAP = 1
 PERF_RECORD_COMM = 3
@@ -71,7 +83,8 @@ PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
 DEFAULT_PRIO = 120  # p->prio of a SCHED_NORMAL task at nice 0
 TASK_RUNNING, TASK_INTERRUPTIBLE = 0, 1  # sched_switch's prev_state
 
-# struct perf_event_attr, up to PERF_ATTR_SIZE_VER5 (the bitfield as one u64)
+# struct perf_event_attr, up to PERF_ATTR_SIZE_VER5 (the bitfield as one u64;
+# wakeup_events is a union with wakeup_watermark, the bytes with ATTR_WATERMARK)
 perf_event_attr = Struct(
     "type" / Int32ul, "size" / Int32ul, "config" / Int64ul, "sample_period" / Int64ul,
     "sample_type" / Int64ul, "read_format" / Int64ul, "flags" / Int64ul,
@@ -106,21 +119,44 @@ _SAMPLE_ID = packer(perf_sample_id)
 _U64 = struct.Struct("<Q")
 
 DATA_PAGES = 16  # ring buffer pages per CPU (a power of two)
+# readers are woken when this much was written since the last wake-up
+# (perf's rb->watermark): half the ring, the kernel's default
+WAKEUP_BYTES = DATA_PAGES * mmap.PAGESIZE // 2
 
+
+def _task_attr(flags: int, watermark: int = 0) -> bytes:
+    return perf_event_attr.build(dict(
+        type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5, config=PERF_COUNT_SW_DUMMY,
+        sample_period=0, sample_type=PERF_SAMPLE_TID | PERF_SAMPLE_TIME, read_format=0,
+        flags=flags | ATTR_INHERIT | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV | ATTR_SAMPLE_ID_ALL,
+        wakeup_events=watermark, bp_type=0, config1=0, config2=0, branch_sample_type=0,
+        sample_regs_user=0, sample_stack_user=0, clockid=0, sample_regs_intr=0,
+        aux_watermark=0, sample_max_stack=0, reserved_2=0))
 
 
 def open_task_events(pid: int, cpu: int) -> int:
-    attr = perf_event_attr.build(dict(
-        type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5, config=PERF_COUNT_SW_DUMMY,
-        sample_period=0, sample_type=PERF_SAMPLE_TID | PERF_SAMPLE_TIME, read_format=0,
-        flags=ATTR_INHERIT | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV | ATTR_MMAP | ATTR_COMM
-        | ATTR_TASK | ATTR_WATERMARK | ATTR_COMM_EXEC | ATTR_SAMPLE_ID_ALL
-        | ATTR_CONTEXT_SWITCH,
-        wakeup_events=1, bp_type=0, config1=0, config2=0, branch_sample_type=0,
-        sample_regs_user=0, sample_stack_user=0, clockid=0, sample_regs_intr=0,
-        aux_watermark=0, sample_max_stack=0, reserved_2=0))
+    """The task records (fork, exit, comm and exec, executable mappings) of
+    *pid* and its descendants on *cpu*; its readers are woken once
+    WAKEUP_BYTES were written, not for each record."""
+    attr = _task_attr(ATTR_MMAP | ATTR_COMM | ATTR_TASK | ATTR_COMM_EXEC | ATTR_WATERMARK,
+                      WAKEUP_BYTES)
     return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC),
                       "perf_event_open")
+
+
+def open_switch_events(pid: int, cpu: int, ring_fd: int) -> int:
+    """The context switches (PERF_RECORD_SWITCH) of *pid* and its
+    descendants on *cpu*, written into *ring_fd*'s ring; disabled until
+    ``PERF_EVENT_IOC_ENABLE`` (which reaches every inherited copy)."""
+    attr = _task_attr(ATTR_CONTEXT_SWITCH | ATTR_DISABLED)
+    fd = libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC),
+                    "perf_event_open")
+    try:
+        fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def comm_of(pid: int) -> str:
@@ -212,15 +248,19 @@ class Ring:
 class ProcessEvents:
     """Watch *pid* and its descendants: :meth:`drain` turns what their perf
     buffers hold into the tracepoints the kernel fires (event dicts as the
-    control socket's ``emit`` takes them).  The server drains before every
-    FUSE open and every few milliseconds (control/watch.py), so a reader
-    that opens ``trace`` after a switch sees it, as on the kernel."""
+    control socket's ``emit`` takes them).  While a tracer listens, the
+    server drains before every FUSE open and every few milliseconds
+    (server/watch.py), so a reader that opens ``trace`` after a switch
+    sees it, as on the kernel; the switches are recorded only while asked
+    (:meth:`switches`)."""
 
     def __init__(self, pid: int, nr_cpus: int):
         self.pid, self.nr_cpus = pid, nr_cpus
         self.comms: dict[int, str] = {}
         self.pending: dict[int, tuple[int, str]] = {}  # pid -> (cpu, comm) of an exec
         self.rings: list[Ring] = []
+        self.switch_fds: list[int] = []  # the context switches' events, one per CPU
+        self.switching = False  # they are enabled
         try:
             for cpu in range(os.cpu_count() or 1):
                 try:
@@ -230,9 +270,26 @@ class ProcessEvents:
                         continue
                     raise
                 self.rings.append(Ring(fd, cpu))
+                self.switch_fds.append(open_switch_events(pid, cpu, fd))
         except OSError:
             self.close()
             raise
+
+    def fds(self) -> list[int]:
+        """The rings' fds: readable (and a poller woken) once a ring holds
+        WAKEUP_BYTES more; EPOLLHUP once the watched task and all its
+        descendants are gone."""
+        return [ring.fd for ring in self.rings]
+
+    def switches(self, on: bool) -> None:
+        """Record the context switches (*on*) or stop: every watched task's
+        inherited copy of the events follows (perf_ioctl's
+        ``perf_event_for_each_child``)."""
+        if on == self.switching:
+            return
+        for fd in self.switch_fds:
+            fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE if on else PERF_EVENT_IOC_DISABLE, 0)
+        self.switching = on
 
     def fork_event(self, parent: int, parent_comm: str) -> dict:
         """``sched_process_fork`` of the watched task from *parent* (it was
@@ -244,6 +301,9 @@ class ProcessEvents:
                            "child_comm": parent_comm, "child_pid": self.pid}}
 
     def close(self) -> None:
+        for fd in self.switch_fds:
+            os.close(fd)
+        self.switch_fds = []
         for ring in self.rings:
             ring.close()
         self.rings = []
