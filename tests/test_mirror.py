@@ -239,25 +239,20 @@ def preload_of_run() -> str:
 
 def real_tracecmd(cwd: Path, preload: str, instance: str) -> subprocess.CompletedProcess:
     """``trace-cmd record -B INSTANCE -e syscalls -F ls /`` on the real
-    kernel, in a private mount namespace with a tracefs of its own and a
-    file of ours over /proc/sys/kernel/ftrace_enabled (trace-cmd writes it;
-    this sandbox's /proc refuses); ``--no-filter``: no function-tracer pid
-    files (refused here too; with -F they filter nothing of ls's); the
-    instance removed after.  *preload*: ls gets the LD_PRELOAD that
+    kernel into CWD/trace.dat (:func:`realtracefs.record`: a private mount
+    namespace, a file of ours over /proc/sys/kernel/ftrace_enabled, which
+    trace-cmd writes and this sandbox's /proc refuses, and the instance
+    removed after).  ``-F`` puts the top instance in trace-cmd's list too,
+    so the run holds the lock and the top level is put back after it
+    (trace-cmd turns its tracing off and, refused ``set_ftrace_filter``
+    here, exits before it turns it on again).  ``--no-filter``: no
+    function-tracer pid files (refused here too; with -F they filter
+    nothing of ls's).  *preload*: ls gets the LD_PRELOAD that
     ``fakedebugfs run`` gives its command, as the fake's ls does."""
-    flag = cwd / "ftrace_enabled"
-    flag.write_text("1\n")
-    outer = ("set -e; d=$(mktemp -d); mount -t tracefs nodev $d; "
-             f"mount --bind {flag} /proc/sys/kernel/ftrace_enabled; "
-             # trace-cmd exits 1 here (set_ftrace_filter is refused): `|| rc=$?`,
-             # or `set -e` would leave the instance behind
-             f"rc=0; LD_PRELOAD={preload} trace-cmd record --no-filter -B {instance} -e syscalls "
-             "-F ls / > /dev/null || rc=$?; "
-             f"if [ -d $d/instances/{instance} ]; then echo 0 > $d/instances/{instance}/events/enable; "
-             f"rmdir $d/instances/{instance}; fi; umount $d; rmdir $d; exit $rc")
-    return subprocess.run(["flock", "-o", "/tmp/real-tracefs.lock", "unshare", "-m",
-                           "--propagation", "private", "sh", "-c", outer],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    proc, _ = realtracefs.record(cwd / "trace.dat", instance, "-e", "syscalls", "-F",
+                                 command=("ls", "/"), env=dict(os.environ, LD_PRELOAD=preload),
+                                 cwd=cwd, timeout=600)
+    return proc
 
 
 @pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="needs trace-cmd")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import os
 import pickle
@@ -91,6 +92,13 @@ def argv(cmd: list[str], lock: bool = False) -> list[str]:
     out = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "realtracefs",
            *map(str, cmd)]
     return ["flock", "-w", str(LOCK_WAIT), LOCK, *out] if lock else out
+
+
+def contained(cmd: list[str]) -> list[str]:
+    """*cmd* run where a tool that mounts a tracefs for itself when it finds
+    none (libtracefs, so ``trace-cmd convert``; perf) mounts nothing on the
+    host: :func:`argv` as root, else *cmd* (a user cannot mount)."""
+    return argv(cmd) if available() else list(map(str, cmd))
 
 
 def run(cmd: list[str], lock: bool = False, **kw) -> subprocess.CompletedProcess:
@@ -165,28 +173,39 @@ def _is_tracefs(path: str) -> bool:
         return any(f[1] == path and f[2] == "tracefs" for f in map(str.split, fp))
 
 
-def record(dat, instance: str, *options: str, command=("sleep", "1"), timeout: float = 300):
+def record(dat, instance: str, *options: str, command=("sleep", "1"), timeout: float = 300,
+           env=None, cwd=None):
     """``trace-cmd record --no-filter -B INSTANCE OPTIONS -o DAT COMMAND`` on
     the real kernel, in a private mount namespace whose
     /proc/sys/kernel/ftrace_enabled is a file of ours (trace-cmd writes it;
     a sandboxed /proc may refuse it); the scratch instance is removed if
-    trace-cmd left it (``(CompletedProcess, whether it was left)``).  The
-    top level is not touched, so the lock is not taken: what another user
-    does there does not change the recording."""
+    trace-cmd left it (``(CompletedProcess, whether it was left)``).
+    *env*, *cwd*: trace-cmd's (and so COMMAND's).
+
+    The top level is not touched, so the lock is not taken (what another
+    user does there does not change the recording), unless OPTIONS have
+    ``-F``: a task filter puts the top instance in trace-cmd's list as well
+    (trace-record.c), so trace-cmd turns the top level's tracing off,
+    resets its events and sets its ``set_event_pid``, and on this machine's
+    kernel it dies at exit on ``set_ftrace_filter`` (EPERM) before it puts
+    ``tracing_on`` back.  Then the run holds :data:`LOCK` and the top
+    level's files are put back after it (:func:`top_level_kept`)."""
     dat = Path(dat)
     flag = dat.with_name(dat.name + ".ftrace_enabled")
     flag.write_text("1\n")
+    top = "-F" in options
 
     def story(root):
         subprocess.run(["mount", "--bind", str(flag), "/proc/sys/kernel/ftrace_enabled"],
                        check=True, capture_output=True)
-        proc = subprocess.run(["trace-cmd", "record", "--no-filter", "-B", instance, *options,
-                               "-o", str(dat), *command], capture_output=True, text=True,
-                              timeout=timeout)
-        return proc, remove_instance(root, instance)
+        with top_level_kept(root) if top else contextlib.nullcontext():
+            proc = subprocess.run(["trace-cmd", "record", "--no-filter", "-B", instance, *options,
+                                   "-o", str(dat), *command], capture_output=True, text=True,
+                                  timeout=timeout, env=env, cwd=cwd)
+            return proc, remove_instance(root, instance)
 
     try:
-        return call(story)
+        return call(story, lock=top)
     finally:
         flag.unlink()
 
@@ -229,5 +248,106 @@ def holder():
         proc.wait()
 
 
-__all__ = ["LOCK", "POINT", "available", "argv", "call", "holder", "record", "remove_instance",
-           "run", "shell", "top_level_lock"]
+# --- the top level's settings ---------------------------------------------------------
+
+# what a test or a tool may leave changed at the top level (trace-cmd start
+# and record -F, perf, bpftrace, libtracefs), each read whole; set_ftrace_*
+# answer EPERM on this machine's kernel, kprobe_events is absent without kprobes
+TOP_FILES = ("tracing_on", "current_tracer", "buffer_size_kb", "trace_clock", "trace_options",
+             "set_event", "set_event_pid", "set_event_notrace_pid", "set_ftrace_pid",
+             "set_ftrace_notrace_pid", "tracing_cpumask", "buffer_percent", "events/enable",
+             "kprobe_events", "uprobe_events", "dynamic_events", "saved_cmdlines_size",
+             "tracing_thresh")
+_WRITE_BACK = ("current_tracer", "buffer_size_kb", "trace_clock", "tracing_cpumask",
+               "buffer_percent", "saved_cmdlines_size", "tracing_thresh")
+
+
+def read_or_errno(path: str) -> str:
+    """The text of *path*, or ``!ENAME`` if it cannot be read."""
+    try:
+        with open(path) as fp:
+            return fp.read()
+    except OSError as err:
+        return f"!{errno.errorcode.get(err.errno, err.errno)}"
+
+
+def top_level(root: str) -> dict:
+    """The top level's :data:`TOP_FILES` and its ``instances`` (reads only)."""
+    out = {name: read_or_errno(os.path.join(root, name)) for name in TOP_FILES}
+    try:
+        out["instances"] = sorted(os.listdir(os.path.join(root, "instances")))
+    except OSError as err:
+        out["instances"] = f"!{errno.errorcode.get(err.errno, err.errno)}"
+    return out
+
+
+def _value(name: str, text: str) -> str:
+    """What to write to *name* for it to read *text* again."""
+    if name == "trace_clock":  # "[local] global ...": the one in brackets
+        return next((w[1:-1] for w in text.split() if w.startswith("[")), "")
+    if name == "buffer_size_kb" and "expanded: " in text:  # "7 (expanded: 1408)"
+        return text.split("expanded: ")[1].split(")")[0]
+    return " ".join(text.split())
+
+
+def put_back(root: str, before: dict, after: dict, instances=()) -> list[str]:
+    """The top level's files that differ between two :func:`top_level`
+    reads written back as *before* had them (``tracing_on`` last), probes
+    *before* lacked removed, and the scratch *instances* named; holding
+    :data:`LOCK`.  ``["put back: WHAT, ..."]`` and a line per failure."""
+    done, failed = [], []
+
+    def attempt(what, data, name=None, mode="w"):
+        try:
+            with open(os.path.join(root, name or what), mode) as fp:
+                fp.write(data)
+            done.append(what)
+        except OSError as err:
+            failed.append(f"{what}: {err}")
+
+    changed = [n for n in TOP_FILES if before.get(n) != after.get(n)
+               and not str(before.get(n, "!")).startswith("!")]
+    for name in changed:
+        if name in _WRITE_BACK:
+            attempt(name, _value(name, before[name]))
+        elif name in ("set_event_pid", "set_event_notrace_pid"):
+            attempt(name, _value(name, before[name]))  # "": O_TRUNC, no pid
+        elif name == "trace_options":
+            for opt in set(before[name].split()) - set(after[name].split()):
+                attempt(f"trace_options {opt}", opt, name)
+    if "set_event" in changed:
+        attempt("set_event", "")  # O_TRUNC: every event off, then before's on
+        for event in before["set_event"].split():
+            attempt(f"set_event {event}", event + "\n", "set_event", "a")
+    for name in instances:
+        try:
+            remove_instance(root, name)
+            done.append(f"instance {name}")
+        except OSError as err:
+            failed.append(f"instance {name}: {err}")
+    for name in ("dynamic_events", "uprobe_events", "kprobe_events"):
+        if name in changed and not before[name].strip():
+            with contextlib.suppress(OSError), open(os.path.join(root, "events/enable"),
+                                                    "w") as fp:
+                fp.write("0")  # a probe's event must be off for it to go
+            attempt(name, "")
+    if "tracing_on" in changed:
+        attempt("tracing_on", before["tracing_on"].strip())
+    return [f"put back: {', '.join(done) or 'nothing'}"] + failed
+
+
+@contextlib.contextmanager
+def top_level_kept(root: str):
+    """The top level read before the block and what changed put back after
+    it (in a :func:`call` child holding :data:`LOCK`): for a real-kernel run
+    that cannot help writing the top level."""
+    before = top_level(root)
+    try:
+        yield before
+    finally:
+        put_back(root, before, top_level(root))
+
+
+__all__ = ["LOCK", "POINT", "TOP_FILES", "available", "argv", "call", "contained", "holder", "put_back",
+           "read_or_errno", "record", "remove_instance", "run", "shell", "top_level",
+           "top_level_kept", "top_level_lock"]
