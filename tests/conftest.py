@@ -10,6 +10,12 @@ Nothing here mounts or unmounts the host's tracefs: a test that compares
 with the real kernel mounts one in a private mount namespace of its own
 (tests/support/realtracefs.py), so two sessions, or a session and another
 tracing user of the host, never take a mount from under each other.
+
+The session reads the host's state at its start and end
+(tests/support/hoststate.py: the real tracefs's top level in a private
+namespace, the host's tracefs and debugfs mounts, the tracing sysctls) and
+fails, naming each difference, if the suite changed it; what changed is put
+back.  ``FAKEDEBUGFS_HOST_GUARD=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from support import hoststate
 
 VENV_BIN = Path(sys.executable).parent
 FAKEDEBUGFS = str(VENV_BIN / "fakedebugfs")
@@ -153,3 +161,61 @@ def public_fake():
         mounter.unmount_all()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --- the host as the suite found it -------------------------------------------------
+
+_HOST: dict = {}
+
+
+def _host_guard(config) -> bool:
+    off = os.environ.get("FAKEDEBUGFS_HOST_GUARD", "").strip().lower() in ("0", "no", "off")
+    return not off and not hasattr(config, "workerinput")  # xdist: the controller checks
+
+
+def pytest_sessionstart(session):
+    """Read the host's state before any test (reads only)."""
+    if _host_guard(session.config):
+        try:
+            _HOST["before"] = hoststate.snapshot()
+        except Exception as exc:  # noqa: BLE001 (a read that fails is named, not fatal)
+            _HOST["report"] = [f"could not read the host's state, not checked: {exc}"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Read it again: a difference that stays (:func:`hoststate.changes`)
+    fails the session and is put back; a change of the real top level
+    while another tracing user of the host is writing it cannot be told
+    from ours: it is named, neither failed nor put back."""
+    before = _HOST.pop("before", None)
+    if before is None:
+        return
+    try:
+        changed, after, writing = hoststate.changes(before)
+    except Exception as exc:  # noqa: BLE001
+        _HOST["report"] = [f"could not read the host's state again, not checked: {exc}"]
+        return
+    if writing:  # the top level's files, not its instances (named by pid: told apart)
+        ours = [line for line in changed if not line.startswith("real tracefs ")
+                or line.startswith("real tracefs instances")]
+        _HOST["report"] = [f"{line} (someone else was writing {', '.join(writing)} meanwhile: "
+                           "not counted)" for line in changed if line not in ours]
+        changed = ours
+    if changed:
+        _HOST["report"] = changed + hoststate.restore(before, after, top=not writing) + \
+            _HOST.get("report", [])
+        _HOST["failed"] = True
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _HOST.get("report"):
+        failed = _HOST.get("failed")
+        terminalreporter.section("the suite changed the host" if failed else "host check",
+                                 sep="=", red=bool(failed), bold=bool(failed))
+        for line in _HOST["report"]:
+            terminalreporter.write_line(line)
+        if failed:
+            terminalreporter.write_line("(read before and after the session by "
+                                        "tests/support/hoststate.py: some test reached the host)")
