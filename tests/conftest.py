@@ -184,25 +184,25 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     """Read it again: a difference that stays (:func:`hoststate.changes`)
-    fails the session and is put back; a change of the real top level
-    while another tracing user of the host is writing it cannot be told
-    from ours: it is named, neither failed nor put back."""
+    fails the session and is put back; a change of the real top level's
+    files while another tracing user of the host is at work there cannot
+    be told from ours: it is named, neither failed nor put back."""
     before = _HOST.pop("before", None)
     if before is None:
         return
     try:
-        changed, after, writing = hoststate.changes(before)
+        changed, after, busy = hoststate.changes(before)
     except Exception as exc:  # noqa: BLE001
         _HOST["report"] = [f"could not read the host's state again, not checked: {exc}"]
         return
-    if writing:  # the top level's files, not its instances (named by pid: told apart)
+    if busy:  # the top level's files, not its instances (named by pid: told apart)
         ours = [line for line in changed if not line.startswith("real tracefs ")
                 or line.startswith("real tracefs instances")]
-        _HOST["report"] = [f"{line} (someone else was writing {', '.join(writing)} meanwhile: "
-                           "not counted)" for line in changed if line not in ours]
+        _HOST["report"] = [f"{line} (not counted: someone else was at the real top level "
+                           f"meanwhile: {', '.join(busy)})" for line in changed if line not in ours]
         changed = ours
     if changed:
-        _HOST["report"] = changed + hoststate.restore(before, after, top=not writing) + \
+        _HOST["report"] = changed + hoststate.restore(before, after, top=not busy) + \
             _HOST.get("report", [])
         _HOST["failed"] = True
         if session.exitstatus == pytest.ExitCode.OK:

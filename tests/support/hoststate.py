@@ -71,16 +71,16 @@ def _shared_lock(wait: float = realtracefs.LOCK_WAIT):
         os.close(fd)
 
 
-def snapshot(lock: bool = False) -> dict:
+def snapshot(lock: bool = False, wait: float = realtracefs.LOCK_WAIT) -> dict:
     """The host's state (reads only).  *lock*: holding realtracefs.LOCK shared
-    while the top level is read.  ``top`` is None where the real tracefs
-    cannot be read (not root, no tracefs)."""
+    while the top level is read (TimeoutError after *wait* seconds).  ``top``
+    is None where the real tracefs cannot be read (not root, no tracefs)."""
     state = {"mounts": host_mounts(),
              "sysctl": {n: realtracefs.read_or_errno(f"/proc/sys/{n}") for n in SYSCTLS
                         if os.path.exists(f"/proc/sys/{n}")},
              "top": None}
     if realtracefs.available():
-        with _shared_lock() if lock else contextlib.nullcontext():
+        with _shared_lock(wait) if lock else contextlib.nullcontext():
             state["top"] = realtracefs.call(realtracefs.top_level)
     return state
 
@@ -165,22 +165,27 @@ def _written(root: str, seconds: float) -> list[str]:
         os.close(fd)
 
 
-def changes(before: dict, quiet_for: float = 6.0) -> tuple[list[str], dict, list[str]]:
-    """What changed since *before* (:func:`diff`), now's snapshot, and the
-    top level's files someone was still writing meanwhile.  One read when
-    nothing changed.  Else the top level is watched for *quiet_for* seconds
-    (longer than a tracing tool's start/stop cycle) and read again holding
-    the lock (a test of another session that writes the top level holds
-    it): a change that went away is not one, and one made while another
-    tracing user of the host is at work (the files written, third item)
-    cannot be told from ours."""
+def changes(before: dict, quiet_for: float = 6.0,
+            lock_wait: float = 60.0) -> tuple[list[str], dict, list[str]]:
+    """What changed since *before* (:func:`diff`), now's snapshot, and why
+    the top level's changes cannot be told from someone else's (else []).
+    One read when nothing changed.  Else the top level is watched for
+    *quiet_for* seconds (longer than a tracing tool's start/stop cycle) and
+    read again holding the lock (a test of another session that writes the
+    top level holds it): a change that went away is not one; the files
+    someone wrote meanwhile, or the lock held over *lock_wait* seconds, are
+    the reasons (another tracing user at work)."""
     after = snapshot()
     lines = diff(before, after)
     if not lines:
         return [], after, []
-    writing = realtracefs.call(_written, quiet_for) if after["top"] else []
-    after = snapshot(lock=True)
-    return diff(before, after), after, writing
+    busy = realtracefs.call(_written, quiet_for) if after["top"] else []
+    try:
+        after = snapshot(lock=not busy, wait=lock_wait)
+    except TimeoutError:
+        busy = [f"the lock held over {lock_wait:.0f} s by {realtracefs._holder()}"]
+        after = snapshot()
+    return diff(before, after), after, busy
 
 
 # --- putting back -------------------------------------------------------------------
@@ -191,7 +196,8 @@ def _write(path: str, data: str) -> None:
 
 
 def restore(before: dict, after: dict, top: bool = True) -> list[str]:
-    """Put back what :func:`diff` found changed: sysctls; the real top level
+    """Put back what :func:`diff` found changed: sysctls; instances left at
+    the top level (not another live session's); the top level's files
     (with *top*), holding realtracefs.LOCK; a tracefs mount the host did
     not have before is unmounted (plain umount: EBUSY while something uses
     it, then it stays and is named)."""
@@ -204,10 +210,17 @@ def restore(before: dict, after: dict, top: bool = True) -> list[str]:
             except OSError as err:
                 notes.append(f"/proc/sys/{name}: {err}")
     top_a, top_b = before["top"], after["top"]
-    if top and top_a and top_b and top_a != top_b:
-        new = [n for n in top_b["instances"] if n not in top_a["instances"] and not _foreign(n)] \
-            if isinstance(top_a["instances"], list) and isinstance(top_b["instances"], list) else []
-        notes += realtracefs.call(realtracefs.put_back, top_a, top_b, new, lock=True)
+    if top_a and top_b:
+        if isinstance(top_a["instances"], list) and isinstance(top_b["instances"], list):
+            new = [n for n in top_b["instances"] if n not in top_a["instances"]
+                   and not _foreign(n)]
+            if new:  # not the top level's files: no lock
+                notes += realtracefs.call(realtracefs.put_back, top_a, top_a, new)
+        if top and any(top_a[n] != top_b[n] for n in realtracefs.TOP_FILES):
+            try:
+                notes += realtracefs.call(realtracefs.put_back, top_a, top_b, lock=True)
+            except (TimeoutError, RuntimeError) as exc:
+                notes.append(f"the top level not put back: {exc}")
     for entry in after["mounts"]:
         point, fstype = entry.rsplit(" ", 1)
         if fstype == "tracefs" and entry not in before["mounts"]:
@@ -228,10 +241,10 @@ def main(argv: list[str]) -> int:
         return 0
     with open(args[0]) as fp:
         before = json.load(fp)
-    lines, now, writing = changes(before)
+    lines, now, busy = changes(before)
     print("\n".join(lines) or "unchanged")
-    if lines and writing:
-        print(f"(someone was writing the real top level meanwhile: {', '.join(writing)})")
+    if lines and busy:
+        print(f"(someone else was at the real top level meanwhile: {', '.join(busy)})")
     if lines and "--restore" in argv:
         print("\n".join(restore(before, now)))
     return 1 if lines else 0
