@@ -177,7 +177,7 @@ def pytest_sessionstart(session):
     """Read the host's state before any test (reads only)."""
     if _host_guard(session.config):
         try:
-            _HOST["before"] = hoststate.snapshot()
+            _HOST["before"] = hoststate.start()
         except Exception as exc:  # noqa: BLE001 (a read that fails is named, not fatal)
             _HOST["report"] = [f"could not read the host's state, not checked: {exc}"]
 

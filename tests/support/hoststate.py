@@ -3,17 +3,21 @@ changing anything: the real tracefs's top level (read in a private mount
 namespace, :mod:`realtracefs`), the host's tracefs and debugfs mounts, and
 the kernel settings tracing tools write.
 
-``snapshot()`` is a dict of plain values; ``diff(before, after)`` names what
-changed, one line per item; ``restore(before, after)`` puts back what
-``diff`` named (the top level's files, leaked instances and probes, a
-tracefs mount left on the host).  ``python -m tests.support.hoststate``
-prints a snapshot as JSON, or, given one saved earlier, the difference.
+``snapshot()`` is a dict of plain values (``start()``: the one a session
+begins with); ``diff(before, after)`` names what changed, one line per
+item; ``changes(before)`` is that diff read again until it is settled;
+``restore(before, after)`` puts back what ``diff`` named (the top level's
+files, leaked instances and probes, sysctls, a tracefs mount left on the
+host).  ``python -m tests.support.hoststate`` prints a snapshot as JSON, or,
+given one saved earlier, the difference (``--restore``: put back).
 
 The top level is the kernel's, shared with every tracing user of the host:
-a test of ours that writes it holds :data:`realtracefs.LOCK`, so a
-difference seen without the lock is checked again holding it
-(``snapshot(lock=True)`` takes it shared: readers never wait for each
-other, writers of ours wait for the read).
+a test of ours that writes it holds :data:`realtracefs.LOCK`, so the lock
+is taken (shared: readers never wait for each other) for the reads that
+count; a change of the top level's files made while someone else holds
+the lock long or writes those files cannot be told from ours, and
+``changes`` says so instead of counting it.  Instances are told apart by
+name: our tests name their scratch instances with their pid.
 """
 
 from __future__ import annotations
@@ -83,6 +87,19 @@ def snapshot(lock: bool = False, wait: float = realtracefs.LOCK_WAIT) -> dict:
         with _shared_lock(wait) if lock else contextlib.nullcontext():
             state["top"] = realtracefs.call(realtracefs.top_level)
     return state
+
+
+def start(lock_wait: float = 3.0) -> dict:
+    """A session's first snapshot, read holding the lock (shared): a test
+    of another session holds it while the top level is not as it leaves
+    it.  Held longer than *lock_wait* seconds: read anyway, and ``busy``
+    says the top level's files were someone else's then."""
+    try:
+        return snapshot(lock=True, wait=lock_wait)
+    except TimeoutError:
+        state = snapshot()
+        state["busy"] = f"the lock held at the start by {realtracefs._holder()}"
+        return state
 
 
 def _short(text) -> str:
@@ -173,13 +190,17 @@ def changes(before: dict, quiet_for: float = 6.0,
     *quiet_for* seconds (longer than a tracing tool's start/stop cycle) and
     read again holding the lock (a test of another session that writes the
     top level holds it): a change that went away is not one; the files
-    someone wrote meanwhile, or the lock held over *lock_wait* seconds, are
-    the reasons (another tracing user at work)."""
+    someone wrote meanwhile, or the lock held over *lock_wait* seconds (or
+    at the start: :func:`start`), are the reasons (another tracing user at
+    work)."""
     after = snapshot()
     lines = diff(before, after)
     if not lines:
         return [], after, []
-    busy = realtracefs.call(_written, quiet_for) if after["top"] else []
+    if before.get("busy"):
+        busy = [before["busy"]]
+    else:
+        busy = realtracefs.call(_written, quiet_for) if after["top"] else []
     try:
         after = snapshot(lock=not busy, wait=lock_wait)
     except TimeoutError:
