@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import errno
 import gc
-import importlib
 import logging
 import os
 import signal
 import socket
 import sys
-import time
 from typing import Callable, Optional
 
 import pyfuse3
@@ -33,16 +31,12 @@ from fakedebugfs.fs.slices import slicer
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.instrument.faults import FaultTable
 from fakedebugfs.server.fusecheck import fuse_options, mount_problem
+from fakedebugfs.server.workload import BATCH_MS, WorkloadDriver
 from fakedebugfs.trees import build_root
 
 log = logging.getLogger(__name__)
 
 MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
-TICK = 0.002  # seconds between workload batches
-GATHER = 0.01  # a paced workload waits up to this for its batch path's least run
-WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
-BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
-IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 # The GIL switch interval: a thread asking for the GIL (ktrace's page
 # publisher, pyfuse3's notify thread, a workload's imports) gets it within
 # this while the task loop is busy; at Python's 5 ms, ktrace's publisher,
@@ -84,6 +78,7 @@ class Server:
         self.rate = rate
         self.batch_ms = batch_ms
         self.done = workload is None
+        self.driver = None  # server.workload.WorkloadDriver, while the workload runs
         self.faults = FaultTable(kernel)  # scripted faults (instrument/faults.py)
         self._replays = None  # server.replays.Replays, made on first use
         self.service = ControlService(self)
@@ -179,53 +174,14 @@ class Server:
     # --- tasks ------------------------------------------------------------
 
     async def drive_workload(self) -> None:
-        """Fire the workload paced to ``rate`` events/s (0: flat out), in
-        turns of the slicer (at most ``slices.SLICE`` seconds each, started
-        and ended by FUSE requests waiting), in batches that last about
-        ``batch_ms`` (:class:`BatchSize`).  Readers are woken (the ktrace
-        pages published) every ``WAKE_EVERY`` seconds and before a pause: a
-        wake-up per turn would split the page stores into many small ones,
-        each waiting for the GIL.  A workload naming ``imports`` (kmem:
-        numpy) starts IMPORT_AFTER seconds after the mount, its modules
-        loaded in a worker thread: a new mount answers its first requests
-        first."""
-        wl, engine = self.workload, self.kernel.engine
-        if wl is None:
+        """Fire the workload (:mod:`fakedebugfs.server.workload`) until it
+        is done."""
+        if self.workload is None:
             return
-        imports = getattr(wl, "imports", ())
-        if imports:  # numpy: ~60 ms, a new mount's first requests answered first
-            await trio.sleep(IMPORT_AFTER)
-        for module in imports:  # in a thread: the loop answers meanwhile (GIL_SWITCH)
-            await trio.to_thread.run_sync(importlib.import_module, module)
-        start, fired = trio.current_time(), 0
-        woken, last_wake = 0, start
-        size = BatchSize(wl, self.batch_ms)
-        blocks = BlockMaker(wl)
-        least = max(1, getattr(wl, "batch_min", 1))  # smaller runs go one by one
-        last_fire = start
-        while not wl.done:
-            await blocks.ready()
-            if self.rate:
-                due = int((trio.current_time() - start) * self.rate) - fired
-                if due <= 0 or (due < least and trio.current_time() - last_fire < GATHER):
-                    if fired != woken:
-                        engine.batch_done()
-                        woken, last_wake = fired, trio.current_time()
-                    await trio.sleep(TICK)
-                    continue
-                if due > self.rate:  # fallen behind by over a second: no burst
-                    fired += due - int(self.rate)
-                    due = int(self.rate)
-            async with slicer.turn(slicer.WRITER) as turn:
-                fired += fire_until(wl, due if self.rate else None, turn, size)
-                last_fire = trio.current_time()
-                if trio.current_time() - last_wake >= WAKE_EVERY:
-                    engine.batch_done()
-                    woken, last_wake = fired, trio.current_time()
-        engine.batch_done()
-        release_heap()  # the last batches' arrays
+        self.driver = WorkloadDriver(self.workload, self.kernel.engine, self.rate,
+                                     self.batch_ms, release_heap)
+        await self.driver.run()
         self.done = True
-        log.info("workload %s done: %d events", wl.name, wl.emitted)
 
     async def trim_heap(self) -> None:
         """Every TRIM_EVERY seconds while events are fired or instances
@@ -380,67 +336,6 @@ class Server:
             sys.setswitchinterval(switch)
 
 
-class BlockMaker:
-    """Makes a workload's blocks of events ahead, in slicer turns between
-    requests, for a workload that can (``start_prefetch``, ``wants_block``,
-    ``block_steps``: the kmem workload, whose blocks take 7-40 ms to make
-    at once, which FUSE requests would wait for; its steps take a few)."""
-
-    def __init__(self, wl):
-        self.wl = wl
-        self.steps = None  # the block being made
-        self.on = hasattr(wl, "start_prefetch")
-        if self.on:
-            wl.start_prefetch()
-
-    async def ready(self) -> None:
-        """Take the making of the next block a turn further; until it is
-        made, turn after turn if the workload has nothing left to fire."""
-        if not self.on:
-            return
-        while True:
-            if self.steps is None:
-                if not self.wl.wants_block():
-                    return
-                self.steps = self.wl.block_steps()
-            async with slicer.turn(slicer.WRITER) as turn:
-                for _ in self.steps:
-                    if turn.over():
-                        break
-                else:
-                    self.steps = None
-            if not self.wl.exhausted():
-                return
-
-
-class BatchSize:
-    """How many events the workload fires at once between looks at the
-    FUSE queue: up to its ``batch_hint`` (the batch path's best size; 16
-    without one).  A request that arrives during a batch waits for its
-    end, so batches are kept near *batch_ms* milliseconds (``--batch-ms``).
-
-    After each full batch the size is scaled by how far its time was from
-    *batch_ms* (the square root of the ratio, so that one slow batch, a
-    request served in between or the collector, moves it only part of the
-    way): with a batch costing ``a + b n`` seconds this settles where a
-    batch takes *batch_ms*, whatever the workload's rate.  (Halving after
-    a slow batch, as before, sent a workload that had fallen behind down
-    to the per-event path, slower per event, and kept it there.)"""
-
-    FIRST, LEAST = 512, 16
-
-    def __init__(self, wl, batch_ms: float):
-        self.most = max(self.LEAST, int(getattr(wl, "batch_hint", 0) or 0))
-        self.n = min(self.most, self.FIRST)
-        self.slow = batch_ms / 1000
-
-    def update(self, fired: int, seconds: float) -> None:
-        if fired < self.n:  # a budget or the count cut it short: says nothing
-            return
-        scale = (self.slow / max(seconds, 1e-6)) ** 0.5
-        self.n = max(self.LEAST, min(self.most, int(self.n * min(scale, 2.0))))
-
-
 def release_heap() -> None:
     """``malloc_trim(0)``: glibc keeps the pages of freed memory for later
     allocations; this gives those it can back to the system (a no-op
@@ -455,31 +350,6 @@ def release_heap() -> None:
 
 
 _malloc_trim = None  # libc's, once looked up (False: none)
-
-
-def even_share(left: int, most: int) -> int:
-    """The next run of *left* events split into equal runs of at most
-    *most*: 600 in runs of 512 are two of 300, not 512 and a tail of 88
-    small enough for the workload's slower one-by-one path."""
-    return -(-left // -(-left // most))
-
-
-def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
-    """Run workload *wl* in batches of *size* until the slicer's *turn* is
-    over, *budget* events (None: no limit) or its ``--count``; returns how
-    many it fired."""
-    fired = 0
-    while not wl.done and (budget is None or fired < budget):
-        n = size.n if budget is None else even_share(budget - fired, size.n)
-        start = time.perf_counter()
-        got = wl.run(n)
-        size.update(got, time.perf_counter() - start)
-        fired += got
-        if not got:  # waiting for its next block (BlockMaker)
-            break
-        if turn.over():
-            break
-    return fired
 
 
 async def _decode_in_turns(line: bytes) -> dict:
