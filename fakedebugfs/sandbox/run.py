@@ -75,7 +75,6 @@ from pathlib import Path
 
 from fakedebugfs.engine.core.kallsyms import PROC_FILE
 from fakedebugfs.native import libc
-from fakedebugfs.sources import procevents
 from fakedebugfs.control import runstate
 from fakedebugfs.sandbox import confine, helper, seal, userns
 
@@ -541,6 +540,7 @@ def watch_command(pid: int, mnt: str) -> None:
     (perf_event_paranoid 3, seccomp), the run goes on unwatched."""
     from fakedebugfs.control.client import ControlClient
     from fakedebugfs.errors import FakeError
+    from fakedebugfs.sources import procevents  # (construct: not for run --attach)
 
     try:
         with ControlClient(mnt) as client:
@@ -679,3 +679,37 @@ def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
+
+
+def attach_main(args: list[str]):
+    """``fakedebugfs run --attach MNT [--unsealed] -- COMMAND ...`` (what
+    ``Fake.run``/``Fake.popen`` start, from ``python -m fakedebugfs``)
+    without the CLI's parser and its imports (argparse, the mount options,
+    the scenario steps: about a third of the start's instructions): its
+    exit status, or None when *args* (after ``run``) are not of that
+    form exactly, for the CLI to parse.  Errors are the CLI's one line."""
+    try:
+        cut = args.index("--")
+    except ValueError:
+        return None
+    head, argv = args[:cut], args[cut + 1:]
+    attach, unsealed = None, False
+    while head:
+        word = head.pop(0)
+        if word == "--unsealed" and not unsealed:
+            unsealed = True
+        elif word == "--attach" and attach is None and head and not head[0].startswith("-"):
+            attach = head.pop(0)
+        elif word.startswith("--attach=") and attach is None and len(word) > 9:
+            attach = word[9:]
+        else:
+            return None
+    if not attach or not argv:
+        return None
+    try:
+        return run_attached(argv, attach, unsealed)
+    except RunError as err:
+        print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
