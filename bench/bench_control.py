@@ -40,10 +40,12 @@ back after (``tracing_on``, ``current_tracer``, ``set_event``,
   ``FAKEDEBUGFS_FORKSERVER=0`` (FIXTURE_TESTS_PLAIN tests).
   ``fixture_first_ms``: ``T(1)`` less a session of one test without the
   fixture: the session's first fake, its fork server's start included.
-* ``realistic_test_s``: a test end to end: (fake: the fixture's start),
+* ``realistic_test_s``: a test end to end: (fake: the fixture's start,
+  its server forked by a fork server as the pytest plugin's are),
   ``trace-cmd record -e sched:sched_switch`` started, its readers waited
   for, a line written to ``trace_marker``, SIGINT, ``trace-cmd report``
-  checked for the line, (the fixture's close).
+  checked for the line, (the fixture's close).  ``[no forkserver]``: each
+  fake's server a new process (``FAKEDEBUGFS_FORKSERVER=0``).
 * ``set_event_write_ms``: one ``write(2)`` of one event name
   (``sched:sched_switch``, already on; WRITES per trial) to a scratch
   instance's ``set_event``.
@@ -469,11 +471,11 @@ def fake_api():
     return Fake
 
 
-def fake_mount_ready(trials: int, fork: bool = False) -> tuple[list[float], list[float]]:
-    """(mount-ready, whole fixture cycle) trials, after one untimed start;
-    *fork*: the servers forked by a fork server (server/forkserver.py),
-    else each a new process."""
-    Fake = fake_api()
+@contextlib.contextmanager
+def servers(fork: bool):
+    """While it lasts, ``Fake().start()`` here gets its server from a fork
+    server (server/forkserver.py, as the pytest plugin's fixtures do) when
+    *fork*, else starts a new process."""
     from fakedebugfs.server import forkserver
 
     saved = os.environ.get(forkserver.ENV)
@@ -485,20 +487,29 @@ def fake_mount_ready(trials: int, fork: bool = False) -> tuple[list[float], list
         else:
             os.environ[forkserver.ENV] = "0"
         try:
-            Fake().start().close()
-            ready, cycle = [], []
-            for _ in range(trials):
-                t0 = time.perf_counter()
-                fake = Fake().start()
-                _read(str(fake.tracing / "tracing_on"))
-                ready.append(time.perf_counter() - t0)
-                fake.close()
-                cycle.append(time.perf_counter() - t0)
+            yield
         finally:
             if saved is None:
                 del os.environ[forkserver.ENV]
             else:
                 os.environ[forkserver.ENV] = saved
+
+
+def fake_mount_ready(trials: int, fork: bool = False) -> tuple[list[float], list[float]]:
+    """(mount-ready, whole fixture cycle) trials, after one untimed start;
+    *fork*: the servers forked by a fork server (server/forkserver.py),
+    else each a new process."""
+    Fake = fake_api()
+    with servers(fork):
+        Fake().start().close()
+        ready, cycle = [], []
+        for _ in range(trials):
+            t0 = time.perf_counter()
+            fake = Fake().start()
+            _read(str(fake.tracing / "tracing_on"))
+            ready.append(time.perf_counter() - t0)
+            fake.close()
+            cycle.append(time.perf_counter() - t0)
     return ready, cycle
 
 
@@ -563,10 +574,14 @@ def fake_record_ready(trials: int) -> list[float]:
     return out
 
 
-def fake_realistic(trials: int) -> list[float]:
+def fake_realistic(trials: int, fork: bool = True) -> list[float]:
+    """The realistic test's trials, each fake started as the plugin's
+    fixture starts it: from a fork server (*fork*), after one untimed
+    start; else each server a new process."""
     Fake = fake_api()
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, servers(fork):
+        Fake().start().close()
         for i in range(trials):
             t0 = time.perf_counter()
             with Fake() as fake:
@@ -645,8 +660,13 @@ def run(trials: int = TRIALS) -> list[dict]:
                     1e3),
                 row("fixture_first_ms", "ms", first, None, 1e3)]
     add("fixture_per_test_ms", fixture_rows, also="fixture")
-    add("realistic_test_s", lambda: [row(
-        "realistic_test_s", "s", fake_realistic(trials), real_side("realistic", trials))])
+
+    def realistic_rows():
+        real_figures = real_side("realistic", trials)
+        return [row("realistic_test_s", "s", fake_realistic(trials), real_figures),
+                row("realistic_test_s[no forkserver]", "s", fake_realistic(trials, fork=False),
+                    real_figures)]
+    add("realistic_test_s", realistic_rows)
     add("set_event_write_ms", lambda: [row(
         "set_event_write_ms", "ms", fake_set_event(trials), real_side("set_event", trials),
         1e3)])
