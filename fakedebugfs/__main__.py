@@ -7,7 +7,11 @@ if sys.argv[1:2] == ["run"] and any(a == "--attach" or a.startswith("--attach=")
 
     code = attach_main(sys.argv[2:])
     if code is not None:
-        sys.exit(code)
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # nothing left to clean: no interpreter teardown (~10% of the start)
 
 from fakedebugfs.cli import main  # noqa: E402
 
