@@ -81,11 +81,18 @@ class FileOperations:
     #: (needed for mmap); otherwise ``direct_io`` with ``st_size`` 0.
     mappable = False
     nonseekable = False
+    #: every write goes to the async :meth:`write` (a class that defines
+    #: ``write`` and not :meth:`write_nowait`: its writes may wait)
+    write_waits = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "read" in cls.__dict__ and "read_nowait" not in cls.__dict__:
             cls.read_nowait = FileOperations.read_nowait  # its own read answers
+        if "write_nowait" in cls.__dict__:
+            cls.write_waits = False
+        elif "write" in cls.__dict__:
+            cls.write_waits = True  # its own write answers, always
 
     def open(self, f: OpenFile) -> None:
         """Called at open; may raise OSError."""
@@ -107,8 +114,17 @@ class FileOperations:
             raise fail(errno.EINVAL)
         return data
 
-    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+    def write_nowait(self, f: OpenFile, off: int, data: bytes) -> int:
+        """A write that need not wait, answered at once (the count taken);
+        EINVAL without one, as debugfs answers for a missing ``.write``.
+        The FUSE adapter calls this in the request's callback.  A class
+        whose write may wait defines ``write`` (async) instead (then its
+        ``write_waits`` is True and every write goes to its ``write``)."""
         raise fail(errno.EINVAL)
+
+    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+        """:meth:`write_nowait`'s answer."""
+        return self.write_nowait(f, off, data)
 
     def poll(self, f: OpenFile, pt: PollTable) -> int:
         return DEFAULT_POLLMASK
@@ -153,7 +169,7 @@ class WriteFile(FileOperations):
     def __init__(self, store: Optional[Callable[[bytes], None]] = None):
         self.store = store
 
-    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+    def write_nowait(self, f: OpenFile, off: int, data: bytes) -> int:
         if self.store is None:
             raise fail(errno.EINVAL)
         self.store(data)

@@ -40,6 +40,7 @@ from typing import Callable, Optional
 import pyfuse3
 import trio
 
+from fakedebugfs.fs.fastpath import FastPath, fuse_error
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile, PollTable
 from fakedebugfs.fs.tree import Dir, File, InodeTable
 from fakedebugfs.fs.waitqueue import WaitQueue
@@ -48,12 +49,8 @@ from fakedebugfs.fs.waitqueue import WaitQueue
 _WRITE_PID = getattr(pyfuse3, "write_pid", None)
 # the open flags of a READ (the same patch; a stand-in answering None unpatched)
 _READ_FLAGS = getattr(pyfuse3, "read_flags", None) or contextvars.ContextVar("read_flags", default=None)
-_BUFFERS = (bytes, bytearray, memoryview)  # handed to FUSE as they are
 
 log = logging.getLogger(__name__)
-
-TIMEOUT = 1.0  # lifetime of a mappable file's attributes (its size follows its data), s
-STABLE_TIMEOUT = 86400.0  # of entries and other attributes: invalidated when they change
 
 
 def has_ioctl_support() -> bool:
@@ -62,27 +59,11 @@ def has_ioctl_support() -> bool:
     return "ioctl" in pyfuse3.Operations.__dict__ and hasattr(pyfuse3, "read_flags")
 
 
-def _fuse_error(what: str, node, err: BaseException) -> None:
-    """Raises the FUSE error an exception of a file operation stands for:
-    an OSError's errno, ENOENT for a lookup failure, EIO (logged) for any
-    other Exception; a FUSEError or a BaseException that is not an
-    Exception (a cancellation) goes on as it is.  The node's path is only
-    built for the log message of an unexpected failure."""
-    if isinstance(err, pyfuse3.FUSEError) or not isinstance(err, Exception):
-        raise err
-    if isinstance(err, OSError) and err.errno:
-        raise pyfuse3.FUSEError(err.errno) from None
-    if isinstance(err, (KeyError, LookupError)):
-        raise pyfuse3.FUSEError(errno.ENOENT) from None
-    where = f" {node.path()}" if node is not None else ""
-    log.exception("%s%s failed", what, where, exc_info=err)
-    raise pyfuse3.FUSEError(errno.EIO) from None
-
-
 class _Guard:
     """Turns exceptions from file operations into FUSE errors
-    (:func:`_fuse_error`); the read path, the hottest, calls that in an
-    ``except`` clause instead (no context manager to make and enter)."""
+    (:func:`~fakedebugfs.fs.fastpath.fuse_error`); the hot paths
+    (fs/fastpath.py) call that in an ``except`` clause instead (no context
+    manager to make and enter)."""
 
     def __init__(self, what: str, node=None):
         self.what = what
@@ -93,7 +74,7 @@ class _Guard:
 
     def __exit__(self, kind, err, tb):
         if err is not None:
-            _fuse_error(self.what, self.node, err)
+            fuse_error(self.what, self.node, err)
         return False
 
 
@@ -129,8 +110,11 @@ def settle_heap(collect: bool = False) -> None:
     gc.freeze()
 
 
-class TreeOperations(pyfuse3.Operations):
-    """Serves a tree whose files carry kernel-style file operations."""
+class TreeOperations(FastPath, pyfuse3.Operations):
+    """Serves a tree whose files carry kernel-style file operations: the
+    requests that need not wait are answered by :class:`FastPath`'s
+    ``*_nowait`` methods, the rest here (scripted faults, waiting reads
+    and writes, directory changes)."""
 
     supports_dot_lookup = False
     enable_writeback_cache = False
@@ -153,43 +137,9 @@ class TreeOperations(pyfuse3.Operations):
         # the kernel's events so far drained into the buffers first)
         self.on_io: Optional[Callable[[], None]] = None
         # before a write, when set, instead of on_io (--mirror: every event
-        # before a write to a control file is in, however many are waiting)
+        # before a write to a control file is in, however many are waiting;
+        # a paced workload's events owed until then)
         self.on_write: Optional[Callable[[], None]] = None
-
-    # --- attributes -----------------------------------------------------
-
-    def attrs(self, node) -> pyfuse3.EntryAttributes:
-        entry = pyfuse3.EntryAttributes()
-        entry.st_ino = node.inode
-        entry.generation = 0
-        entry.entry_timeout = STABLE_TIMEOUT
-        entry.attr_timeout = TIMEOUT if isinstance(node, File) and node.fops.mappable \
-            else STABLE_TIMEOUT
-        entry.st_mode = node.mode
-        entry.st_nlink = 2 + sum(isinstance(c, Dir) for c in node.children.values()) \
-            if isinstance(node, Dir) else 1
-        entry.st_uid, entry.st_gid = self.owner(node)
-        entry.st_rdev = 0
-        entry.st_size = node.fops.size() if isinstance(node, File) else 0
-        entry.st_blksize = 4096
-        entry.st_blocks = 0
-        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = self.mtime_ns
-        return entry
-
-    def owner(self, node) -> tuple[int, int]:
-        """``set_tracefs_inode_owner``: a node's uid and gid are its own when
-        set (chown, chgrp), else those of its anchor, found as
-        ``instance_inode`` finds it: the ``instances`` directory for what is
-        under it, the root for the rest; the root's are the mount's
-        (``uid=``, ``gid=``) unless set."""
-        uid, gid = node.uid, node.gid
-        while (uid is None or gid is None) and node.parent is not None:
-            node = node.parent
-            while node.parent is not None and node.dir_ops is None:
-                node = node.parent  # up to instances/ or the root
-            uid = node.uid if uid is None else uid
-            gid = node.gid if gid is None else gid
-        return (self.uid if uid is None else uid), (self.gid if gid is None else gid)
 
     def remount(self, uid: Optional[int] = None, gid: Optional[int] = None) -> int:
         """``tracefs_apply_options`` on remount: a new ``uid=``/``gid=``
@@ -212,28 +162,13 @@ class TreeOperations(pyfuse3.Operations):
                 pass
         return len(nodes)
 
-    def _node(self, inode):
-        node = self.table.get(inode)
-        if node is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        return node
+    # --- attributes (FastPath.attrs) -------------------------------------
 
     async def lookup(self, parent_inode, name, ctx=None):
-        parent = self._node(parent_inode)
-        if not isinstance(parent, Dir):
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
-        name = os.fsdecode(name)
-        if name == ".":
-            return self.attrs(parent)
-        if name == "..":
-            return self.attrs(parent.parent or parent)
-        node = parent.children.get(name)
-        if node is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        return self.attrs(node)
+        return self.lookup_nowait(parent_inode, name, ctx)
 
     async def getattr(self, inode, ctx=None):
-        return self.attrs(self._node(inode))
+        return self.getattr_nowait(inode, ctx)
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         node = self._node(inode)
@@ -279,9 +214,7 @@ class TreeOperations(pyfuse3.Operations):
     # --- directories ----------------------------------------------------
 
     async def opendir(self, inode, ctx):
-        if not isinstance(self._node(inode), Dir):
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
-        return inode
+        return self.opendir_nowait(inode, ctx)
 
     async def readdir(self, fh, start_id, token):
         node = self._node(fh)
@@ -367,43 +300,7 @@ class TreeOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if self.faults is not None and self.faults.active:
             await self._inject(node, "open")
-        if self.on_open is not None and not node.static:
-            try:
-                self.on_open()
-            except Exception:  # never the open's failure
-                log.exception("before open %s", node.path())
-        f = OpenFile(node, flags, next(self._fh), pid=ctx.pid, uid=ctx.uid)
-        with _Guard("open", node):
-            node.fops.open(f)
-            if flags & os.O_TRUNC:
-                node.fops.truncate(f)
-        self.open_files[f.fh] = f
-        return pyfuse3.FileInfo(fh=f.fh, direct_io=not node.fops.mappable,
-                                keep_cache=True, nonseekable=node.fops.nonseekable)
-
-    def _file(self, fh) -> OpenFile:
-        f = self.open_files.get(fh)
-        if f is None:
-            raise pyfuse3.FUSEError(errno.EBADF)
-        return f
-
-    def read_nowait(self, fh, off, size, flags):
-        """A read answered at once by the file's ``read_nowait``, called by
-        our pyfuse3 (patches/pyfuse3-*-readfast.patch) in the request's
-        callback, before any task is made; None hands the read to
-        :meth:`read` (no such open file, scripted faults, a file that
-        would wait)."""
-        f = self.open_files.get(fh)
-        if f is None or (self.faults is not None and self.faults.active):
-            return None
-        _take_nonblock(f, flags)
-        if self.on_io is not None and not f.node.static:
-            self._before_io(f.node)
-        try:
-            data = f.node.fops.read_nowait(f, off, size)
-        except BaseException as err:
-            _fuse_error("read", f.node, err)
-        return None if data is None else _buffer(data)
+        return self.open_file(node, flags, ctx)
 
     async def read(self, fh, off, size):
         f = self.open_files.get(fh)
@@ -411,30 +308,24 @@ class TreeOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF)
         flags = _READ_FLAGS.get()  # f_flags now: fcntl(F_SETFL) included
         if flags is not None:
-            _take_nonblock(f, flags)
+            f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
         if self.faults is not None and self.faults.active:
             size = await self._inject(f.node, "read", size)
         if self.on_io is not None and not f.node.static:
-            self._before_io(f.node)
+            self.before_io(f.node)
         try:
             data = await f.node.fops.read(f, off, size)
         except BaseException as err:
-            _fuse_error("read", f.node, err)
-        return _buffer(data)
-
-    def _before_io(self, node, hook=None) -> None:
-        try:
-            (hook or self.on_io)()
-        except Exception:  # never the request's failure
-            log.exception("before reading or writing %s", node.path())
+            fuse_error("read", f.node, err)
+        return data if type(data) in (bytes, bytearray, memoryview) else bytes(data)
 
     async def write(self, fh, off, buf):
         f = self._file(fh)
         WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
         if self.faults is not None and self.faults.active:
             await self._inject(f.node, "write")
-        if self.on_io is not None and not f.node.static:
-            self._before_io(f.node, self.on_write)
+        if (self.on_write or self.on_io) is not None and not f.node.static:
+            self.before_io(f.node, self.on_write)
         with _Guard("write", f.node):
             return await f.node.fops.write(f, off, bytes(buf))
 
@@ -442,10 +333,7 @@ class TreeOperations(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.ENOSYS)  # no round trip on every close
 
     async def release(self, fh):
-        f = self.open_files.pop(fh, None)
-        if f is not None:
-            with _Guard("release", f.node):
-                f.node.fops.release(f)
+        self.release_nowait(fh)
 
     async def poll(self, inode, fh, poll_handle, ctx):
         f = self._file(fh)
@@ -455,7 +343,7 @@ class TreeOperations(pyfuse3.Operations):
             if delay is not None and poll_handle is not None:
                 poll_handle = _DelayedNotify(poll_handle, self.faults, _rel(f.node))
         if self.on_io is not None and not f.node.static:
-            self._before_io(f.node)
+            self.before_io(f.node)
         with _Guard("poll", f.node):
             return f.node.fops.poll(f, PollTable(poll_handle, fh))
 
@@ -519,17 +407,6 @@ def _invalidate_attrs(node) -> None:
         pyfuse3.invalidate_inode(node.inode, attr_only=True)
     except Exception as err:
         log.debug("invalidate attributes of %s: %s", node.name, err)
-
-
-def _take_nonblock(f: OpenFile, flags: int) -> None:
-    """The file's O_NONBLOCK as the read's ``f_flags`` have it now
-    (``fcntl(F_SETFL)`` after open included)."""
-    f.flags = (f.flags & ~os.O_NONBLOCK) | (flags & os.O_NONBLOCK)
-
-
-def _buffer(data):
-    """A read's answer as FUSE takes it: a buffer as it is, else bytes."""
-    return data if type(data) in _BUFFERS else bytes(data)
 
 
 def _under(node, top) -> bool:

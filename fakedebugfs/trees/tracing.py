@@ -73,7 +73,7 @@ class CountFile(ValueFile):
         super().__init__(show, store)
         self.on_trunc = on_trunc
 
-    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+    def write_nowait(self, f: OpenFile, off: int, data: bytes) -> int:
         if self.store is None:
             raise fail(errno.EINVAL)
         n = self.store(data)

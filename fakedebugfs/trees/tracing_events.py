@@ -227,7 +227,7 @@ class TriggerFile(FileOperations):
     def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         return f.private[off:off + size]
 
-    async def write(self, f: OpenFile, off: int, data: bytes) -> int:
+    def write_nowait(self, f: OpenFile, off: int, data: bytes) -> int:
         if not data:
             return 0
         if len(data) >= PAGE_SIZE:
