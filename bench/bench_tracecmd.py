@@ -27,6 +27,8 @@ Rows (``run() -> list[dict]`` with name, fake, real, unit):
   MB/s of each; ``detail`` has every drain.
 
     python -m bench.bench_tracecmd          # prints the rows as JSON lines
+    python -m bench.bench_tracecmd --trials 1000000 3   # one rate, 3 runs (a JSON line each:
+                                            # events, span, lost, per-CPU counters, load)
 """
 
 from __future__ import annotations
@@ -87,7 +89,31 @@ def record_trial(rate: int, workdir: str, batch_ms: float | None = None) -> dict
     lost += text.count("LOST EVENTS") + text.count("EVENTS DROPPED")
     span = (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
     return {"rate": rate, "events": len(stamps), "span": span, "lost": lost,
-            "per_s": len(stamps) / span if span else 0.0}
+            "per_s": len(stamps) / span if span else 0.0,
+            # where a loss was: each CPU's buffer counters at the end, and
+            # the LOST EVENTS marks (pages a recorder found overwritten)
+            "per_cpu": _per_cpu(stats), "lost_marks": text.count("LOST EVENTS"),
+            "load": round(os.getloadavg()[0], 2)}
+
+
+def _per_cpu(stats: str) -> list[dict]:
+    """``trace-cmd report --stat``'s kernel buffer counters, per CPU."""
+    out = []
+    for part in re.split(r"^CPU: \d+$", stats, flags=re.M)[1:]:
+        counts = {k.replace(" ", "_"): int(v) for k, v in re.findall(
+            r"^(overrun|commit overrun|dropped events|read events): (\d+)", part, re.M)}
+        out.append(counts)
+    return out
+
+
+def trials_at(rate: int, trials: int, batch_ms: float | None = None) -> list[dict]:
+    """*trials* recordings at one *rate* (each a fresh ``fakedebugfs run``):
+    whether a rate holds every run, not once."""
+    workdir = tempfile.mkdtemp(prefix="bench-tracecmd-")
+    try:
+        return [record_trial(rate, workdir, batch_ms) for _ in range(trials)]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def bench_record(workdir: str, batch_ms: float | None = None) -> dict:
@@ -221,5 +247,12 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(json.dumps(row))
+    import sys
+
+    if sys.argv[1:2] == ["--trials"]:  # --trials RATE N [BATCH_MS]: one rate, N runs
+        args = sys.argv[2:]
+        for t in trials_at(int(args[0]), int(args[1]), float(args[2]) if args[2:] else None):
+            print(json.dumps(t))
+    else:
+        for row in run():
+            print(json.dumps(row))
