@@ -122,6 +122,16 @@ class Server:
         ``tracing_on`` 0 that ends a recording must not drop the backlog)."""
         self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_WRITE_SYNC_S)
 
+    def before_write(self) -> None:
+        """Before a FUSE write to a file that is not static: what the
+        simulated machine did until now is recorded first (the paced
+        workload's owed events: :meth:`WorkloadDriver.catch_up`; with
+        --mirror, the rings' backlog)."""
+        if self.driver is not None:
+            self.driver.catch_up()
+        if self.mirror is not None:
+            self.mirror_sync_all()
+
     async def drive_mirror(self) -> None:
         """``--mirror``: drain the kernel's rings every MIRROR_EVERY seconds
         in slicer turns (FUSE requests waiting end a turn's wait)."""
@@ -291,6 +301,7 @@ class Server:
     async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
         root = build_root(self.kernel)
         ops = self.ops = TreeOperations(root, uid=self.uid, gid=self.gid, faults=self.faults)
+        ops.on_write = self.before_write
         options = set(pyfuse3.default_options) | fuse_options()
         paths = runstate.paths(self.mountpoint)
         try:
@@ -315,7 +326,6 @@ class Server:
                     self.mirror.start()
                     ops.on_open = self.sync_sources
                     ops.on_io = self.mirror_sync
-                    ops.on_write = self.mirror_sync_all
                     nursery.start_soon(self.drive_mirror)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again

@@ -7,8 +7,16 @@ started and ended by FUSE requests waiting), in batches that last about
 ``batch_ms`` (:class:`BatchSize`), paced to ``rate`` events/s (0: flat
 out).  On the kernel the events are made on other CPUs than the one a
 tracing tool's ``write(2)`` runs on; here they are made as the loop finds
-time, so a request that comes during a batch waits for the batch's end:
-batches are kept near ``batch_ms``.
+time, so:
+
+* a request that comes during a batch waits for the batch's end: batches
+  are kept near ``batch_ms``, and the readers' wake-up that follows every
+  ``WAKE_EVERY`` (0.6 ms on average with 32 readers, up to several) is a
+  turn of its own, so a request waits for one or the other, not both;
+* a paced workload owes events between its batches: a write to a control
+  file first fires what it owes until now (:meth:`WorkloadDriver.catch_up`),
+  so that ``echo 1 > tracing_on; ls; echo 0 > tracing_on`` records what the
+  simulated machine did meanwhile, as the kernel would.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ GATHER = 0.01  # a paced workload waits up to this for its batch path's least ru
 WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload runs
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
+CATCH_UP_MOST = 0.02  # seconds of owed events a write fires first, at most
+CATCH_UP_WORK = 0.003  # ... in at most this long (the write waits for it)
 
 
 class WorkloadDriver:
@@ -80,7 +90,8 @@ class WorkloadDriver:
             async with slicer.turn(slicer.WRITER) as turn:
                 self.fired += fire_until(wl, due, turn, self.size)
                 self.last_fire = trio.current_time()
-                if self.last_fire - self.last_wake >= WAKE_EVERY:
+            if self.last_fire - self.last_wake >= WAKE_EVERY:
+                async with slicer.turn(slicer.WRITER):  # requests waiting go first
                     self.wake()
         engine.batch_done()
         if self.release is not None:
@@ -95,6 +106,29 @@ class WorkloadDriver:
             self.fired += due - int(self.rate)
             due = int(self.rate)
         return due
+
+    def catch_up(self) -> int:
+        """Before a write to a file: fire what the paced workload owes
+        until now (at most ``CATCH_UP_MOST`` seconds' worth, in at most
+        ``CATCH_UP_WORK``, its blocks permitting), as the simulated machine
+        did it before the write; returns how many (the rest stays owed).
+        Nothing for a workload flat out, not started or done."""
+        if not self.rate or self.start is None or self.wl.done:
+            return 0
+        due = min(self.owed(), int(self.rate * CATCH_UP_MOST))
+        fired, end = 0, time.perf_counter() + CATCH_UP_WORK
+        while fired < due and not self.wl.done:
+            got = self.wl.run(even_share(due - fired, self.size.n))
+            if not got:  # waiting for its next block
+                break
+            fired += got
+            if time.perf_counter() >= end:
+                break
+        if fired:
+            self.fired += fired
+            self.last_fire = trio.current_time()
+            self.wake()
+        return fired
 
     def wake(self) -> None:
         """Readers woken: the ktrace pages published, pollers notified."""
