@@ -14,7 +14,8 @@ Rows (``run() -> list[dict]`` with name, fake, real, unit):
   ``tracing/tracing_on`` every 5 ms for PROBE_SECONDS while CLIENTS readers
   (``cat trace_pipe``, ``cat per_cpu/cpuN/trace_pipe_raw``, loops of
   ``cat trace``) read and the kmem workload runs with every tracer on at
-  ``--rate R`` (0: flat out); p50 and p99.  Real: the same probe and the same
+  ``--rate R`` (0: flat out); p50 and p99, the median of CONTROL_TRIALS
+  mounts with their spread.  Real: the same probe and the same
   clients on a scratch instance of the real tracefs with the kmem events on
   while ``find /usr`` loops (removed afterwards).
 * ``mount_ready_s``: from starting ``fakedebugfs mount`` to the first answer
@@ -28,6 +29,7 @@ Rows (``run() -> list[dict]`` with name, fake, real, unit):
 
     python -m bench dataplane       # or: python -m bench.bench_dataplane (JSON lines)
     python -m bench.bench_dataplane engine   # the engine rows only
+    python -m bench.bench_dataplane control 5 0   # flat out's control rows, 5 mounts
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ WARM_EVENTS = 50_000
 CLIENTS = 32
 PROBE_SECONDS = 8.0
 RATES = (0, 50_000)
+CONTROL_TRIALS = 3  # mounts per rate (and real runs) for the control_op rows
 READY_TRIALS = 9
 RSS_EVENTS = 400_000
 KMEM_EVENTS = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free")
@@ -178,20 +181,29 @@ def real_control(workdir: str) -> dict | None:
     return {"samples": samples}
 
 
-def bench_control(workdir: str) -> list[dict]:
-    real = real_control(workdir)
+def bench_control(workdir: str, trials: int = CONTROL_TRIALS, rates=RATES,
+                  real: bool = True, batch_ms: float | None = None) -> list[dict]:
+    """Each rate's p50 and p99: the median of *trials* runs (a new mount
+    each), with their spread; the real kernel's likewise."""
+    reals = [real_control(workdir) for _ in range(trials)] if real else []
+    reals = [r for r in reals if r is not None]
     rows = []
-    for rate in RATES:
-        got = fake_control(workdir, rate)
+    for rate in rates:
+        got = [fake_control(workdir, rate, batch_ms) for _ in range(trials)]
         for q in (0.5, 0.99):
+            fake_q = [percentile(g["samples"], q) for g in got]
+            real_q = [percentile(r["samples"], q) for r in reals]
             rows.append({
                 "name": f"control_op_ms[rate {rate or 'flat out'}, p{int(q * 100)}]",
-                "fake": round(percentile(got["samples"], q), 3),
-                "real": round(percentile(real["samples"], q), 3) if real else None,
+                "fake": round(statistics.median(fake_q), 3),
+                "real": round(statistics.median(real_q), 3) if real_q else None,
                 "unit": "ms",
-                "detail": {"samples": len(got["samples"]), "max": round(max(got["samples"]), 3),
-                           "events_per_s_under_load": got["events_per_s_under_load"],
-                           "clients": CLIENTS}})
+                "spread": {"fake": spread(fake_q), "real": spread(real_q)},
+                "detail": {"samples": [len(g["samples"]) for g in got],
+                           "max": [round(max(g["samples"]), 3) for g in got],
+                           "events_per_s_under_load": [g["events_per_s_under_load"]
+                                                       for g in got],
+                           "clients": CLIENTS, "trials": trials}})
     return rows
 
 
@@ -305,8 +317,25 @@ def run() -> list[dict]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def main(argv: list[str]) -> list[dict]:
+    """``engine``: the engine rows; ``control [TRIALS [RATE [BATCH_MS]]]``:
+    the control_op rows of one rate (0: flat out), fake only; else all."""
+    if argv[:1] == ["engine"]:
+        return bench_engine()
+    if argv[:1] == ["control"]:
+        trials = int(argv[1]) if len(argv) > 1 else CONTROL_TRIALS
+        rates = (int(argv[2]),) if len(argv) > 2 else RATES
+        batch_ms = float(argv[3]) if len(argv) > 3 else None
+        workdir = tempfile.mkdtemp(prefix="bench-dataplane-")
+        try:
+            return bench_control(workdir, trials, rates, real=False, batch_ms=batch_ms)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return run()
+
+
 if __name__ == "__main__":
     import sys
 
-    for row in bench_engine() if sys.argv[1:] == ["engine"] else run():
+    for row in main(sys.argv[1:]):
         print(json.dumps(row))
