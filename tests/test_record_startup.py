@@ -113,3 +113,30 @@ def test_record_clears_every_system_filter_and_records(fakedebugfs, tmp_path):
         proc.send_signal(2)
         assert proc.wait(timeout=60) == 0
     assert dat.exists()
+
+
+def test_events_enable_off_reaches_every_event_on_and_soft(fakedebugfs):
+    """``events/enable`` <- 0 (trace-cmd record and reset write it) turns
+    off each event that is on, leaves one a trigger holds in soft mode
+    registered (``0*``), and no instance's events."""
+    t = fakedebugfs.tracing
+    ev = t / "events"
+    fakedebugfs.define("h4sys", "h4ev", ["int v"])
+    for e in ("sched/sched_switch", "kmem/kmalloc", "h4sys/h4ev"):
+        write(ev / e / "enable", "1")
+    write(ev / "sched" / "sched_switch" / "trigger", "enable_event:kmem:kfree")
+    (t / "instances" / "h4i").mkdir()
+    try:
+        write(t / "instances" / "h4i" / "events" / "kmem" / "enable", "1")
+        write(ev / "enable", "0")
+        assert [(ev / e / "enable").read_text() for e in
+                ("sched/sched_switch", "kmem/kmalloc", "h4sys/h4ev", "kmem/kfree")] == \
+            ["0*\n", "0\n", "0\n", "0*\n"]
+        assert (t / "set_event").read_text() == "sched:sched_switch\nkmem:kfree\n"
+        assert (t / "instances" / "h4i" / "events" / "kmem" / "enable").read_text() == "1\n"
+        write(ev / "sched" / "sched_switch" / "trigger", "!enable_event:kmem:kfree")
+        write(ev / "enable", "0")
+        assert (ev / "sched" / "sched_switch" / "enable").read_text() == "0\n"
+        assert (t / "set_event").read_text() == ""
+    finally:
+        (t / "instances" / "h4i").rmdir()

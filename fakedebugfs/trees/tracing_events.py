@@ -165,7 +165,9 @@ class EventsDir:
         """``event_enable_write``/``system_enable_write``: 0 or 1, else EINVAL."""
         def store(data: bytes) -> None:
             value = bool_write(data)
-            for key in self.ft.keys_matching(system, name):
+            keys = self.ft.keys_matching(system, name) if value \
+                else self.ft.keys_to_disable(system, name)  # (the others are off)
+            for key in keys:
                 self.ft.set_event(key, value)
         return store
 

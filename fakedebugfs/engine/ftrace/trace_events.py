@@ -209,6 +209,20 @@ class TraceEvents:
             out.append(key)
         return out
 
+    def keys_to_disable(self, system: Optional[str], name: Optional[str]) -> list[str]:
+        """Of ``keys_matching(system, name)``, those a hard disable changes
+        (enabled, or held in soft mode): an ``enable`` <- 0 (``events/enable``:
+        all 2,305) calls :meth:`set_event` for these only, each other one
+        being off already, which the call would leave as it is."""
+        used = self.enabled | self.soft_disabled | {k for k, n in self.soft_mode.items() if n}
+        if not used:
+            return []
+        if system in (None, "*", "") and name in (None, "*", ""):
+            tracepoints = self.engine.tracepoints
+            return sorted(k for k in used
+                          if not k.startswith("ftrace:") and k in self.events and k in tracepoints)
+        return [key for key in self.keys_matching(system, name) if key in used]
+
     def enable_state(self, keys) -> str:
         """``0``, ``1`` or ``X`` (mixed), as ``events/enable`` prints it."""
         states = {key in self.enabled for key in keys}
