@@ -23,12 +23,14 @@
  *    many whole pages as one read asks for (up to 16 for trace-cmd's
  *    64 KiB splices: one FUSE round trip instead of 16), and each lands in
  *    the pipe whole.
- *  - SPLICE_F_NONBLOCK, or O_NONBLOCK on fd_in: a read() cannot carry
- *    SPLICE_F_NONBLOCK for a blocking fd_in, so
- *    the wrapper asks poll() with a zero timeout first and fails with EAGAIN
- *    when the file has nothing to read, like the kernel's splice of an empty
- *    trace_pipe_raw.  Blocking mode blocks in read(), where a signal gives
- *    EINTR.  A full pipe gives EAGAIN with SPLICE_F_NONBLOCK and otherwise
+ *  - O_NONBLOCK on fd_in: the read() itself fails with EAGAIN when the
+ *    file has nothing to read, like the kernel's splice of an empty
+ *    trace_pipe_raw (and takes whole pages at once, whatever buffer_percent
+ *    says, as that splice does).  SPLICE_F_NONBLOCK on a blocking fd_in: a
+ *    read() cannot carry it, so the wrapper asks poll() with a zero timeout
+ *    first and fails with EAGAIN when poll says not readable (for
+ *    trace_pipe_raw: below buffer_percent).  Blocking mode blocks in read(),
+ *    where a signal gives EINTR.  A full pipe gives EAGAIN with SPLICE_F_NONBLOCK and otherwise
  *    waits for room.
  *  - The return value is what the real splice returns: bytes moved, 0 at end
  *    of file, or -1 with errno.
@@ -172,7 +174,7 @@ static ssize_t fake_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_ou
 	ssize_t room, r;
 	size_t want;
 	char *buf;
-	int nonblock, saved;
+	int nonblock, saved, in_flags;
 
 	if (fstat(fd_out, &so) < 0)
 		return -1;
@@ -186,7 +188,8 @@ static ssize_t fake_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_ou
 	}
 	if (len == 0)
 		return 0;
-	nonblock = (flags & SPLICE_F_NONBLOCK) || (fcntl(fd_in, F_GETFL) & O_NONBLOCK);
+	in_flags = fcntl(fd_in, F_GETFL);
+	nonblock = (flags & SPLICE_F_NONBLOCK) || (in_flags & O_NONBLOCK);
 
 	for (;;) {
 		room = pipe_room(fd_out);
@@ -209,7 +212,17 @@ static ssize_t fake_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_ou
 	if (want >= PAGE)
 		want &= ~(size_t)(PAGE - 1);
 
-	if (nonblock) {
+	/*
+	 * A nonblocking fd_in is read as it is: its read() fails with EAGAIN
+	 * when nothing waits.  poll() would not do here: it follows
+	 * buffer_percent (trace_poll), while the kernel's nonblocking splice
+	 * takes any whole page at once; a reader that asked poll first kept
+	 * the buffer half full (50%: the default) and lost events to
+	 * overwrite under a burst where the kernel loses none.  Only
+	 * SPLICE_F_NONBLOCK on a blocking fd_in still asks poll (a read of it
+	 * would block).
+	 */
+	if (nonblock && !(in_flags & O_NONBLOCK)) {
 		struct pollfd p = { .fd = fd_in, .events = POLLIN };
 		int n = poll(&p, 1, 0);
 

@@ -112,9 +112,10 @@ class Server:
             self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_SYNC_S)
 
     def mirror_sync(self) -> None:
-        """Before a FUSE read, write or poll: the mirror's recent samples
-        (a slice: a request never waits for a whole backlog)."""
-        self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_SYNC_S)
+        """Before a FUSE read or poll: the mirror's recent samples (for at
+        most MIRROR_SYNC_S: a request never waits for a whole backlog),
+        held while a reader is behind (Mirror.reader_behind)."""
+        self.mirror.sync(MIRROR_SYNC_BYTES, MIRROR_SYNC_S, hold=True)
 
     def mirror_sync_all(self) -> None:
         """Before a FUSE write: every event the rings held when it came is
@@ -140,9 +141,10 @@ class Server:
         while True:
             await trio.sleep(MIRROR_EVERY)
             if mirror.rings and mirror.pending():
-                async with slicer.turn(slicer.WRITER):
-                    try:
-                        mirror.drain()
+                async with slicer.turn(slicer.WRITER) as turn:
+                    try:  # slices (Mirror.slice_bytes) until a FUSE request waits
+                        while mirror.drain() and not turn.over() and mirror.pending():
+                            pass
                     except Exception:  # noqa: BLE001: the kernel's bytes never stop the server
                         log.exception("mirror: a drain failed")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Optional
 
 from fakedebugfs.engine.core.batch import EventBatch, Strings, run_heads
 from fakedebugfs.engine.core.lazynp import np
@@ -131,16 +132,19 @@ class MirrorDrain:
     """The draining side of
     :class:`~fakedebugfs.sources.mirror.Mirror`."""
 
-    def drain(self, most: int = DRAIN_BYTES) -> int:
+    def drain(self, most: Optional[int] = None) -> int:
         """Fire the samples the rings hold, at most *most* bytes of records
-        per ring (what is left waits for the next drain; a ring the kernel
-        finds full reports the samples it lost); returns how many.
+        per ring (default: ``slice_bytes()``; what is left waits for the
+        next drain; a ring the kernel finds full reports the samples it
+        lost); returns how many.
 
         The records are walked once for their offsets (a record says its
         size); everything else is read column-wise with numpy: kinds,
         tasks, times, each event type's fields."""
         if not self.rings:
             return 0
+        if most is None:
+            most = self.slice_bytes()
         self.drained_at = time.monotonic()
         blobs, cpus = [], []
         parts, counts = [], []
