@@ -89,7 +89,7 @@ def snapshot(lock: bool = False, wait: float = realtracefs.LOCK_WAIT) -> dict:
     return state
 
 
-def start(lock_wait: float = 3.0) -> dict:
+def start(lock_wait: float = 1.0) -> dict:
     """A session's first snapshot, read holding the lock (shared): a test
     of another session holds it while the top level is not as it leaves
     it.  Held longer than *lock_wait* seconds: read anyway, and ``busy``
