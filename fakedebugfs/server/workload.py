@@ -38,7 +38,7 @@ WAKE_EVERY = 0.005  # seconds between wake-ups of readers while the workload run
 BATCH_MS = 1.2  # --batch-ms (api/options.py shows the same default)
 IMPORT_AFTER = 0.05  # seconds after mounting before a workload's modules load
 CATCH_UP_MOST = 0.02  # seconds of owed events a write fires first, at most
-CATCH_UP_WORK = 0.003  # ... in at most this long (the write waits for it)
+CATCH_UP_WORK = 0.01  # ... in at most this long (the write waits for it)
 
 
 class WorkloadDriver:
