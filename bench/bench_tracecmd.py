@@ -91,8 +91,10 @@ def record_trial(rate: int, workdir: str, batch_ms: float | None = None) -> dict
     return {"rate": rate, "events": len(stamps), "span": span, "lost": lost,
             "per_s": len(stamps) / span if span else 0.0,
             # where a loss was: each CPU's buffer counters at the end, and
-            # the LOST EVENTS marks (pages a recorder found overwritten)
-            "per_cpu": _per_cpu(stats), "lost_marks": text.count("LOST EVENTS"),
+            # the marks of pages a recorder found overwritten (trace-cmd
+            # 3.1 prints "CPU:N [123 EVENTS DROPPED]")
+            "per_cpu": _per_cpu(stats),
+            "lost_marks": text.count("EVENTS DROPPED") + text.count("LOST EVENTS"),
             "load": round(os.getloadavg()[0], 2)}
 
 
