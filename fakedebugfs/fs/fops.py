@@ -4,7 +4,7 @@ A tree file is a name, a mode and one :class:`FileOperations`.  The base
 class answers like a debugfs file lacking that operation: ``read`` and
 ``write`` fail with EINVAL, ``ioctl`` with ENOTTY, ``poll`` reports the
 default mask.  The helpers below are the kernel's usual building blocks:
-:class:`SeqFile` (``seq_file``: text made at open), :class:`WriteFile`, :class:`ValueFile`
+:class:`SeqFile` (``seq_file``: records shown at open), :class:`WriteFile`, :class:`ValueFile`
 (``simple_read_from_buffer`` + a parsed write), :func:`strict_strtoul`.
 """
 
@@ -14,9 +14,10 @@ import contextvars
 import errno
 import os
 import select
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from fakedebugfs.engine.core.errors import kernel_error
+from fakedebugfs.fs.seq_file import seq_open
 
 # the pid of the task whose write is being handled (the FUSE request's
 # header: the writer, which need not be the task that opened the file);
@@ -149,16 +150,24 @@ def read_from_buffer(text, off: int, size: int) -> bytes:
 
 
 class SeqFile(FileOperations):
-    """``seq_file``: the whole text is made at open and read by offset."""
+    """``seq_file``: the records are shown at open and read as
+    ``seq_read_iter`` reads them (:mod:`fakedebugfs.fs.seq_file`: a large
+    read stops at a record boundary, the buffer grows for a large record).
+    *show* returns a list of records (str or bytes each), or one text cut
+    into records by *records* (default: after each ``\\n``, one line per
+    record); a file the kernel reads with ``simple_read_from_buffer``
+    returns its text as a list of one record."""
 
-    def __init__(self, show: Callable[[], str]):
+    def __init__(self, show: Callable[[], Union[str, bytes, list]],
+                 records: Optional[Callable[[str], list]] = None):
         self.show = show
+        self.records = records
 
     def open(self, f: OpenFile) -> None:
-        f.private = self.show().encode(errors="surrogateescape") if f.readable else b""
+        f.private = seq_open(self.show() if f.readable else b"", self.records)
 
     def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
-        return f.private[off:off + size]
+        return f.private.read(off, size)
 
 
 class WriteFile(FileOperations):

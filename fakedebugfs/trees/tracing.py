@@ -128,7 +128,9 @@ class TracingTree(EventsDir, OptionsDir):
     def create_tree(self) -> Dir:
         ft = self.ft
         root = Dir("tracing", 0o700)
-        root.file("README", RO, SeqFile(lambda: readme_text(_kernel_readme(ft), set(root.children))),
+        # tracing_readme_read: simple_read_from_buffer (one record, read whole)
+        root.file("README", RO, SeqFile(lambda: [readme_text(_kernel_readme(ft),
+                                                             set(root.children))]),
                   static=True)
         root.file("available_events", RO, SeqFile(
             lambda: "".join(k + "\n" for k in ft.event_keys())), static=True)

@@ -24,6 +24,29 @@ from fakedebugfs.fs.tree import Dir
 
 RW, RO = 0o640, 0o440
 
+
+def format_records(text: str) -> list[str]:
+    """The records ``f_show`` (trace_events.c, walked by ``f_start`` /
+    ``f_next``) prints for an event's ``format`` *text*: the header
+    (``name:``, ``ID:``, ``format:`` lines) as one, one per field line, the
+    ``\\n`` between the common and the event's fields, and
+    ``\\nprint fmt: ...\\n`` as one; joined they are *text* again.  The
+    ``seq_file`` reads stop at these boundaries (a long print fmt comes
+    alone in a later read)."""
+    head = text.find("\nformat:\n")
+    if head < 0:
+        return [text]
+    records, pos = [text[:head + 9]], head + 9
+    while pos < len(text):
+        if text.startswith("\nprint fmt:", pos):
+            records.append(text[pos:])
+            break
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end + 1
+        records.append(text[pos:end])
+        pos = end
+    return records
+
 # ring_buffer_print_page_header and ring_buffer_print_entry_header: events/header_page
 # (its data size that of the trace array's sub-buffers) and events/header_event
 HEADER_PAGE = (
@@ -80,7 +103,8 @@ class EventsDir:
         has an id, ``print`` an id and a trigger)."""
         ft, name = self.ft, key[7:]
         edir = ftrace_dir.mkdir(name)
-        edir.file("format", RO, SeqFile(lambda: ft.events[key].format()), static=True)
+        edir.file("format", RO, SeqFile(lambda: ft.events[key].format(), format_records),
+                  static=True)
         prof = ft.top.profile
         modes = prof.modes() if prof is not None else {}
         if f"events/ftrace/{name}/id" in modes:
@@ -155,7 +179,8 @@ class EventsDir:
             self._filter([key])))
         # neither builds the event (parsing its format: ~0.5 ms each, the most
         # of reading every format, as trace-cmd record and stream first do)
-        edir.file("format", RO, SeqFile(lambda: ft.events.format_text(key)), static=True)
+        edir.file("format", RO, SeqFile(lambda: ft.events.format_text(key), format_records),
+                  static=True)
         edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
         edir.file("trigger", RW, TriggerFile(ft, key))
 
