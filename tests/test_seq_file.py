@@ -133,6 +133,23 @@ def test_reads_stop_at_record_boundaries(fake, reader):
     assert sum(got) == len(events)
 
 
+def test_header_files_read_once(fake, reader):
+    """``events/header_page`` and ``header_event`` are not seq files:
+    ``show_header_page_file`` returns 0 at any offset but 0, so a small
+    buffer gets the first part only."""
+    events = fake() / "tracing" / "events"
+    for name in ("header_page", "header_event"):
+        whole = (events / name).read_bytes()
+        assert len(whole) > 100
+        assert run_reader(reader, 100, events / name) == [[100, 0]]
+        assert run_reader(reader, 4096, events / name) == [[len(whole), 0]]
+        fd = os.open(events / name, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 100, 10) == b"" and os.pread(fd, 4096, 0) == whole
+        finally:
+            os.close(fd)
+
+
 def test_pread_gives_the_same_bytes(fake):
     """A read at an offset other than the read position re-walks the
     records (``traverse``): the bytes are the file's; and a buffer grown
@@ -166,7 +183,8 @@ def test_same_reads_as_the_kernel(fake, reader):
     if not realtracefs.available():
         pytest.skip("no real tracefs here (root and tracefs needed)")
     tracing = fake() / "tracing"
-    files = [KMALLOC, "available_events", "README", "events/sched/sched_switch/format"]
+    files = [KMALLOC, "available_events", "README", "events/sched/sched_switch/format",
+             "events/header_page", "events/header_event"]
     real_text = realtracefs.call(lambda root: {f: open(os.path.join(root, f), "rb").read()
                                                for f in files})
     same = [f for f in files if real_text[f] == (tracing / f).read_bytes()]

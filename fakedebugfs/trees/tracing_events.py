@@ -19,7 +19,7 @@ import errno
 
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
 from fakedebugfs.engine.ftrace.control import EVENT_BUF_SIZE, bool_write, pid_write, trace_get_user
-from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail
+from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail, read_from_buffer
 from fakedebugfs.fs.tree import Dir
 
 RW, RO = 0o640, 0o440
@@ -84,9 +84,9 @@ class EventsDir:
                                             self._enable(None, None)))
         # ring_buffer_print_page_header(buffer, s): the data size of this
         # trace array's sub-buffers
-        events.file("header_page", RO, SeqFile(
+        events.file("header_page", RO, HeaderFile(
             lambda: HEADER_PAGE.format(data_size=ft.subbuf_data_size)), static=True)
-        events.file("header_event", RO, SeqFile(lambda: HEADER_EVENT), static=True)
+        events.file("header_event", RO, HeaderFile(lambda: HEADER_EVENT), static=True)
         ftrace_dir = events.mkdir("ftrace")
         for key in ft.events:
             if key.startswith("ftrace:"):
@@ -238,6 +238,19 @@ class EventsDir:
             target.update(pids)
             return used
         return store
+
+
+class HeaderFile(FileOperations):
+    """``show_header_page_file`` / ``show_header_event_file``: the text made
+    on each read, and ``if (*ppos) return 0``: a read at any offset but 0
+    returns nothing, so a reader with a buffer smaller than the text gets
+    its first part only, then EOF (as 6.18 does)."""
+
+    def __init__(self, show):
+        self.show = show
+
+    def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
+        return b"" if off else read_from_buffer(self.show(), 0, size)
 
 
 class TriggerFile(FileOperations):
