@@ -80,8 +80,6 @@ FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 
 
 RING_PAGES = int(os.environ.get("FAKEDEBUGFS_MIRROR_PAGES", "1024"))  # per CPU, power of two
 DRAIN_AT = 128 << 10  # bytes in a ring that make the loop drain at once (else DRAIN_EVERY)
-SLICE_SHARE = 4  # a drain takes at most this fraction of a destination buffer (slice_bytes)
-READER_WINDOW = 0.05  # s: a buffer whose reader took pages this recently has a reader (reader_behind)
 DRAIN_EVERY = 0.02  # seconds records wait at most for the loop (a ring of 4 MiB holds
 # ~87,000 samples: 170 ms of a program making 500,000 traced syscalls/s)
 # a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
@@ -540,66 +538,6 @@ class Mirror(MirrorDrain):
                       default=0)
         return fullest >= min(DRAIN_AT, self.slice_bytes()) or (
             fullest > 0 and time.monotonic() - self.drained_at >= DRAIN_EVERY)
-
-    def slice_bytes(self) -> int:
-        """The most one drain takes of a ring: DRAIN_BYTES, and no more
-        than a SLICE_SHARE-th of the smallest per-CPU buffer of the trace
-        arrays recording mirrored events (at least a page).
-
-        On the kernel a consuming reader (``trace_pipe_raw`` spliced on
-        another CPU) takes pages while the tracepoints write them; here the
-        one server both fires the samples and answers the reads, so a
-        reader gets its turn only between two drains.  A drain larger than
-        the buffer (a backlog of a burst: 87,000 samples fit in a ring of
-        4 MiB, 72,000 ``sys_enter_getppid`` in libtracefs' 1,410 KB
-        buffer) overwrote, within one turn, events the reader would have
-        taken on the kernel; what a slice leaves waits in the perf ring,
-        which counts its own losses (PERF_RECORD_LOST -> ``overrun``).  A
-        perf sample is longer than its ring buffer entry (28 bytes of
-        header against 4), so a slice fills less than its share."""
-        least = None
-        opened = self.opened.keys()
-        for tr in self.kernel.ftrace.arrays():
-            if tr.enabled.isdisjoint(opened):
-                continue
-            for buf in tr.buffers:
-                if least is None or buf.size < least:
-                    least = buf.size
-        if least is None:
-            return DRAIN_BYTES
-        return max(4096, min(DRAIN_BYTES, least // SLICE_SHARE))
-
-    def reader_behind(self) -> bool:
-        """A consuming reader (``trace_pipe_raw``, ``trace_pipe``) of a
-        buffer recording mirrored events took pages in the last
-        READER_WINDOW seconds and half of that buffer still waits for it.
-
-        On the kernel that reader, on another CPU, takes pages while the
-        tracepoints write them.  Here the one server both fires the samples
-        and answers the reads, on the CPU the reader needs too: draining on
-        would overwrite what the reader is about to take (and take its
-        CPU).  So the backlog waits in the perf ring, which counts its own
-        losses (PERF_RECORD_LOST -> ``overrun``), until the reader catches
-        up, or stops reading (after READER_WINDOW the drains go on and
-        overwrite, as the kernel's writer does).  A buffer no one consumes
-        (``trace`` read, or nothing) never holds the drains."""
-        now = time.monotonic()
-        opened = self.opened.keys()
-        taken = self._taken
-        behind = False
-        for tr in self.kernel.ftrace.arrays():
-            if tr.enabled.isdisjoint(opened):
-                continue
-            for buf in tr.buffers:
-                seen = taken.get(buf)
-                if seen is None or seen[0] != buf.consumed_events:
-                    taken[buf] = seen = (buf.consumed_events, now if seen is not None else 0.0)
-                if now - seen[1] < READER_WINDOW and 2 * (buf.produced - buf.consumed) > buf.size:
-                    behind = True
-        if len(taken) > 64:  # buffers of removed instances or resized ones
-            live = {b for tr in self.kernel.ftrace.arrays() for b in tr.buffers}
-            self._taken = {b: v for b, v in taken.items() if b in live}
-        return behind
 
     def sync(self, most: int, seconds: float, hold: bool = False) -> int:
         """Drain what the rings held when called (the events that happened

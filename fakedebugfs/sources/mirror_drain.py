@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
 DRAIN_BYTES = 256 << 10  # a drain takes at most this much of a ring's records
+SLICE_SHARE = 4  # ... and this fraction of a destination buffer at most (slice_bytes)
+READER_WINDOW = 0.05  # s: a buffer whose reader took pages this recently has a reader (reader_behind)
 SAMPLE_TID, SAMPLE_TIME, SAMPLE_RAW = 8, 16, 28
 _HEADER, _COMM_HEAD, _TASK = (packer(perf_event_header), packer(perf_record_comm_head),
                               packer(perf_record_task))
@@ -131,6 +133,66 @@ class Entries:
 class MirrorDrain:
     """The draining side of
     :class:`~fakedebugfs.sources.mirror.Mirror`."""
+
+    def slice_bytes(self) -> int:
+        """The most one drain takes of a ring: DRAIN_BYTES, and no more
+        than a SLICE_SHARE-th of the smallest per-CPU buffer of the trace
+        arrays recording mirrored events (at least a page).
+
+        On the kernel a consuming reader (``trace_pipe_raw`` spliced on
+        another CPU) takes pages while the tracepoints write them; here the
+        one server both fires the samples and answers the reads, so a
+        reader gets its turn only between two drains.  A drain larger than
+        the buffer (a backlog of a burst: 87,000 samples fit in a ring of
+        4 MiB, 72,000 ``sys_enter_getppid`` in libtracefs' 1,410 KB
+        buffer) overwrote, within one turn, events the reader would have
+        taken on the kernel; what a slice leaves waits in the perf ring,
+        which counts its own losses (PERF_RECORD_LOST -> ``overrun``).  A
+        perf sample is longer than its ring buffer entry (28 bytes of
+        header against 4), so a slice fills less than its share."""
+        least = None
+        opened = self.opened.keys()
+        for tr in self.kernel.ftrace.arrays():
+            if tr.enabled.isdisjoint(opened):
+                continue
+            for buf in tr.buffers:
+                if least is None or buf.size < least:
+                    least = buf.size
+        if least is None:
+            return DRAIN_BYTES
+        return max(4096, min(DRAIN_BYTES, least // SLICE_SHARE))
+
+    def reader_behind(self) -> bool:
+        """A consuming reader (``trace_pipe_raw``, ``trace_pipe``) of a
+        buffer recording mirrored events took pages in the last
+        READER_WINDOW seconds and half of that buffer still waits for it.
+
+        On the kernel that reader, on another CPU, takes pages while the
+        tracepoints write them.  Here the one server both fires the samples
+        and answers the reads, on the CPU the reader needs too: draining on
+        would overwrite what the reader is about to take (and take its
+        CPU).  So the backlog waits in the perf ring, which counts its own
+        losses (PERF_RECORD_LOST -> ``overrun``), until the reader catches
+        up, or stops reading (after READER_WINDOW the drains go on and
+        overwrite, as the kernel's writer does).  A buffer no one consumes
+        (``trace`` read, or nothing) never holds the drains."""
+        now = time.monotonic()
+        opened = self.opened.keys()
+        taken = self._taken
+        behind = False
+        for tr in self.kernel.ftrace.arrays():
+            if tr.enabled.isdisjoint(opened):
+                continue
+            for buf in tr.buffers:
+                seen = taken.get(buf)
+                if seen is None or seen[0] != buf.consumed_events:
+                    taken[buf] = seen = (buf.consumed_events, now if seen is not None else 0.0)
+                if now - seen[1] < READER_WINDOW and 2 * (buf.produced - buf.consumed) > buf.size:
+                    behind = True
+        if len(taken) > 64:  # buffers of removed instances or resized ones
+            live = {b for tr in self.kernel.ftrace.arrays() for b in tr.buffers}
+            self._taken = {b: v for b, v in taken.items() if b in live}
+        return behind
 
     def drain(self, most: Optional[int] = None) -> int:
         """Fire the samples the rings hold, at most *most* bytes of records
