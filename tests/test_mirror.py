@@ -285,7 +285,7 @@ def test_tracecmd_F_ls_as_the_real_tracefs_records_it(tmp_path):
     # Another try then; a broken mirror fails every one.
     for _ in range(3):
         fake = run("--mirror=tree", "--", "sh", "-c",
-                   f"cd {fake_dir} && trace-cmd record -e syscalls -F ls / > /dev/null && "
+                   f"cd {fake_dir} && trace-cmd record -e syscalls -F ls / > ls.out && "
                    "trace-cmd report -i trace.dat > report.txt", timeout=600)
         assert fake.returncode == 0, fake.stderr
         got = report_syscalls((fake_dir / "report.txt").read_text())
