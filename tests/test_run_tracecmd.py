@@ -299,10 +299,17 @@ def test_stream_ends_on_sigint_within_seconds(tmp_path):
     them exit at once and leaves the parent in poll(2) with no timeout on
     closed pipes, on any kernel; and a recorder that has lagged more than a
     pipe's 64 KiB behind can block in write(2) once the parent, finding its
-    pipe empty for an instant, stops reading (the workload's pace here is
-    one the recorders follow)."""
+    pipe empty for an instant, stops reading.  With the default
+    ``buffer_percent`` (50) a recorder's blocking read waits for half of a
+    1,410 KiB buffer, so the kernel's as the fake's leaves 2 s of this
+    workload (some 200 KiB a CPU) for the recorders' final flush, more than
+    the pipe holds: the test sets ``buffer_percent`` to 0 first, so that
+    each recorder takes every page as it fills (the race then needs a
+    64 KiB burst in one wake-up).  Without it the test hung in about a
+    third of runs, old code and new alike."""
     out = tmp_path / "out.stream"
     script = f"""
+        echo 0 > /sys/kernel/tracing/buffer_percent
         trace-cmd stream -e sched_switch > {out} 2>&1 & pid=$!
         i=0; while [ "$(pgrep -c -P $pid)" -lt 2 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
         sleep 2
