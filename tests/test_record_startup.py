@@ -19,13 +19,7 @@ import time
 
 import pytest
 
-
-def write(path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+from conftest import write
 
 
 def append(path, text: str) -> None:

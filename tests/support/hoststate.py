@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import json
 import os
 import re
@@ -57,24 +56,6 @@ def host_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[str]:
     return found
 
 
-@contextlib.contextmanager
-def _shared_lock(wait: float = realtracefs.LOCK_WAIT):
-    fd = os.open(realtracefs.LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{realtracefs.LOCK} held for over {wait} s") from None
-                time.sleep(0.2)
-        yield
-    finally:
-        os.close(fd)
-
-
 def snapshot(lock: bool = False, wait: float = realtracefs.LOCK_WAIT) -> dict:
     """The host's state (reads only).  *lock*: holding realtracefs.LOCK shared
     while the top level is read (TimeoutError after *wait* seconds).  ``top``
@@ -84,7 +65,7 @@ def snapshot(lock: bool = False, wait: float = realtracefs.LOCK_WAIT) -> dict:
                         if os.path.exists(f"/proc/sys/{n}")},
              "top": None}
     if realtracefs.available():
-        with _shared_lock(wait) if lock else contextlib.nullcontext():
+        with realtracefs.top_level_lock(wait, shared=True) if lock else contextlib.nullcontext():
             state["top"] = realtracefs.call(realtracefs.top_level)
     return state
 

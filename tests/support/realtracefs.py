@@ -51,16 +51,17 @@ LOCK_WAIT = 240  # seconds: a holder that long is stuck; the test says so, not h
 
 
 @contextlib.contextmanager
-def top_level_lock(wait: float = LOCK_WAIT):
+def top_level_lock(wait: float = LOCK_WAIT, shared: bool = False):
     """Hold ``/tmp/real-tracefs.lock`` (what ``flock`` takes): no other test
-    of ours changes the real top level meanwhile.  Fails after *wait*
-    seconds, naming the holder."""
+    of ours changes the real top level meanwhile (*shared*: ``flock -s``,
+    for reading it while no one changes it).  Fails after *wait* seconds,
+    naming the holder."""
     fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         deadline = time.monotonic() + wait
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
