@@ -259,8 +259,10 @@ TOP_FILES = ("tracing_on", "current_tracer", "buffer_size_kb", "trace_clock", "t
              "set_ftrace_notrace_pid", "tracing_cpumask", "buffer_percent", "events/enable",
              "kprobe_events", "uprobe_events", "dynamic_events", "saved_cmdlines_size",
              "tracing_thresh")
+# written back whole (set_event_pid's "": O_TRUNC, no pid)
 _WRITE_BACK = ("current_tracer", "buffer_size_kb", "trace_clock", "tracing_cpumask",
-               "buffer_percent", "saved_cmdlines_size", "tracing_thresh")
+               "buffer_percent", "saved_cmdlines_size", "tracing_thresh", "set_event_pid",
+               "set_event_notrace_pid")
 
 
 def read_or_errno(path: str) -> str:
@@ -311,8 +313,6 @@ def put_back(root: str, before: dict, after: dict, instances=()) -> list[str]:
     for name in changed:
         if name in _WRITE_BACK:
             attempt(name, _value(name, before[name]))
-        elif name in ("set_event_pid", "set_event_notrace_pid"):
-            attempt(name, _value(name, before[name]))  # "": O_TRUNC, no pid
         elif name == "trace_options":
             for opt in set(before[name].split()) - set(after[name].split()):
                 attempt(f"trace_options {opt}", opt, name)
