@@ -99,13 +99,19 @@ def _foreign(name: str) -> bool:
     return any(pid != os.getpid() and os.path.exists(f"/proc/{pid}") for pid in _numbers(name))
 
 
+def _added(before: list, after: list) -> list:
+    """Instances *after* has that *before* lacked, but another live
+    process's scratch ones (:func:`_foreign`)."""
+    return [n for n in after if n not in before and not _foreign(n)]
+
+
 def _instances(before, after) -> str:
     """Instances *after* has that *before* lacked (but another live
     process's scratch ones), and those gone since (but scratch ones, which
     their owner removes): ``added [...] removed [...]`` or ''."""
     if not (isinstance(before, list) and isinstance(after, list)):
         return "" if before == after else f"{_short(before)} -> {_short(after)}"
-    added = [n for n in after if n not in before and not _foreign(n)]
+    added = _added(before, after)
     removed = [n for n in before if n not in after and not _numbers(n)]
     return " ".join(f"{what} {names}" for what, names in (("added", added), ("removed", removed))
                     if names)
@@ -214,8 +220,7 @@ def restore(before: dict, after: dict, top: bool = True) -> list[str]:
     top_a, top_b = before["top"], after["top"]
     if top_a and top_b:
         if isinstance(top_a["instances"], list) and isinstance(top_b["instances"], list):
-            new = [n for n in top_b["instances"] if n not in top_a["instances"]
-                   and not _foreign(n)]
+            new = _added(top_a["instances"], top_b["instances"])
             if new:  # not the top level's files: no lock
                 notes += realtracefs.call(realtracefs.put_back, top_a, top_a, new)
         if top and any(top_a[n] != top_b[n] for n in realtracefs.TOP_FILES):
