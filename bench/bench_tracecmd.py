@@ -86,7 +86,8 @@ def record_trial(rate: int, workdir: str, batch_ms: float | None = None) -> dict
                                            r"kmem_cache_free|mm_page_alloc|mm_page_free):", text)]
     lost = sum(int(n) for n in re.findall(r"^(?:overrun|dropped events|commit overrun): (\d+)",
                                           stats, re.M))
-    lost += text.count("LOST EVENTS") + text.count("EVENTS DROPPED")
+    marks = text.count("LOST EVENTS") + text.count("EVENTS DROPPED")
+    lost += marks
     span = (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
     return {"rate": rate, "events": len(stamps), "span": span, "lost": lost,
             "per_s": len(stamps) / span if span else 0.0,
@@ -94,7 +95,7 @@ def record_trial(rate: int, workdir: str, batch_ms: float | None = None) -> dict
             # the marks of pages a recorder found overwritten (trace-cmd
             # 3.1 prints "CPU:N [123 EVENTS DROPPED]")
             "per_cpu": _per_cpu(stats),
-            "lost_marks": text.count("EVENTS DROPPED") + text.count("LOST EVENTS"),
+            "lost_marks": marks,
             "load": round(os.getloadavg()[0], 2)}
 
 
