@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 TIMEOUT = 1.0  # lifetime of a mappable file's attributes (its size follows its data), s
 STABLE_TIMEOUT = 86400.0  # of entries and other attributes: invalidated when they change
-_BUFFERS = (bytes, bytearray, memoryview)  # handed to FUSE as they are
+BUFFERS = (bytes, bytearray, memoryview)  # handed to FUSE as they are
 
 
 def fuse_error(what: str, node, err: BaseException) -> None:
@@ -192,7 +192,7 @@ class FastPath:
             fuse_error("read", f.node, err)
         if data is None:
             return None
-        return data if type(data) in _BUFFERS else bytes(data)
+        return data if type(data) in BUFFERS else bytes(data)
 
     def write_nowait(self, fh, off, buf, pid):
         """A write by the file's ``write_nowait`` (the writer's *pid* is

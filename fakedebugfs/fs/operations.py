@@ -40,7 +40,7 @@ from typing import Callable, Optional
 import pyfuse3
 import trio
 
-from fakedebugfs.fs.fastpath import FastPath, fuse_error
+from fakedebugfs.fs.fastpath import BUFFERS, FastPath, fuse_error
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile, PollTable
 from fakedebugfs.fs.tree import Dir, File, InodeTable
 from fakedebugfs.fs.waitqueue import WaitQueue
@@ -317,7 +317,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
             data = await f.node.fops.read(f, off, size)
         except BaseException as err:
             fuse_error("read", f.node, err)
-        return data if type(data) in (bytes, bytearray, memoryview) else bytes(data)
+        return data if type(data) in BUFFERS else bytes(data)
 
     async def write(self, fh, off, buf):
         f = self._file(fh)
