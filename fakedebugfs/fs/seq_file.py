@@ -54,7 +54,7 @@ def seq_open(shown, records: Optional[Callable] = None) -> "SeqFileState":
         data = shown.encode(errors="surrogateescape") if isinstance(shown, str) else shown
         if len(data) < PAGE_SIZE:
             return SeqFileState((data,))
-        shown = (records or split_records)(shown)
+        shown = records(shown) if records is not None else split_records(data)
     return SeqFileState(r.encode(errors="surrogateescape") if isinstance(r, str) else r
                         for r in shown)
 
