@@ -150,17 +150,18 @@ class MirrorDrain:
         which counts its own losses (PERF_RECORD_LOST -> ``overrun``).  A
         perf sample is longer than its ring buffer entry (28 bytes of
         header against 4), so a slice fills less than its share."""
-        least = None
-        opened = self.opened.keys()
-        for tr in self.kernel.ftrace.arrays():
-            if tr.enabled.isdisjoint(opened):
-                continue
-            for buf in tr.buffers:
-                if least is None or buf.size < least:
-                    least = buf.size
+        least = min((buf.size for buf in self._mirrored_buffers()), default=None)
         if least is None:
             return DRAIN_BYTES
         return max(4096, min(DRAIN_BYTES, least // SLICE_SHARE))
+
+    def _mirrored_buffers(self):
+        """The per-CPU buffers of the trace arrays recording mirrored
+        events (an enabled event that is opened here)."""
+        opened = self.opened.keys()
+        for tr in self.kernel.ftrace.arrays():
+            if not tr.enabled.isdisjoint(opened):
+                yield from tr.buffers
 
     def reader_behind(self) -> bool:
         """A consuming reader (``trace_pipe_raw``, ``trace_pipe``) of a
@@ -177,18 +178,14 @@ class MirrorDrain:
         overwrite, as the kernel's writer does).  A buffer no one consumes
         (``trace`` read, or nothing) never holds the drains."""
         now = time.monotonic()
-        opened = self.opened.keys()
         taken = self._taken
         behind = False
-        for tr in self.kernel.ftrace.arrays():
-            if tr.enabled.isdisjoint(opened):
-                continue
-            for buf in tr.buffers:
-                seen = taken.get(buf)
-                if seen is None or seen[0] != buf.consumed_events:
-                    taken[buf] = seen = (buf.consumed_events, now if seen is not None else 0.0)
-                if now - seen[1] < READER_WINDOW and 2 * (buf.produced - buf.consumed) > buf.size:
-                    behind = True
+        for buf in self._mirrored_buffers():
+            seen = taken.get(buf)
+            if seen is None or seen[0] != buf.consumed_events:
+                taken[buf] = seen = (buf.consumed_events, now if seen is not None else 0.0)
+            if now - seen[1] < READER_WINDOW and 2 * (buf.produced - buf.consumed) > buf.size:
+                behind = True
         if len(taken) > 64:  # buffers of removed instances or resized ones
             live = {b for tr in self.kernel.ftrace.arrays() for b in tr.buffers}
             self._taken = {b: v for b, v in taken.items() if b in live}
