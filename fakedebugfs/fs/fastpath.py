@@ -171,10 +171,8 @@ class FastPath:
         except BaseException as err:
             fuse_error("open", node, err)
         self.open_files[f.fh] = f
-        if fops.mappable:
-            return pyfuse3.FileInfo(fh=f.fh, direct_io=False, keep_cache=True,
-                                    nonseekable=fops.nonseekable)
-        return pyfuse3.FileInfo(f.fh, True, True, fops.nonseekable)
+        # fh, direct_io (but for a mappable file), keep_cache, nonseekable
+        return pyfuse3.FileInfo(f.fh, not fops.mappable, True, fops.nonseekable)
 
     def read_nowait(self, fh, off, size, flags):
         """A read answered at once by the file's ``read_nowait``; None hands
