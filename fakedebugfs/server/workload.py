@@ -88,7 +88,7 @@ class WorkloadDriver:
                     await trio.sleep(TICK)
                     continue
             async with slicer.turn(slicer.WRITER) as turn:
-                self.fired += fire_until(wl, due, turn, self.size)
+                self.fired += fire_until(wl, due, turn.over, self.size)
                 self.last_fire = trio.current_time()
             if self.last_fire - self.last_wake >= WAKE_EVERY:
                 async with slicer.turn(slicer.WRITER):  # requests waiting go first
@@ -116,14 +116,9 @@ class WorkloadDriver:
         if not self.rate or self.start is None or self.wl.done:
             return 0
         due = min(self.owed(), int(self.rate * CATCH_UP_MOST))
-        fired, end = 0, time.perf_counter() + CATCH_UP_WORK
-        while fired < due and not self.wl.done:
-            got = self.wl.run(even_share(due - fired, self.size.n))
-            if not got:  # waiting for its next block
-                break
-            fired += got
-            if time.perf_counter() >= end:
-                break
+        end = time.perf_counter() + CATCH_UP_WORK
+        fired = fire_until(self.wl, due, lambda: time.perf_counter() >= end, self.size,
+                           adapt=False)
         if fired:
             self.fired += fired
             self.last_fire = trio.current_time()
@@ -204,19 +199,23 @@ def even_share(left: int, most: int) -> int:
     return -(-left // -(-left // most))
 
 
-def fire_until(wl, budget: Optional[int], turn, size: BatchSize) -> int:
-    """Run workload *wl* in batches of *size* until the slicer's *turn* is
-    over, *budget* events (None: no limit) or its ``--count``; returns how
-    many it fired."""
+def fire_until(wl, budget: Optional[int], over: Callable[[], bool], size: BatchSize,
+               adapt: bool = True) -> int:
+    """Run workload *wl* in batches of *size* until *over()* (the slicer's
+    turn, or a write's catch-up time), *budget* events (None: no limit) or
+    its ``--count``; returns how many it fired.  *adapt*: each batch's time
+    resizes *size* (a write's catch-up leaves it as the slicer's turns
+    made it)."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
         n = size.n if budget is None else even_share(budget - fired, size.n)
         start = time.perf_counter()
         got = wl.run(n)
-        size.update(got, time.perf_counter() - start)
+        if adapt:
+            size.update(got, time.perf_counter() - start)
         fired += got
         if not got:  # waiting for its next block (BlockMaker)
             break
-        if turn.over():
+        if over():
             break
     return fired
