@@ -4,7 +4,9 @@ Each ``bench/bench_<name>.py`` module exposes ``run() -> list[dict]``; a row
 is ``{"name", "fake", "real", "unit"}`` plus an optional ``"detail"`` (any
 JSON) and ``"spread"``: ``{"fake": [min, median, max], "real": [...]}`` over
 the row's trials, printed beside the figures (a row measured once has
-none).  ``fake`` is the figure measured on fakedebugfs (the median of the
+none); a row whose two sides' trials were taken in turn (fake, real, fake,
+...) says ``"paired": true`` and adds ``"ratio"`` to ``spread``: min/median/max
+of each pair's fake/real (``pair_ratios``).  ``fake`` is the figure measured on fakedebugfs (the median of the
 trials where there are several), ``real`` the same measurement on the real
 kernel, or None when the real kernel has nothing to compare (printed
 ``n/a``).  ``python -m bench`` runs every module (or
@@ -72,6 +74,14 @@ def spread(values) -> list:
     if not values:
         return None
     return [round(min(values), 6), round(statistics.median(values), 6), round(max(values), 6)]
+
+
+def pair_ratios(fake, real) -> list:
+    """``fake[i] / real[i]`` of trials taken in turn (fake, real, fake, ...),
+    the pairs where both sides have a figure: each pair's ratio is taken at
+    one moment of the machine's drifting speed, which the ratio of the two
+    sides' medians is not.  ``spread`` of it is a row's ``spread["ratio"]``."""
+    return [f / r for f, r in zip(fake, real) if f is not None and r]
 
 
 def available() -> list[str]:

@@ -13,7 +13,7 @@ import traceback
 from . import PREFIX, available
 
 COLUMNS = ("benchmark", "fake", "real", "fake/real", "unit", "fake min/med/max",
-           "real min/med/max")
+           "real min/med/max", "pair ratio min/med/max")
 
 
 def fmt(value) -> str:
@@ -54,15 +54,17 @@ def ratio(row: dict) -> str:
 
 def spread(row: dict, side: str) -> str:
     """``min/median/max`` of one side's trials, where the row gives them
-    (``"spread": {"fake": [min, median, max], "real": [...]}``); a row
-    without trials (one measurement, or a best rung) shows ``-``."""
+    (``"spread": {"fake": [min, median, max], "real": [...]}``), or of the
+    ratios of trials taken in turn (``"ratio"``); a row without them (one
+    measurement, a best rung, sides measured apart) shows ``-``."""
     three = (row.get("spread") or {}).get(side)
     return "/".join(fmt(v) for v in three) if three else "-"
 
 
 def table(rows: list[dict]) -> str:
     cells = [COLUMNS] + [(r["name"], fmt(r["fake"]), fmt(r["real"]), ratio(r), r["unit"],
-                          spread(r, "fake"), spread(r, "real")) for r in rows]
+                          spread(r, "fake"), spread(r, "real"), spread(r, "ratio"))
+                         for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     lines = []
     for n, c in enumerate(cells):

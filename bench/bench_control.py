@@ -3,7 +3,14 @@
 Every row is measured on the fake and on the real tracefs in the same run
 (except where the kernel has no counterpart), TRIALS times on each side;
 ``fake``/``real`` are the medians and ``spread`` gives min/median/max of
-each side.  The real side runs in a private mount namespace (``unshare -m
+each side.  The rows of a tool (reset, stat, the formats, the recorder's
+start, the realistic test, the ``set_event`` write) take their trials in
+turn, fake, real, fake, ...: each side's process is set up first (the
+fake's ``fakedebugfs run``, the real side's namespace child, both kept
+between trials: a ``TrialProcess`` each, a trial per line asked), so a pair
+is measured at one moment of this machine's drifting speed; ``spread``'s
+``ratio`` is min/median/max of the pairs' fake/real.  The start rows
+(mount, fixture) and ``cat trace`` run all of one side, then the other.  The real side runs in a private mount namespace (``unshare -m
 --propagation private``, tracefs mounted at /sys/kernel/tracing there),
 in a scratch instance where the command allows it; what must touch the top
 level (``trace-cmd reset``, ``trace-cmd record``) runs under ``flock
@@ -11,9 +18,9 @@ level (``trace-cmd reset``, ``trace-cmd record``) runs under ``flock
 back after (``tracing_on``, ``current_tracer``, ``set_event``,
 ``buffer_size_kb``, ``trace_options``, ``tracing_cpumask``, ``set_event_pid``).
 
-* ``tracecmd_reset_s``, ``tracecmd_stat_s``: the command run TRIALS times in
-  a row, timed by a Python timer in the same namespace as the command
-  (fake: inside one ``fakedebugfs run --workload none``, so its start is not
+* ``tracecmd_reset_s``, ``tracecmd_stat_s``: the command run TRIALS times,
+  timed by a Python process in the same namespace as the command (fake:
+  inside one ``fakedebugfs run --workload none``, so its start is not
   counted; the first trial meets a fresh mount).
 * ``format_read_all_s``: ``cat events/*/*/format`` (2,305 files), what
   ``trace-cmd stream`` and ``record`` read first; timed like the two rows
@@ -73,7 +80,7 @@ import sys
 import tempfile
 import time
 
-from . import FAKEDEBUGFS, ROOT, Mount, cli, spread, write_trunc
+from . import FAKEDEBUGFS, ROOT, Mount, cli, pair_ratios, spread, write_trunc
 from .bench_dataplane import _compile_package
 
 TRIALS = 5
@@ -92,41 +99,132 @@ SAVED = ("tracing_on", "current_tracer", "buffer_size_kb", "trace_options", "tra
          "set_event", "set_event_pid")
 
 
-def row(name: str, unit: str, fake: list, real, scale: float = 1.0) -> dict:
-    """A row from the trials of each side (seconds, shown times *scale*)."""
+def row(name: str, unit: str, fake: list, real, scale: float = 1.0,
+        paired: bool = False) -> dict:
+    """A row from the trials of each side (seconds, shown times *scale*);
+    *paired*: the two lists' trials were taken in turn (fake, real, fake,
+    ...), so each pair's fake/real is a ratio of its own (``"ratio"`` in
+    ``spread`` and ``detail``), free of the machine's drift between them."""
     fake = [t * scale for t in fake]
-    real = [t * scale for t in real] if real else None
+    real = [t * scale if t is not None else None for t in real] if real else None
     out = {"name": name, "fake": spread(fake)[1], "real": spread(real)[1] if real else None,
            "unit": unit, "spread": {"fake": spread(fake), "real": spread(real) if real else None},
            "detail": {"fake": [round(t, 6) for t in fake],
-                      "real": [round(t, 6) for t in real] if real else None}}
+                      "real": [round(t, 6) if t is not None else None for t in real]
+                      if real else None}}
+    if paired and real:
+        ratios = pair_ratios(fake, real)
+        out["spread"]["ratio"] = spread(ratios)
+        out["detail"]["ratio"] = [round(r, 4) for r in ratios]
+        out["paired"] = True
     return out
 
 
-# --- a timer run where the command runs ------------------------------------------------------
+# --- trials in turn: a process per side, a trial per line -----------------------------------
 
-TIMER = """
+TRIAL_LOOP = """
 import subprocess, sys, time, json
-argv, n = json.loads(sys.argv[1]), int(sys.argv[2])
-out = []
-for _ in range(n):
+argv = json.loads(sys.argv[1])
+print("ready", flush=True)
+for _ in sys.stdin:
     t0 = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    out.append(time.perf_counter() - t0)
-print(json.dumps(out))
+    print(time.perf_counter() - t0, flush=True)
 """
 
 
-def _timer_argv(argv, trials: int) -> list[str]:
-    return ["python3", "-c", TIMER, json.dumps(list(argv)), str(trials)]
+class TrialProcess:
+    """A process that has done its side's setup (it prints ``ready``) and
+    runs one trial each time it reads a line, answering the trial's seconds
+    on a line: the two sides of a row kept alive together, so their trials
+    can alternate (fake, real, fake, ...) while the machine's speed drifts."""
+
+    def __init__(self, argv, cwd=None):
+        self.log = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self._answer("ready")
+
+    def _answer(self, expect=None) -> str:
+        line = self.proc.stdout.readline()
+        while line and expect and line.strip() != expect:  # a command's own chatter
+            line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            self.log.seek(0)
+            raise RuntimeError(f"{self.proc.args[:3]} ended ({self.proc.returncode}): "
+                               f"{self.log.read()[-800:]}")
+        return line
+
+    def __call__(self) -> float:
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return float(self._answer())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
-def fake_command_trials(argv, trials: int = TRIALS) -> list[float]:
-    """*argv* run *trials* times inside one ``fakedebugfs run --workload none``."""
-    p = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--",
-                        *_timer_argv(argv, trials)], capture_output=True, text=True,
-                       timeout=1800, check=True)
-    return json.loads(p.stdout.strip().splitlines()[-1])
+@contextlib.contextmanager
+def fake_command(argv):
+    """Trials of *argv* inside one ``fakedebugfs run --workload none`` (its
+    start not timed; the first trial meets a fresh mount), timed by a Python
+    process in the same namespace as the command."""
+    with TrialProcess([FAKEDEBUGFS, "run", "--workload", "none", "--", "python3", "-c",
+                       TRIAL_LOOP, json.dumps(list(argv))]) as trial:
+        yield trial
+
+
+@contextlib.contextmanager
+def real_process(what: str):
+    """Trials of *what* (a ``REAL_TRIAL`` entry) on the real tracefs, run by
+    a child of this module in a private mount namespace (``--real-loop``);
+    None when there is none (not root, no tracefs, a failed setup)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        yield None
+        return
+    try:
+        proc = TrialProcess(["unshare", "-m", "--propagation", "private", sys.executable, "-m",
+                             "bench.bench_control", "--real-loop", what], cwd=ROOT)
+    except RuntimeError as err:
+        print(f"real {what}: {err}", file=sys.stderr)
+        yield None
+        return
+    with proc:
+        yield proc
+
+
+def interleaved(trials: int, real, *fakes) -> tuple[list, list[float] | None]:
+    """Trials of each fake side then of the real side, in turn, *trials*
+    rounds (each side's setup done before the first round): the fakes'
+    lists and the real side's (None without one).  A real trial that fails
+    ends the real side (the rest of its trials are None)."""
+    fake_out = [[] for _ in fakes]
+    real_out = [] if real is not None else None
+    for _ in range(trials):
+        for out, fake in zip(fake_out, fakes):
+            out.append(fake())
+        if real is not None and (not real_out or real_out[-1] is not None):
+            try:
+                real_out.append(real())
+            except (RuntimeError, ValueError) as err:
+                print(f"real side: {err}", file=sys.stderr)
+                real_out.append(None)
+    if real_out is not None and all(t is None for t in real_out):
+        real_out = None
+    return fake_out, real_out
 
 
 # --- the real side: a child in a private mount namespace -------------------------------------
@@ -244,55 +342,70 @@ def scratch_instance(root: str = TRACING):
                 time.sleep(0.1)
 
 
-def real_reset(trials: int) -> list[float]:
+def command_trial(argv):
+    """One run of *argv*, timed here (the caller is in the command's namespace)."""
+    def trial() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                       timeout=1800)
+        return time.perf_counter() - t0
+    return trial
+
+
+@contextlib.contextmanager
+def real_reset():
     with top_level_saved():
-        return _local_trials(["trace-cmd", "reset"], trials)
+        yield command_trial(["trace-cmd", "reset"])
 
 
-def real_stat(trials: int) -> list[float]:
-    return _local_trials(["trace-cmd", "stat"], trials)
+@contextlib.contextmanager
+def real_stat():
+    yield command_trial(["trace-cmd", "stat"])
 
 
 # every event's format, as trace-cmd stream and record read them before tracing
 READ_FORMATS = ["sh", "-c", f"cat {TRACING}/events/*/*/format"]
 
 
-def real_formats(trials: int) -> list[float]:
-    return _local_trials(READ_FORMATS, trials)
+@contextlib.contextmanager
+def real_formats():
+    yield command_trial(READ_FORMATS)
 
 
-def _local_trials(argv, trials: int) -> list[float]:
-    p = subprocess.run(_timer_argv(argv, trials), capture_output=True, text=True, check=True,
-                       timeout=1800)
-    return json.loads(p.stdout)
-
-
-def real_record_ready(trials: int) -> list[float]:
-    out = []
+@contextlib.contextmanager
+def real_record_ready():
+    def trial() -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.Popen(["trace-cmd", "record", "-e", "sched:sched_switch",
+                                     "-o", os.path.join(tmp, "t.dat")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)
+            t0 = time.perf_counter()
+            try:
+                return _until_readers(proc.pid, _ncpus(TRACING), t0)
+            finally:
+                _stop(proc)
     with top_level_saved():
-        for _ in range(trials):
-            with tempfile.TemporaryDirectory() as tmp:
-                proc = subprocess.Popen(["trace-cmd", "record", "-e", "sched:sched_switch",
-                                         "-o", os.path.join(tmp, "t.dat")],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
-                t0 = time.perf_counter()
-                try:
-                    out.append(_until_readers(proc.pid, _ncpus(TRACING), t0))
-                finally:
-                    _stop(proc)
-    return out
+        yield trial
 
 
-def real_realistic(trials: int) -> list[float]:
-    out = []
+@contextlib.contextmanager
+def real_realistic():
+    count = iter(range(1 << 30))
+
+    def trial() -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            _realistic_steps(TRACING, ["trace-cmd", "record"], tmp, next(count), t0)
+            return time.perf_counter() - t0
     with top_level_saved():
-        for i in range(trials):
-            with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
-                _realistic_steps(TRACING, ["trace-cmd", "record"], tmp, i, t0)
-                out.append(time.perf_counter() - t0)
-    return out
+        yield trial
+
+
+@contextlib.contextmanager
+def real_set_event():
+    with scratch_instance() as inst, set_event_trial(inst) as trial:
+        yield trial
 
 
 def real_mount_ready(trials: int) -> list[float]:
@@ -324,11 +437,6 @@ def _real_mount_trials(trials: int, timed_umount: bool) -> list[float]:
     return out
 
 
-def real_set_event(trials: int) -> list[float]:
-    with scratch_instance() as inst:
-        return set_event_trials(inst, trials)
-
-
 def real_cat_trace(trials: int) -> list[float]:
     with scratch_instance() as inst:
         for e in KMEM_EVENTS:
@@ -346,11 +454,14 @@ def real_cat_trace(trials: int) -> list[float]:
         return trials_out
 
 
-REAL = {"reset": real_reset, "stat": real_stat, "formats": real_formats,
-        "record_ready": real_record_ready,
-        "realistic": real_realistic, "mount_ready": real_mount_ready,
-        "mount_cycle": real_mount_cycle,
-        "set_event": real_set_event, "cat_trace": real_cat_trace}
+# the real side's trials: one call each, after the setup (a context manager yielding the
+# trial function), interleaved with the fake's through a TrialProcess (``--real-loop``)
+REAL_TRIAL = {"reset": real_reset, "stat": real_stat, "formats": real_formats,
+              "record_ready": real_record_ready, "realistic": real_realistic,
+              "set_event": real_set_event}
+# the rows whose two sides run apart (all trials of one, then of the other)
+REAL = {"mount_ready": real_mount_ready, "mount_cycle": real_mount_cycle,
+        "cat_trace": real_cat_trace}
 
 
 # --- shared steps ----------------------------------------------------------------------------
@@ -446,24 +557,26 @@ def _realistic_steps(tracing: str, record, tmp: str, i: int, t0: float, popen=No
         raise RuntimeError(f"{line} not in the report of {dat}")
 
 
-def set_event_trials(inst: str, trials: int) -> list[float]:
-    """Seconds per write of one name, each trial WRITES writes.  The event
-    is enabled by an untimed first write: the timed ones find it on (on the
-    kernel, a write that registers or unregisters a tracepoint waits for an
-    RCU grace period, some 14 ms here, which would hide the write's own cost)."""
-    out = []
+@contextlib.contextmanager
+def set_event_trial(inst: str):
+    """Trials of seconds per write of one name, each WRITES writes.  The
+    event is enabled by an untimed first write: the timed ones find it on
+    (on the kernel, a write that registers or unregisters a tracepoint waits
+    for an RCU grace period, some 14 ms here, which would hide the write's
+    own cost); it is turned off again at the end."""
     fd = os.open(os.path.join(inst, "set_event"), os.O_WRONLY | os.O_APPEND)
+
+    def trial() -> float:
+        t0 = time.perf_counter()
+        for _ in range(WRITES):
+            os.write(fd, b"sched:sched_switch")
+        return (time.perf_counter() - t0) / WRITES
     try:
         os.write(fd, b"sched:sched_switch")
-        for _ in range(trials):
-            t0 = time.perf_counter()
-            for _ in range(WRITES):
-                os.write(fd, b"sched:sched_switch")
-            out.append((time.perf_counter() - t0) / WRITES)
+        yield trial
         os.write(fd, b"!sched:sched_switch")
     finally:
         os.close(fd)
-    return out
 
 
 def cat_trials(path: str, trials: int) -> list[float]:
@@ -489,23 +602,39 @@ def servers(fork: bool):
     """While it lasts, ``Fake().start()`` here gets its server from a fork
     server (server/forkserver.py, as the pytest plugin's fixtures do) when
     *fork*, else starts a new process."""
+    with server_choice(fork) as value, _environ(value):
+        yield
+
+
+@contextlib.contextmanager
+def server_choice(fork: bool):
+    """The value of ``FAKEDEBUGFS_FORKSERVER`` that makes ``Fake().start()``
+    fork its server from a fork server kept while this lasts (*fork*), or
+    start a new process."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if fork:
+            from fakedebugfs.server import forkserver
+
+            sock = os.path.join(tmp, "fork.sock")
+            stack.enter_context(forkserver.ForkServer(sock))
+            yield sock
+        else:
+            yield "0"
+
+
+@contextlib.contextmanager
+def _environ(value: str):
     from fakedebugfs.server import forkserver
 
     saved = os.environ.get(forkserver.ENV)
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        if fork:
-            sock = os.path.join(tmp, "fork.sock")
-            stack.enter_context(forkserver.ForkServer(sock))
-            os.environ[forkserver.ENV] = sock
+    os.environ[forkserver.ENV] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[forkserver.ENV]
         else:
-            os.environ[forkserver.ENV] = "0"
-        try:
-            yield
-        finally:
-            if saved is None:
-                del os.environ[forkserver.ENV]
-            else:
-                os.environ[forkserver.ENV] = saved
+            os.environ[forkserver.ENV] = saved
 
 
 def fake_mount_ready(trials: int, fork: bool = False) -> tuple[list[float], list[float]]:
@@ -571,44 +700,53 @@ def fake_fixture(trials: int, fork: bool = True) -> tuple[list[float], list[floa
     return per_test, first
 
 
-def fake_record_ready(trials: int) -> list[float]:
+@contextlib.contextmanager
+def fake_record_ready():
     Fake = fake_api()
-    out = []
+    count = iter(range(1 << 30))
+
+    def trial() -> float:
+        t0 = time.perf_counter()
+        proc = fake.popen(["trace-cmd", "record", "-e", "sched:sched_switch",
+                           "-o", os.path.join(tmp, f"r{next(count)}.dat")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            return _until_readers(proc.pid, _ncpus(str(fake.tracing)), t0)
+        finally:
+            _stop(proc, group=False)
     with Fake() as fake, tempfile.TemporaryDirectory() as tmp:
-        for i in range(trials):
-            t0 = time.perf_counter()
-            proc = fake.popen(["trace-cmd", "record", "-e", "sched:sched_switch",
-                               "-o", os.path.join(tmp, f"r{i}.dat")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                out.append(_until_readers(proc.pid, _ncpus(str(fake.tracing)), t0))
-            finally:
-                _stop(proc, group=False)
-    return out
+        yield trial
 
 
-def fake_realistic(trials: int, fork: bool = True) -> list[float]:
+@contextlib.contextmanager
+def fake_realistic(fork: bool = True):
     """The realistic test's trials, each fake started as the plugin's
     fixture starts it: from a fork server (*fork*), after one untimed
     start; else each server a new process."""
     Fake = fake_api()
-    out = []
-    with tempfile.TemporaryDirectory() as tmp, servers(fork):
-        Fake().start().close()
-        for i in range(trials):
+    count = iter(range(1 << 30))
+
+    def trial() -> float:
+        with _environ(choice):
             t0 = time.perf_counter()
             with Fake() as fake:
                 popen = lambda argv: fake.popen(argv, stdout=subprocess.DEVNULL,  # noqa: E731
                                                 stderr=subprocess.DEVNULL)
-                _realistic_steps(str(fake.tracing), ["trace-cmd", "record"], tmp, i, t0, popen)
-            out.append(time.perf_counter() - t0)
-    return out
+                _realistic_steps(str(fake.tracing), ["trace-cmd", "record"], tmp,
+                                 next(count), t0, popen)
+            return time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp, server_choice(fork) as choice:
+        with _environ(choice):
+            Fake().start().close()
+        yield trial
 
 
-def fake_set_event(trials: int) -> list[float]:
+@contextlib.contextmanager
+def fake_set_event():
     Fake = fake_api()
-    with Fake() as fake, scratch_instance(str(fake.tracing)) as inst:
-        return set_event_trials(inst, trials)
+    with Fake() as fake, scratch_instance(str(fake.tracing)) as inst, \
+            set_event_trial(inst) as trial:
+        yield trial
 
 
 def fake_cat_trace(trials: int, workdir: str) -> list[float]:
@@ -637,18 +775,19 @@ def run(trials: int = TRIALS) -> list[dict]:
             rows.append({"name": f"{name}: error", "fake": None, "real": None, "unit": "",
                          "detail": f"{type(err).__name__}: {err}"})
 
-    add("tracecmd_reset_s", lambda: [row(
-        "tracecmd_reset_s", "s", fake_command_trials(["trace-cmd", "reset"], trials),
-        real_side("reset", trials))])
-    add("tracecmd_stat_s", lambda: [row(
-        "tracecmd_stat_s", "s", fake_command_trials(["trace-cmd", "stat"], trials),
-        real_side("stat", trials))])
-    add("format_read_all_s", lambda: [row(
-        "format_read_all_s", "s", fake_command_trials(READ_FORMATS, trials),
-        real_side("formats", trials))])
-    add("tracecmd_record_ready_s", lambda: [row(
-        "tracecmd_record_ready_s", "s", fake_record_ready(trials),
-        real_side("record_ready", trials))])
+    def paired(name: str, unit: str, fake_side, real_what: str, scale: float = 1.0):
+        with fake_side as fake, real_process(real_what) as real:
+            (fake_trials,), real_trials = interleaved(trials, real, fake)
+        return [row(name, unit, fake_trials, real_trials, scale, paired=True)]
+
+    add("tracecmd_reset_s", lambda: paired(
+        "tracecmd_reset_s", "s", fake_command(["trace-cmd", "reset"]), "reset"))
+    add("tracecmd_stat_s", lambda: paired(
+        "tracecmd_stat_s", "s", fake_command(["trace-cmd", "stat"]), "stat"))
+    add("format_read_all_s", lambda: paired(
+        "format_read_all_s", "s", fake_command(READ_FORMATS), "formats"))
+    add("tracecmd_record_ready_s", lambda: paired(
+        "tracecmd_record_ready_s", "s", fake_record_ready(), "record_ready"))
     real: dict = {}  # the real kernel's mount figures, measured once, when a row wants them
 
     def real_of(what: str):
@@ -675,14 +814,15 @@ def run(trials: int = TRIALS) -> list[dict]:
     add("fixture_per_test_ms", fixture_rows, also="fixture")
 
     def realistic_rows():
-        real_figures = real_side("realistic", trials)
-        return [row("realistic_test_s", "s", fake_realistic(trials), real_figures),
-                row("realistic_test_s[no forkserver]", "s", fake_realistic(trials, fork=False),
-                    real_figures)]
+        with fake_realistic() as forked, fake_realistic(fork=False) as plain, \
+                real_process("realistic") as real:
+            (forked_trials, plain_trials), real_trials = interleaved(trials, real, forked, plain)
+        return [row("realistic_test_s", "s", forked_trials, real_trials, paired=True),
+                row("realistic_test_s[no forkserver]", "s", plain_trials, real_trials,
+                    paired=True)]
     add("realistic_test_s", realistic_rows)
-    add("set_event_write_ms", lambda: [row(
-        "set_event_write_ms", "ms", fake_set_event(trials), real_side("set_event", trials),
-        1e3)])
+    add("set_event_write_ms", lambda: paired(
+        "set_event_write_ms", "ms", fake_set_event(), "set_event", 1e3))
     workdir = tempfile.mkdtemp(prefix="bench-control-")
     try:
         add("cat_trace_full_s", lambda: [row(
@@ -700,9 +840,20 @@ def _wanted(name: str) -> bool:
 
 
 def _main(argv: list[str]) -> None:
-    if argv[:1] == ["--real"]:  # the child in its private namespace
+    if argv[:1] == ["--real"]:  # the child in its private namespace: N trials
         _in_namespace_mount()
-        print(json.dumps(REAL[argv[1]](int(argv[2]))))
+        if argv[1] in REAL_TRIAL:
+            with REAL_TRIAL[argv[1]]() as trial:
+                print(json.dumps([trial() for _ in range(int(argv[2]))]))
+        else:
+            print(json.dumps(REAL[argv[1]](int(argv[2]))))
+        return
+    if argv[:1] == ["--real-loop"]:  # the same, a trial per line read (TrialProcess)
+        _in_namespace_mount()
+        with REAL_TRIAL[argv[1]]() as trial:
+            print("ready", flush=True)
+            for _ in sys.stdin:
+                print(trial(), flush=True)
         return
     if argv[:1] == ["--rows"]:
         os.environ[ROWS_ENV] = argv[1]
