@@ -6,19 +6,50 @@ fake, as a tracefs or debugfs mounted there is the kernel's for every
 process of that namespace; each in a session (and process group) of its
 own, ended with its group when the fake closes (SIGTERM, then SIGKILL, as
 a session's processes get SIGHUP when its leader goes).
+
+The first command of a fake starts as ``fakedebugfs run --attach`` does
+(a new Python, its imports, the namespaces made: 0.1-0.2 s), and starts
+the fake's keeper (:mod:`fakedebugfs.sandbox.keeper`) beside it, which
+makes that namespace once more and holds it.  Every later command joins
+the held namespace (:mod:`fakedebugfs.sandbox.join`: one setns(2), the
+seal, exec: a few milliseconds), so the commands of one fake share one PID
+namespace, as processes on one machine do, and what a command leaves
+running outside its process group is ended when the fake closes (or
+resets).  Where the namespace cannot be held or joined, commands go on
+the first one's way, and the reason is logged once (``FAKEDEBUGFS_JOIN=0``
+asks for that way).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from fakedebugfs.control import runstate
+
 KILL_GRACE = 2.0  # seconds a command's process group gets after SIGTERM, before SIGKILL
+JOIN_ENV = "FAKEDEBUGFS_JOIN"  # "0": every command the way of ``run --attach``
+# the launcher, run by path with ``python -S -I`` (stdlib only: it imports no package)
+JOIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "sandbox", "join.py")
+KEEPER_MODULE = "fakedebugfs.sandbox.keeper"
+KEEPER_TIMEOUT = 30.0  # seconds the keeper may take to hold the namespace
+# seconds a command waits for a keeper still starting before it goes the
+# slow way (which costs 0.1-0.2 s: waiting longer would not pay)
+KEEPER_WAIT = 0.1
+KEEPER_NICE = 10  # the keeper starts beside a command: it yields the CPU to it
+_said: set = set()  # reasons for the slow way already logged (once each)
+log = logging.getLogger(__name__)
 
 
 def _cli() -> list[str]:
@@ -41,10 +72,32 @@ class Commands:
         """``subprocess.Popen`` of *argv* in this fake's ``run`` namespace, in
         a session (and process group) of its own: when the fake closes,
         whatever still runs in that group (the command, a recorder's
-        children) is ended, SIGTERM then SIGKILL."""
+        children) is ended, SIGTERM then SIGKILL.  Commands after the
+        first join the namespace the fake's keeper holds (see the module)."""
         own = kwargs.setdefault("start_new_session", True) or kwargs.get("process_group") == 0
-        proc = subprocess.Popen(self.command(argv), **kwargs)
+        keeper = getattr(self, "_keeper", None)
+        if keeper is None:
+            keeper = self._keeper = Keeper(str(self._root()))
+        status = None
+        line = keeper.join_line(argv, self.command(argv), kwargs)
+        if line is not None:
+            status = os.pipe2(os.O_CLOEXEC)
+            kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), keeper.pidfd, status[1])
+            line[line.index("{status}")] = str(status[1])
+        try:
+            proc = subprocess.Popen(line or self.command(argv), **kwargs)
+        except BaseException:
+            if status is not None:
+                os.close(status[0])
+            raise
+        finally:
+            if status is not None:
+                os.close(status[1])
+        if status is not None:
+            keeper.statuses.append(status[0])
         self._commands.append((proc, bool(own)))
+        if line is None:
+            keeper.start()  # (after the command: it has the head start)
         return proc
 
     def run(self, argv: Sequence[str], *, input: Any = None, capture_output: bool = False,
@@ -71,10 +124,194 @@ class Commands:
 
     def end_commands(self) -> None:
         """End what :meth:`run`/:meth:`popen` started and still runs, with
-        its process group (done by :meth:`close`)."""
+        its process group (done by :meth:`close` and :meth:`reset`), and
+        what they left running in the keeper's namespace."""
         commands, self._commands = self._commands, []
         for proc, own in commands:
             _end_group(proc, own, KILL_GRACE)
+        keeper = getattr(self, "_keeper", None)
+        if keeper is not None:
+            keeper.sweep()
+
+    def close_keeper(self) -> None:
+        """End the keeper and, with its namespace, every process left in it
+        (done by :meth:`close`, after :meth:`end_commands`)."""
+        keeper, self._keeper = getattr(self, "_keeper", None), None
+        if keeper is not None:
+            keeper.close()
+
+
+class Keeper:
+    """A fake's keeper (:mod:`fakedebugfs.sandbox.keeper`), seen from the
+    fake: started beside the first command, and once it holds the
+    namespace, the command line that joins it
+    (:mod:`fakedebugfs.sandbox.join`); ``None`` (the ``run --attach``
+    way) while it is not started, or when it cannot be used, with the
+    reason logged once."""
+
+    def __init__(self, mnt: str):
+        self.mnt = mnt
+        self.proc: Optional[subprocess.Popen] = None
+        self.info: Optional[dict] = None  # the keeper's report
+        self.pidfd: Optional[int] = None  # the holder's
+        self.off: Optional[str] = None  # why commands go the slow way
+        self.statuses: list[int] = []  # read ends of the launchers' --status pipes
+        self.work: Optional[str] = None  # the keeper's work folder
+        self.started = 0.0
+
+    def start(self) -> None:
+        """Start the keeper (once), not waiting for it."""
+        if self.proc is not None or self.off is not None:
+            return
+        if os.environ.get(JOIN_ENV) == "0":
+            self.off = f"{JOIN_ENV}=0"
+            return
+        if not hasattr(os, "pidfd_open"):
+            self.disable("this Python has no os.pidfd_open")
+            return
+        nice = shutil.which("nice")
+        try:
+            self.work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
+            self.proc = subprocess.Popen(
+                [*([nice, "-n", str(KEEPER_NICE)] if nice else []),
+                 sys.executable, "-m", KEEPER_MODULE, self.mnt, self.work],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+        except OSError as err:
+            self.disable(f"cannot start the keeper: {err}")
+            return
+        self.started = time.monotonic()
+
+    def disable(self, why: str) -> None:
+        """Commands go the ``run --attach`` way from now on; *why* logged once."""
+        self.off = why
+        if why not in _said:
+            _said.add(why)
+            log.warning("commands start the slow way (fakedebugfs run --attach): %s", why)
+        self.close()
+
+    def ready(self, wait: float = KEEPER_WAIT) -> bool:
+        """Whether the namespace is held (waiting up to *wait* s for a
+        keeper still starting; after KEEPER_TIMEOUT s it is given up)."""
+        self._check_statuses()
+        if self.off is not None or self.proc is None:
+            return False
+        if self.pidfd is not None:
+            if self.proc.poll() is None:
+                return True
+            self.disable(f"the keeper ended (status {self.proc.returncode})")
+            return False
+        fd = self.proc.stdout.fileno()
+        if not select.select([fd], [], [], wait)[0]:
+            if time.monotonic() - self.started > KEEPER_TIMEOUT:
+                self.disable(f"the keeper did not hold the namespace in {KEEPER_TIMEOUT:g} s")
+            return False
+        try:
+            info = json.loads(self.proc.stdout.readline() or b"{}")
+        except ValueError:
+            info = {}
+        if "holder" not in info:
+            self.disable(info.get("error") or "the keeper ended without holding the namespace")
+            return False
+        try:
+            self.pidfd = os.pidfd_open(int(info["holder"]))
+        except OSError as err:
+            self.disable(f"pidfd_open of the holder: {err.strerror}")
+            return False
+        if self.proc.poll() is not None:  # the pid could be another's by now
+            self.disable("the keeper ended")
+            return False
+        self.info = info
+        return True
+
+    def join_line(self, argv: Sequence[str], fallback: list[str],
+                  kwargs: dict) -> Optional[list[str]]:
+        """The launcher's command line for *argv* (``{status}`` standing for
+        its status fd), or None: the caller runs *fallback*."""
+        if kwargs.get("close_fds") is False or kwargs.get("shell") or kwargs.get("executable"):
+            return None  # (what the launcher's pass_fds or argv would change)
+        if self.proc is None or not self.ready():
+            return None
+        info = self.info
+        line = [sys.executable, "-S", "-I", JOIN_SCRIPT, "--pidfd", str(self.pidfd),
+                "--status", "{status}"]
+        if info["userns"]:
+            line.append("--userns")
+        line += ["--filter", info["filter"]]
+        for name, value in info["env"].items():
+            line += ["--env", f"{name}={value}"]
+        return [*line, "--fallback", *fallback, "--end-fallback", "--", *map(str, argv)]
+
+    def _check_statuses(self) -> None:
+        """A launcher that could not join says why on its status pipe."""
+        for fd in list(self.statuses):
+            if not select.select([fd], [], [], 0)[0]:
+                continue
+            why = os.read(fd, 4096).decode(errors="replace")
+            os.close(fd)
+            self.statuses.remove(fd)
+            if why and self.off is None:
+                self.disable(why)
+
+    def sweep(self) -> None:
+        """SIGKILL every process of the held PID namespace but its init and
+        the holder (what commands left running outside their groups)."""
+        if self.pidfd is None or self.info is None:
+            return
+        holder = int(self.info["holder"])
+        try:
+            ns = os.readlink(f"/proc/{holder}/ns/pid")
+        except OSError:
+            return
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == holder:
+                continue
+            try:
+                if os.readlink(f"/proc/{name}/ns/pid") != ns:
+                    continue
+                with open(f"/proc/{name}/status") as fp:
+                    nspid = [line.split()[-1] for line in fp if line.startswith("NSpid:")]
+                if nspid != ["1"]:
+                    os.kill(int(name), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+
+    def close(self) -> None:
+        """End the keeper (stdin closed: it kills its namespace's init, and
+        with it every process there); idempotent."""
+        self._check_statuses()
+        for fd in self.statuses:
+            os.close(fd)
+        self.statuses = []
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        proc, self.proc = self.proc, None
+        held, self.info = self.info is not None, None
+        if proc is not None:
+            if held:  # it ends its namespace and removes its work folder
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+                try:
+                    proc.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    held = False
+            if not held:  # still starting (or stuck): its init dies with it
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
 
 
 def command_name(proc: subprocess.Popen) -> str:

@@ -65,6 +65,7 @@ class Fake(Injection, Waits, Commands):
         # run/popen's commands (and whether each has a process group of its
         # own), ended by close()
         self._commands: list[tuple[subprocess.Popen, bool]] = []
+        self._keeper = None  # the namespace later commands join (api.commands.Keeper)
         self._mounted_state: Optional[dict] = None  # reset()'s, read at start
 
     # --- life -------------------------------------------------------------------
@@ -106,9 +107,10 @@ class Fake(Injection, Waits, Commands):
 
     def close(self) -> None:
         """End every command started with :meth:`run`/:meth:`popen` (and its
-        process group), stop the server and make sure nothing stays
-        mounted; idempotent."""
+        process group), end the keeper of their namespace, stop the
+        server and make sure nothing stays mounted; idempotent."""
         self.end_commands()
+        self.close_keeper()
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -1,0 +1,182 @@
+"""A fake's keeper: the ``run --attach`` namespace of a fake, made once and
+held, so that each command of ``Fake.popen`` joins it in a few
+milliseconds (:mod:`fakedebugfs.sandbox.join`) instead of making its own.
+
+``python -m fakedebugfs.sandbox.keeper MNT [WORK]`` does what ``run --attach MNT``
+does before its command starts (:func:`fakedebugfs.sandbox.run.run_attached`:
+a mount namespace, rootless in a user namespace of its own, a PID namespace
+and its init, the namespace's /proc, the fake at /sys/kernel/tracing and
+/sys/kernel/debug, /proc/kallsyms, the mount helper); then init forks the
+*holder*, which confines itself as a sealed command is confined
+(:func:`fakedebugfs.sandbox.confine.confine`: /proc/sys and /sys
+read-only, the sysctl copies, other fakes' sockets hidden) and waits.  A
+joined command enters the holder's namespaces: it is a process of the
+same PID namespace (init reaps what it leaves), with the same mounts.
+
+On its stdout the keeper writes one JSON line: ``{"holder": PID`` (the
+holder's pid, as the fake sees it), ``"userns"`` (whether the command must
+enter a user namespace too), ``"env"`` (what ``run`` adds to a command's
+environment), ``"filter"`` (the seal, assembled, in hex)``}``, or
+``{"error": "..."}`` and exits 1.  It then holds until its stdin closes
+(the fake closes it when it closes, or dies) or SIGTERM, kills init, which
+takes every process of the namespace with it (the holder, what commands
+left running), removes its work folder (WORK, a new one when not given)
+and exits.  If the keeper is killed outright, init dies with it
+(PR_SET_PDEATHSIG), and so does the rest; WORK is then its starter's to
+remove.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from fakedebugfs.control import runstate
+from fakedebugfs.native import libc
+from fakedebugfs.sandbox import run, seal
+from fakedebugfs.sandbox.run import RunError
+
+HOLD_TIMEOUT = 60.0  # seconds the holder may take to confine itself
+
+
+def _holder(confine, ready: int) -> None:
+    """As the holder (init's child): confine, say so, wait for the end."""
+    try:
+        libc.set_pdeathsig(signal.SIGKILL)
+        confine()
+        os.write(ready, b"ok")
+    except BaseException as err:  # reported to the keeper, which says it on stdout
+        os.write(ready, f"cannot confine the holder: {err}".encode())
+        os._exit(1)
+    os.close(ready)
+    while True:  # until the namespace's end kills us
+        time.sleep(3600)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fp:
+            return [int(p) for p in fp.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def keep(attach: str, work: str | None = None) -> int:
+    """Hold the namespace of the fake at *attach* (see the module), in the
+    work folder *work* (made here when None; removed at the end)."""
+    mnt = runstate.canonical(attach)
+    if runstate.mounted_fstype(mnt) != runstate.FSTYPE:
+        raise RunError(f"--attach {attach}: no fakedebugfs is mounted there")
+    rootless = os.geteuid() != 0
+    preload = run.preload_path()
+    env = {"LD_PRELOAD": preload, "FAKEDEBUGFS_MOUNT": mnt}
+    if rootless:  # uid 0 in the user namespace: keep our own run directory
+        os.environ[runstate.RUNDIR_ENV] = env[runstate.RUNDIR_ENV] = str(runstate.rundir())
+    filt = seal.filter_bytes()
+    if work is None:
+        work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
+    os.chmod(work, 0o755)
+    signal.pthread_sigmask(signal.SIG_BLOCK, run.WATCHED)
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    init_pid = None
+    try:
+        run.enter_private_namespace(rootless, keep=mnt)
+        confine = run.command_namespace(work, mnt, True)
+
+        def init() -> int:
+            os.close(ready_r)
+            run.mount_proc()
+            run.arrange_namespace(mnt, work, rootless)
+            try:
+                holder = os.fork()
+                if holder == 0:
+                    _holder(confine, ready_w)
+                os.close(ready_w)
+                return run.wait_command(holder, reap_orphans=True)
+            finally:
+                run.end_namespace()
+
+        init_pid, errors, alive = run.fork_init(init)
+        os.close(ready_w)
+        init_fd = os.pidfd_open(init_pid)
+        answer = b""
+        while True:  # the holder's word, or init's end
+            readable, _, _ = select.select([ready_r, init_fd], [], [], HOLD_TIMEOUT)
+            if not readable:
+                raise RunError("the namespace's holder did not start in time")
+            if ready_r in readable:
+                answer = os.read(ready_r, 4096)
+                break
+            raise RunError(_init_error(errors) or "the namespace's init ended")
+        if answer != b"ok":
+            raise RunError(answer.decode(errors="replace") or _init_error(errors)
+                           or "the namespace's holder ended")
+        holders = _children(init_pid)
+        if len(holders) != 1:
+            raise RunError(f"cannot find the holder among init's children ({holders})")
+        print(json.dumps({"holder": holders[0], "userns": rootless, "env": env,
+                          "filter": filt.hex()}), flush=True)
+        _hold(init_fd)
+        return 0
+    except OSError as err:
+        raise RunError(str(err)) from None
+    finally:
+        if init_pid is not None:
+            try:
+                os.kill(init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            run._reap(init_pid, 5.0)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _init_error(errors: int) -> str:
+    os.set_blocking(errors, False)
+    try:
+        report = os.read(errors, 65536)
+    except OSError:
+        return ""
+    try:
+        return str(json.loads(report)[0]) if report else ""
+    except (ValueError, IndexError):
+        return ""
+
+
+def _hold(init_fd: int) -> None:
+    """Until stdin closes, SIGTERM/SIGINT/SIGHUP come, or init ends."""
+    sig_r, sig_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    signal.set_wakeup_fd(sig_w)
+    for sig in run.FORWARDED:
+        signal.signal(sig, lambda *_: None)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, run.FORWARDED)
+    while True:
+        try:
+            readable, _, _ = select.select([sys.stdin.fileno(), init_fd, sig_r], [], [])
+        except InterruptedError:
+            continue
+        if init_fd in readable or sig_r in readable:
+            return
+        if not os.read(sys.stdin.fileno(), 4096):
+            return
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (1, 2):
+        print("usage: python -m fakedebugfs.sandbox.keeper MNT [WORK]", file=sys.stderr)
+        return 2
+    try:
+        return keep(*argv)
+    except RunError as err:
+        print(json.dumps({"error": str(err.args[0])}), flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main(sys.argv[1:]))
