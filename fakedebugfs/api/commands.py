@@ -11,8 +11,8 @@ The first command of a fake starts as ``fakedebugfs run --attach`` does
 (a new Python, its imports, the namespaces made: 0.1-0.2 s), and starts
 the fake's keeper (:mod:`fakedebugfs.sandbox.keeper`) beside it, which
 makes that namespace once more and holds it.  Every later command joins
-the held namespace (:mod:`fakedebugfs.sandbox.join`: one setns(2), the
-seal, exec: a few milliseconds), so the commands of one fake share one PID
+the held namespace (the launcher ``fakedebugfs/native/join.c``: one
+setns(2), the seal, exec: a few milliseconds), so the commands of one fake share one PID
 namespace, as processes on one machine do, and what a command leaves
 running outside its process group is ended when the fake closes (or
 resets).  Where the namespace cannot be held or joined, commands go on
@@ -39,9 +39,6 @@ from fakedebugfs.control import runstate
 
 KILL_GRACE = 2.0  # seconds a command's process group gets after SIGTERM, before SIGKILL
 JOIN_ENV = "FAKEDEBUGFS_JOIN"  # "0": every command the way of ``run --attach``
-# the launcher, run by path with ``python -S -I`` (stdlib only: it imports no package)
-JOIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "sandbox", "join.py")
 KEEPER_MODULE = "fakedebugfs.sandbox.keeper"
 KEEPER_TIMEOUT = 30.0  # seconds the keeper may take to hold the namespace
 # seconds a command waits for a keeper still starting before it goes the
@@ -144,8 +141,8 @@ class Commands:
 class Keeper:
     """A fake's keeper (:mod:`fakedebugfs.sandbox.keeper`), seen from the
     fake: started beside the first command, and once it holds the
-    namespace, the command line that joins it
-    (:mod:`fakedebugfs.sandbox.join`); ``None`` (the ``run --attach``
+    namespace, the command line that joins it (the launcher
+    ``fakedebugfs/native/join.c``); ``None`` (the ``run --attach``
     way) while it is not started, or when it cannot be used, with the
     reason logged once."""
 
@@ -233,8 +230,7 @@ class Keeper:
         if self.proc is None or not self.ready():
             return None
         info = self.info
-        line = [sys.executable, "-S", "-I", JOIN_SCRIPT, "--pidfd", str(self.pidfd),
-                "--status", "{status}"]
+        line = [info["launcher"], "--pidfd", str(self.pidfd), "--status", "{status}"]
         if info["userns"]:
             line.append("--userns")
         line += ["--filter", info["filter"]]

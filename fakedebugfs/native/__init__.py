@@ -28,6 +28,8 @@ TARGETS: dict[str, tuple[str, list[str]]] = {}
 TARGETS["splice_preload"] = ("splice_preload.so", ["-shared", "-fPIC", "-ldl"])
 # --mirror's walk over perf records (sources/mirror.py), loaded with ctypes
 TARGETS["perf_records"] = ("perf_records.so", ["-shared", "-fPIC"])
+# the launcher of a command joining a fake's held namespace (api.commands.Keeper)
+TARGETS["join"] = ("join.bin", [])
 
 
 def cache_base() -> Path:

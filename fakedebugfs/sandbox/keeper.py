@@ -1,6 +1,7 @@
 """A fake's keeper: the ``run --attach`` namespace of a fake, made once and
 held, so that each command of ``Fake.popen`` joins it in a few
-milliseconds (:mod:`fakedebugfs.sandbox.join`) instead of making its own.
+milliseconds (the launcher ``fakedebugfs/native/join.c``) instead of
+making its own.
 
 ``python -m fakedebugfs.sandbox.keeper MNT [WORK]`` does what ``run --attach MNT``
 does before its command starts (:func:`fakedebugfs.sandbox.run.run_attached`:
@@ -16,7 +17,8 @@ same PID namespace (init reaps what it leaves), with the same mounts.
 On its stdout the keeper writes one JSON line: ``{"holder": PID`` (the
 holder's pid, as the fake sees it), ``"userns"`` (whether the command must
 enter a user namespace too), ``"env"`` (what ``run`` adds to a command's
-environment), ``"filter"`` (the seal, assembled, in hex)``}``, or
+environment), ``"filter"`` (the seal, assembled, in hex), ``"launcher"``
+(the join launcher, built)``}``, or
 ``{"error": "..."}`` and exits 1.  It then holds until its stdin closes
 (the fake closes it when it closes, or dies) or SIGTERM, kills init, which
 takes every process of the namespace with it (the holder, what commands
@@ -38,6 +40,7 @@ import tempfile
 import time
 
 from fakedebugfs.control import runstate
+from fakedebugfs import native
 from fakedebugfs.native import libc
 from fakedebugfs.sandbox import run, seal
 from fakedebugfs.sandbox.run import RunError
@@ -79,6 +82,10 @@ def keep(attach: str, work: str | None = None) -> int:
     if rootless:  # uid 0 in the user namespace: keep our own run directory
         os.environ[runstate.RUNDIR_ENV] = env[runstate.RUNDIR_ENV] = str(runstate.rundir())
     filt = seal.filter_bytes()
+    try:
+        launcher = str(native.build("join"))
+    except Exception as err:  # gcc missing or failing
+        raise RunError(f"cannot build the join launcher ({err}); run `make install`") from None
     if work is None:
         work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
     os.chmod(work, 0o755)
@@ -121,7 +128,7 @@ def keep(attach: str, work: str | None = None) -> int:
         if len(holders) != 1:
             raise RunError(f"cannot find the holder among init's children ({holders})")
         print(json.dumps({"holder": holders[0], "userns": rootless, "env": env,
-                          "filter": filt.hex()}), flush=True)
+                          "filter": filt.hex(), "launcher": launcher}), flush=True)
         _hold(init_fd)
         return 0
     except OSError as err:

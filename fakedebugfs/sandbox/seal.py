@@ -32,15 +32,17 @@ tools trace the real kernel as root does outside.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 
-from construct import Array, Int8ul, Int16ul, Int32ul, Int64ul, Struct
+from construct import Array, Int8ul, Int16ul, Int32ul, Int64ul, Padding, Struct
 
-from fakedebugfs.sandbox import join
+from fakedebugfs.native import libc
 
 # struct sock_filter { __u16 code; __u8 jt; __u8 jf; __u32 k; }  (include/uapi/linux/filter.h)
 sock_filter = Struct("code" / Int16ul, "jt" / Int8ul, "jf" / Int8ul, "k" / Int32ul)
-# struct sock_fprog: fakedebugfs.sandbox.join.sock_fprog (ctypes: its launcher imports no construct)
+# struct sock_fprog { unsigned short len; struct sock_filter *filter; }  (x86_64 padding)
+sock_fprog = Struct("len" / Int16ul, Padding(6), "filter" / Int64ul)
 # struct seccomp_data { int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]; }
 seccomp_data = Struct("nr" / Int32ul, "arch" / Int32ul, "instruction_pointer" / Int64ul,
                       "args" / Array(6, Int64ul))
@@ -120,15 +122,22 @@ def assemble(prog: list) -> bytes:
     return out
 
 
+def filter_bytes() -> bytes:
+    """The filter, assembled (what the keeper hands to the join launcher,
+    fakedebugfs/native/join.c)."""
+    return assemble(_program())
+
+
 def install_filter() -> None:
     """Seal this process and everything it will run (see the module):
     PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER)."""
-    join.install_filter(assemble(_program()))
-
-
-def filter_bytes() -> bytes:
-    """The assembled filter (what the keeper hands to the join launcher)."""
-    return assemble(_program())
+    filt = filter_bytes()
+    buf = ctypes.create_string_buffer(filt, len(filt))
+    prog = ctypes.create_string_buffer(sock_fprog.build(
+        {"len": len(filt) // sock_filter.sizeof(), "filter": ctypes.addressof(buf)}))
+    libc.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(PR_SET_NO_NEW_PRIVS)")
+    libc.check(libc.syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog),
+               "seccomp(SECCOMP_SET_MODE_FILTER)")
 
 
 __all__ = ["BLOCKED", "NAMESPACE_FLAGS", "assemble", "filter_bytes", "install_filter",
