@@ -35,16 +35,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from fakedebugfs.native import build as build_native
 from fakedebugfs.control import runstate
 
 KILL_GRACE = 2.0  # seconds a command's process group gets after SIGTERM, before SIGKILL
 JOIN_ENV = "FAKEDEBUGFS_JOIN"  # "0": every command the way of ``run --attach``
 KEEPER_MODULE = "fakedebugfs.sandbox.keeper"
 KEEPER_TIMEOUT = 30.0  # seconds the keeper may take to hold the namespace
-# seconds a command waits for a keeper still starting before it goes the
-# slow way (which costs 0.1-0.2 s: waiting longer would not pay)
-KEEPER_WAIT = 0.1
-KEEPER_NICE = 10  # the keeper starts beside a command: it yields the CPU to it
+INFO_FILE = "join-info"  # in the keeper's work folder (sandbox/keeper.py tell_launchers)
 _said: set = set()  # reasons for the slow way already logged (once each)
 log = logging.getLogger(__name__)
 
@@ -76,10 +74,10 @@ class Commands:
         if keeper is None:
             keeper = self._keeper = Keeper(str(self._root()))
         status = None
-        line = keeper.join_line(argv, self.command(argv), kwargs)
+        line, fd = keeper.join_line(argv, self.command(argv), kwargs)
         if line is not None:
             status = os.pipe2(os.O_CLOEXEC)
-            kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), keeper.pidfd, status[1])
+            kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), fd, status[1])
             line[line.index("{status}")] = str(status[1])
         try:
             proc = subprocess.Popen(line or self.command(argv), **kwargs)
@@ -93,8 +91,6 @@ class Commands:
         if status is not None:
             keeper.statuses.append(status[0])
         self._commands.append((proc, bool(own)))
-        if line is None:
-            keeper.start()  # (after the command: it has the head start)
         return proc
 
     def run(self, argv: Sequence[str], *, input: Any = None, capture_output: bool = False,
@@ -140,17 +136,19 @@ class Commands:
 
 class Keeper:
     """A fake's keeper (:mod:`fakedebugfs.sandbox.keeper`), seen from the
-    fake: started beside the first command, and once it holds the
-    namespace, the command line that joins it (the launcher
-    ``fakedebugfs/native/join.c``); ``None`` (the ``run --attach``
-    way) while it is not started, or when it cannot be used, with the
-    reason logged once."""
+    fake: started with the first command, and the command lines that
+    join the namespace it holds (the launcher ``fakedebugfs/native/join.c``:
+    with the holder's pidfd once the keeper said where it is, else waiting
+    for the keeper to say it); ``None`` (the ``run --attach`` way) when it
+    cannot be used, with the reason logged once."""
 
     def __init__(self, mnt: str):
         self.mnt = mnt
         self.proc: Optional[subprocess.Popen] = None
         self.info: Optional[dict] = None  # the keeper's report
         self.pidfd: Optional[int] = None  # the holder's
+        self.tell: Optional[int] = None  # what launchers wait on while the keeper starts
+        self.launcher: Optional[str] = None
         self.off: Optional[str] = None  # why commands go the slow way
         self.statuses: list[int] = []  # read ends of the launchers' --status pipes
         self.work: Optional[str] = None  # the keeper's work folder
@@ -166,17 +164,25 @@ class Keeper:
         if not hasattr(os, "pidfd_open"):
             self.disable("this Python has no os.pidfd_open")
             return
-        nice = shutil.which("nice")
+        try:
+            self.launcher = str(build_native("join"))
+        except Exception as err:  # gcc missing or failing
+            self.disable(f"cannot build the join launcher ({err}); run `make install`")
+            return
+        tell_r, tell_w = os.pipe2(os.O_CLOEXEC)
         try:
             self.work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
             self.proc = subprocess.Popen(
-                [*([nice, "-n", str(KEEPER_NICE)] if nice else []),
-                 sys.executable, "-m", KEEPER_MODULE, self.mnt, self.work],
+                [sys.executable, "-m", KEEPER_MODULE, self.mnt, self.work, str(tell_w)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                start_new_session=True)
+                start_new_session=True, pass_fds=(tell_w,))
         except OSError as err:
+            os.close(tell_r)
             self.disable(f"cannot start the keeper: {err}")
             return
+        finally:
+            os.close(tell_w)
+        self.tell = tell_r
         self.started = time.monotonic()
 
     def disable(self, why: str) -> None:
@@ -187,9 +193,9 @@ class Keeper:
             log.warning("commands start the slow way (fakedebugfs run --attach): %s", why)
         self.close()
 
-    def ready(self, wait: float = KEEPER_WAIT) -> bool:
-        """Whether the namespace is held (waiting up to *wait* s for a
-        keeper still starting; after KEEPER_TIMEOUT s it is given up)."""
+    def ready(self) -> bool:
+        """Whether the namespace is held (the keeper said so); a keeper
+        not there after KEEPER_TIMEOUT s is given up."""
         self._check_statuses()
         if self.off is not None or self.proc is None:
             return False
@@ -198,8 +204,7 @@ class Keeper:
                 return True
             self.disable(f"the keeper ended (status {self.proc.returncode})")
             return False
-        fd = self.proc.stdout.fileno()
-        if not select.select([fd], [], [], wait)[0]:
+        if not select.select([self.proc.stdout.fileno()], [], [], 0)[0]:
             if time.monotonic() - self.started > KEEPER_TIMEOUT:
                 self.disable(f"the keeper did not hold the namespace in {KEEPER_TIMEOUT:g} s")
             return False
@@ -219,24 +224,33 @@ class Keeper:
             self.disable("the keeper ended")
             return False
         self.info = info
+        if self.tell is not None:
+            os.close(self.tell)
+            self.tell = None
         return True
 
     def join_line(self, argv: Sequence[str], fallback: list[str],
-                  kwargs: dict) -> Optional[list[str]]:
+                  kwargs: dict) -> tuple[Optional[list[str]], Optional[int]]:
         """The launcher's command line for *argv* (``{status}`` standing for
-        its status fd), or None: the caller runs *fallback*."""
+        its status fd) and the fd to pass it, or ``(None, None)``: the
+        caller runs *fallback*.  Starts the keeper if need be."""
         if kwargs.get("close_fds") is False or kwargs.get("shell") or kwargs.get("executable"):
-            return None  # (what the launcher's pass_fds or argv would change)
-        if self.proc is None or not self.ready():
-            return None
-        info = self.info
-        line = [info["launcher"], "--pidfd", str(self.pidfd), "--status", "{status}"]
-        if info["userns"]:
-            line.append("--userns")
-        line += ["--filter", info["filter"]]
-        for name, value in info["env"].items():
-            line += ["--env", f"{name}={value}"]
-        return [*line, "--fallback", *fallback, "--end-fallback", "--", *map(str, argv)]
+            return None, None  # (what the launcher's pass_fds or argv would change)
+        self.start()
+        tail = ["--status", "{status}", "--fallback", *fallback, "--end-fallback", "--",
+                *map(str, argv)]
+        if self.ready():
+            line = [self.launcher, "--pidfd", str(self.pidfd)]
+            if self.info["userns"]:
+                line.append("--userns")
+            line += ["--filter", self.info["filter"]]
+            for name, value in self.info["env"].items():
+                line += ["--env", f"{name}={value}"]
+            return [*line, *tail], self.pidfd
+        if self.off is None and self.tell is not None:
+            return [self.launcher, "--wait-fd", str(self.tell), "--info",
+                    os.path.join(self.work, INFO_FILE), *tail], self.tell
+        return None, None
 
     def _check_statuses(self) -> None:
         """A launcher that could not join says why on its status pipe."""
@@ -274,14 +288,17 @@ class Keeper:
 
     def close(self) -> None:
         """End the keeper (stdin closed: it kills its namespace's init, and
-        with it every process there); idempotent."""
+        with it every process there; still starting: killed, with its init);
+        idempotent."""
         self._check_statuses()
         for fd in self.statuses:
             os.close(fd)
         self.statuses = []
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
+        for name in ("pidfd", "tell"):
+            fd = getattr(self, name)
+            if fd is not None:
+                setattr(self, name, None)
+                os.close(fd)
         proc, self.proc = self.proc, None
         held, self.info = self.info is not None, None
         if proc is not None:

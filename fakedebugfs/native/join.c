@@ -4,6 +4,16 @@
  *
  *   join --pidfd N --status FD [--userns] (--filter HEX | --unsealed)
  *        [--env NAME=VALUE]... --fallback ARGV... --end-fallback -- COMMAND...
+ *   join --wait-fd R --info PATH --status FD [--unsealed]
+ *        --fallback ARGV... --end-fallback -- COMMAND...
+ *
+ * The second form, for a command started while the keeper is still making
+ * the namespace: it waits for EOF on R (the keeper closes the pipe's only
+ * write end once the namespace is held, or when it fails), then reads
+ * PATH: "PID USERNS FILTER" (the holder, whether to enter its user
+ * namespace, the seal in hex), then NAME=VALUE lines (as --env).  It opens
+ * the holder's pidfd itself, and makes sure that process is in another PID
+ * namespace than ours (a pid reused by a host process would not be).
  *
  * It remembers its working directory, enters the namespaces of the holder
  * whose pidfd it is given with one setns(2) (CLONE_NEWUSER when rootless,
@@ -43,12 +53,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef CLONE_NEWUSER
 #define CLONE_NEWUSER 0x10000000
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
 #endif
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -124,6 +138,57 @@ static void add_env(const char *pair)
 	free(name);
 }
 
+/* The --info file of a waiting launcher: the holder's pidfd, its seal, its
+ * environment; 0, or -1 with errno (ESRCH: no holder to join). */
+static int read_info(const char *path, int *pidfd, int *userns, char **filter_hex)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	if (!f)
+		return -1;
+	if ((len = getline(&line, &cap, f)) <= 0) {
+		fclose(f);
+		errno = ESRCH;
+		return -1;
+	}
+	int pid = 0, user = 0;
+	char *hex = malloc((size_t)len + 1);
+	if (!hex || sscanf(line, "%d %d %s", &pid, &user, hex) != 3 || pid <= 0) {
+		free(hex);
+		fclose(f);
+		errno = EINVAL;
+		return -1;
+	}
+	while ((len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n')
+			line[len - 1] = '\0';
+		add_env(line);
+	}
+	free(line);
+	fclose(f);
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0) {
+		free(hex);
+		return -1;
+	}
+	char theirs[64];
+	struct stat a, b;
+	snprintf(theirs, sizeof theirs, "/proc/%d/ns/pid", pid);
+	if (stat("/proc/self/ns/pid", &a) != 0 || stat(theirs, &b) != 0
+	    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
+		close(fd);
+		free(hex);
+		errno = ESRCH;
+		return -1;
+	}
+	*pidfd = fd;
+	*userns = user;
+	*filter_hex = hex;
+	return 0;
+}
+
 static void say_status(int fd, const char *what, int err)
 {
 	char msg[512];
@@ -152,8 +217,9 @@ static int exit_status(int status)
 
 int main(int argc, char **argv)
 {
-	int pidfd = -1, status_fd = -1, userns = 0, unsealed = 0;
-	const char *filter_hex = NULL;
+	int pidfd = -1, status_fd = -1, userns = 0, unsealed = 0, wait_fd = -1;
+	char *filter_hex = NULL;
+	const char *info = NULL;
 	char **fallback = NULL, **command = NULL;
 	int i;
 
@@ -175,6 +241,10 @@ int main(int argc, char **argv)
 			argv[i] = NULL; /* the fallback's argv ends here */
 		} else if (i + 1 < argc && strcmp(a, "--pidfd") == 0) {
 			pidfd = atoi(argv[++i]);
+		} else if (i + 1 < argc && strcmp(a, "--wait-fd") == 0) {
+			wait_fd = atoi(argv[++i]);
+		} else if (i + 1 < argc && strcmp(a, "--info") == 0) {
+			info = argv[++i];
 		} else if (i + 1 < argc && strcmp(a, "--status") == 0) {
 			status_fd = atoi(argv[++i]);
 		} else if (i + 1 < argc && strcmp(a, "--filter") == 0) {
@@ -185,16 +255,10 @@ int main(int argc, char **argv)
 			return usage();
 		}
 	}
-	if (pidfd < 0 || !command || !command[0] || !fallback || !fallback[0]
-	    || (!filter_hex && !unsealed))
+	int waiting = wait_fd >= 0 && info;
+	if ((pidfd < 0 && !waiting) || !command || !command[0] || !fallback || !fallback[0]
+	    || (!filter_hex && !unsealed && !waiting))
 		return usage();
-
-	struct sock_fprog prog = {0, NULL};
-	if (!unsealed) {
-		prog.filter = parse_filter(filter_hex, &prog.len);
-		if (!prog.filter)
-			return usage();
-	}
 
 	sigset_t watched, none;
 	sigemptyset(&watched);
@@ -204,11 +268,32 @@ int main(int argc, char **argv)
 	sigemptyset(&none);
 	sigprocmask(SIG_BLOCK, &watched, NULL);
 
-	/* the namespaces; back to our working directory by its name */
-	char *cwd = getcwd(NULL, 0);
 	const char *failed = NULL;
 	int err = 0;
-	if (!cwd) {
+	if (waiting) { /* until the keeper holds the namespace (or gave up) */
+		char c;
+		for (;;) {
+			ssize_t got = read(wait_fd, &c, 1);
+			if (got == 0 || (got < 0 && errno != EINTR))
+				break;
+		}
+		close(wait_fd);
+		if (read_info(info, &pidfd, &userns, &filter_hex) != 0) {
+			failed = "the keeper's holder";
+			err = errno;
+		}
+	}
+	struct sock_fprog prog = {0, NULL};
+	if (!failed && !unsealed) {
+		prog.filter = parse_filter(filter_hex, &prog.len);
+		if (!prog.filter)
+			return usage();
+	}
+
+	/* the namespaces; back to our working directory by its name */
+	char *cwd = failed ? NULL : getcwd(NULL, 0);
+	if (failed) {
+	} else if (!cwd) {
 		failed = "getcwd";
 		err = errno;
 	} else if (setns(pidfd, CLONE_NEWNS | CLONE_NEWPID | (userns ? CLONE_NEWUSER : 0)) != 0) {
@@ -221,7 +306,8 @@ int main(int argc, char **argv)
 	if (failed) {
 		say_status(status_fd, failed, err);
 		close(status_fd);
-		close(pidfd);
+		if (pidfd >= 0)
+			close(pidfd);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		execv(fallback[0], fallback);
 		fprintf(stderr, "fakedebugfs run: %s: %s\n", fallback[0], strerror(errno));

@@ -3,7 +3,7 @@ held, so that each command of ``Fake.popen`` joins it in a few
 milliseconds (the launcher ``fakedebugfs/native/join.c``) instead of
 making its own.
 
-``python -m fakedebugfs.sandbox.keeper MNT [WORK]`` does what ``run --attach MNT``
+``python -m fakedebugfs.sandbox.keeper MNT [WORK [TELL_FD]]`` does what ``run --attach MNT``
 does before its command starts (:func:`fakedebugfs.sandbox.run.run_attached`:
 a mount namespace, rootless in a user namespace of its own, a PID namespace
 and its init, the namespace's /proc, the fake at /sys/kernel/tracing and
@@ -14,11 +14,15 @@ read-only, the sysctl copies, other fakes' sockets hidden) and waits.  A
 joined command enters the holder's namespaces: it is a process of the
 same PID namespace (init reaps what it leaves), with the same mounts.
 
+Launchers started before the namespace is held (the fake's first
+commands: they need not wait for a ``run --attach`` of their own) wait for
+EOF on a pipe whose write end is TELL_FD, then read the holder's pid, the
+seal and the environment from WORK/join-info (:func:`tell_launchers`).
+
 On its stdout the keeper writes one JSON line: ``{"holder": PID`` (the
 holder's pid, as the fake sees it), ``"userns"`` (whether the command must
 enter a user namespace too), ``"env"`` (what ``run`` adds to a command's
-environment), ``"filter"`` (the seal, assembled, in hex), ``"launcher"``
-(the join launcher, built)``}``, or
+environment), ``"filter"`` (the seal, assembled, in hex)``}``, or
 ``{"error": "..."}`` and exits 1.  It then holds until its stdin closes
 (the fake closes it when it closes, or dies) or SIGTERM, kills init, which
 takes every process of the namespace with it (the holder, what commands
@@ -40,12 +44,12 @@ import tempfile
 import time
 
 from fakedebugfs.control import runstate
-from fakedebugfs import native
 from fakedebugfs.native import libc
 from fakedebugfs.sandbox import run, seal
 from fakedebugfs.sandbox.run import RunError
 
 HOLD_TIMEOUT = 60.0  # seconds the holder may take to confine itself
+INFO_FILE = "join-info"  # in the work folder: what waiting launchers read
 
 
 def _holder(confine, ready: int) -> None:
@@ -70,9 +74,11 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def keep(attach: str, work: str | None = None) -> int:
+def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
     """Hold the namespace of the fake at *attach* (see the module), in the
-    work folder *work* (made here when None; removed at the end)."""
+    work folder *work* (made here when None; removed at the end); *tell*:
+    the write end of the pipe launchers started before the namespace was
+    held wait on (:func:`tell_launchers`)."""
     mnt = runstate.canonical(attach)
     if runstate.mounted_fstype(mnt) != runstate.FSTYPE:
         raise RunError(f"--attach {attach}: no fakedebugfs is mounted there")
@@ -82,10 +88,6 @@ def keep(attach: str, work: str | None = None) -> int:
     if rootless:  # uid 0 in the user namespace: keep our own run directory
         os.environ[runstate.RUNDIR_ENV] = env[runstate.RUNDIR_ENV] = str(runstate.rundir())
     filt = seal.filter_bytes()
-    try:
-        launcher = str(native.build("join"))
-    except Exception as err:  # gcc missing or failing
-        raise RunError(f"cannot build the join launcher ({err}); run `make install`") from None
     if work is None:
         work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
     os.chmod(work, 0o755)
@@ -98,6 +100,8 @@ def keep(attach: str, work: str | None = None) -> int:
 
         def init() -> int:
             os.close(ready_r)
+            if tell is not None:  # (its end must be ours only)
+                os.close(tell)
             run.mount_proc()
             run.arrange_namespace(mnt, work, rootless)
             try:
@@ -127,13 +131,18 @@ def keep(attach: str, work: str | None = None) -> int:
         holders = _children(init_pid)
         if len(holders) != 1:
             raise RunError(f"cannot find the holder among init's children ({holders})")
-        print(json.dumps({"holder": holders[0], "userns": rootless, "env": env,
-                          "filter": filt.hex(), "launcher": launcher}), flush=True)
+        info = {"holder": holders[0], "userns": rootless, "env": env, "filter": filt.hex()}
+        if tell is not None:
+            tell_launchers(work, info, tell)
+            tell = None
+        print(json.dumps(info), flush=True)
         _hold(init_fd)
         return 0
     except OSError as err:
         raise RunError(str(err)) from None
     finally:
+        if tell is not None:
+            os.close(tell)  # (the waiting launchers go the slow way)
         if init_pid is not None:
             try:
                 os.kill(init_pid, signal.SIGKILL)
@@ -141,6 +150,22 @@ def keep(attach: str, work: str | None = None) -> int:
                 pass
             run._reap(init_pid, 5.0)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def tell_launchers(work: str, info: dict, tell: int) -> None:
+    """Write what a launcher needs (``INFO_FILE`` in *work*: ``PID USERNS
+    FILTER`` on the first line, then ``NAME=VALUE`` of the environment's
+    additions) and close *tell*: every launcher waiting for EOF on the
+    pipe's read end reads the file (fakedebugfs/native/join.c ``--wait-fd``)."""
+    lines = [f"{info['holder']} {int(info['userns'])} {info['filter']}",
+             *(f"{name}={value}" for name, value in info["env"].items())]
+    if not any("\n" in line for line in lines):  # (else no file: they go the slow way)
+        path = os.path.join(work, INFO_FILE)
+        with open(path + ".tmp", "w") as fp:
+            fp.write("\n".join(lines) + "\n")
+        os.chmod(path + ".tmp", 0o644)
+        os.rename(path + ".tmp", path)
+    os.close(tell)
 
 
 def _init_error(errors: int) -> str:
@@ -174,11 +199,12 @@ def _hold(init_fd: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (1, 2):
-        print("usage: python -m fakedebugfs.sandbox.keeper MNT [WORK]", file=sys.stderr)
+    if len(argv) not in (1, 2, 3):
+        print("usage: python -m fakedebugfs.sandbox.keeper MNT [WORK [TELL_FD]]",
+              file=sys.stderr)
         return 2
     try:
-        return keep(*argv)
+        return keep(*argv[:2], int(argv[2]) if len(argv) == 3 else None)
     except RunError as err:
         print(json.dumps({"error": str(err.args[0])}), flush=True)
         return 1
