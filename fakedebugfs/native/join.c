@@ -210,6 +210,45 @@ static void child_fail(int w, const char *what, int err, int status)
 	_exit(status);
 }
 
+/* execvp() without its /bin/sh retry of a file without an interpreter line
+ * (ENOEXEC): as Python's os.execvpe, which `run` uses; the errno it failed with. */
+static int exec_path(char **command)
+{
+	const char *name = command[0];
+	if (strchr(name, '/')) {
+		execv(name, command);
+		return errno;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin"; /* os.defpath */
+	int saved = 0, last = ENOENT;
+	size_t len = strlen(name);
+	char *buf = malloc(strlen(path) + len + 2);
+	if (!buf)
+		return ENOMEM;
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		size_t dir = (size_t)(end - p);
+		if (dir == 0) {
+			memcpy(buf, name, len + 1); /* an empty entry: the working directory */
+		} else {
+			memcpy(buf, p, dir);
+			buf[dir] = '/';
+			memcpy(buf + dir + 1, name, len + 1);
+		}
+		execv(buf, command);
+		last = errno;
+		if (last != ENOENT && last != ENOTDIR && !saved)
+			saved = last;
+		if (*end == '\0')
+			break;
+		p = end;
+	}
+	free(buf);
+	return saved ? saved : last;
+}
+
 static int exit_status(int status)
 {
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -290,18 +329,43 @@ int main(int argc, char **argv)
 			return usage();
 	}
 
-	/* the namespaces; back to our working directory by its name */
+	/* the namespaces; back to our working directory by its name.  A probe
+	 * (a child) tries both first: once we are in, there is no way back to
+	 * the fallback's namespaces. */
+	int flags = CLONE_NEWNS | CLONE_NEWPID | (userns ? CLONE_NEWUSER : 0);
 	char *cwd = failed ? NULL : getcwd(NULL, 0);
 	if (failed) {
 	} else if (!cwd) {
 		failed = "getcwd";
 		err = errno;
-	} else if (setns(pidfd, CLONE_NEWNS | CLONE_NEWPID | (userns ? CLONE_NEWUSER : 0)) != 0) {
+	} else {
+		pid_t probe = fork();
+		if (probe == 0) {
+			if (setns(pidfd, flags & ~CLONE_NEWPID) != 0)
+				_exit(128 | (errno & 0x7f));
+			_exit(chdir(cwd) != 0 ? errno & 0x7f : 0);
+		}
+		int status = 0;
+		if (probe < 0) {
+			failed = "fork";
+			err = errno;
+		} else if (waitpid(probe, &status, 0) != probe || !WIFEXITED(status)) {
+			failed = "the probe";
+			err = ECHILD;
+		} else if (WEXITSTATUS(status) & 128) {
+			failed = "setns";
+			err = WEXITSTATUS(status) & 0x7f;
+		} else if (WEXITSTATUS(status) != 0) {
+			failed = "chdir";
+			err = WEXITSTATUS(status);
+		}
+	}
+	if (!failed && setns(pidfd, flags) != 0) {
 		failed = "setns";
 		err = errno;
-	} else if (chdir(cwd) != 0) {
-		failed = "chdir";
-		err = errno;
+	} else if (!failed && chdir(cwd) != 0) { /* (it was there a moment ago) */
+		fprintf(stderr, "fakedebugfs run: %s: %s\n", cwd, strerror(errno));
+		return 126;
 	}
 	if (failed) {
 		say_status(status_fd, failed, err);
@@ -345,8 +409,7 @@ int main(int argc, char **argv)
 			if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
 				child_fail(errs[1], "seal-seccomp", errno, 126);
 		}
-		execvp(command[0], command);
-		child_fail(errs[1], "exec", errno, 127);
+		child_fail(errs[1], "exec", exec_path(command), 127);
 	}
 	close(errs[1]);
 	close(live[0]);
