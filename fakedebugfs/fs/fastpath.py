@@ -20,6 +20,7 @@ What a tool's control-plane sweep costs is mostly these requests: a
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 TIMEOUT = 1.0  # lifetime of a mappable file's attributes (its size follows its data), s
 STABLE_TIMEOUT = 86400.0  # of entries and other attributes: invalidated when they change
 BUFFERS = (bytes, bytearray, memoryview)  # handed to FUSE as they are
+_GENERATIONS = itertools.count(1)  # FastPath.attrs_generation: one number, one mount's nodes
 
 
 def fuse_error(what: str, node, err: BaseException) -> None:
@@ -57,11 +59,33 @@ class FastPath:
     (which sets ``table``, ``faults``, ``uid``/``gid``, ``mtime_ns``,
     ``open_files``, ``_fh`` and the ``on_open``/``on_io``/``on_write`` hooks)."""
 
+    # bumped by every change a node's attributes may follow (attrs_changed):
+    # a node's EntryAttributes made at another generation is made again
+    attrs_generation = 0
+
     # --- attributes -----------------------------------------------------
 
     def attrs(self, node) -> pyfuse3.EntryAttributes:
         """A node's entry and attributes (``tracefs_getattr``: ``st_size``
-        0 but for a mappable file, whose size is its mapping's)."""
+        0 but for a mappable file, whose size is its mapping's).  Kept on
+        the node until :meth:`attrs_changed` (but a mappable file's, whose
+        size follows its data): a ``trace-cmd reset`` asks for some 4,600
+        files' and every event directory's (READDIRPLUS), and a directory's
+        ``st_nlink`` counts its subdirectories."""
+        if node.attrs_generation == self.attrs_generation:
+            return node.entry
+        entry = self.make_attrs(node)
+        if entry.attr_timeout == STABLE_TIMEOUT:
+            node.entry, node.attrs_generation = entry, self.attrs_generation
+        return entry
+
+    def attrs_changed(self) -> None:
+        """What a node's attributes follow changed (its or an anchor's
+        owner or mode, a directory joining or leaving one, the mount's
+        owner): every kept EntryAttributes is made again when next asked."""
+        self.attrs_generation = next(_GENERATIONS)
+
+    def make_attrs(self, node) -> pyfuse3.EntryAttributes:
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = node.inode
         entry.entry_timeout = STABLE_TIMEOUT

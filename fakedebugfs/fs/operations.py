@@ -128,6 +128,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         self.table.on_add = self._added
         self.uid, self.gid = uid, gid
         self.mtime_ns = time.time_ns()
+        self.attrs_changed()  # a generation of its own: no node's kept attributes are ours yet
         self.open_files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
         # called before every open: what happened before a reader opens a
@@ -150,6 +151,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
             self.uid = uid
         if gid is not None:
             self.gid = gid
+        self.attrs_changed()
         nodes = list(self.table.nodes.values())
         for node in nodes:
             if uid is not None:
@@ -174,6 +176,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         node = self._node(inode)
         if fields.update_uid or fields.update_gid or fields.update_mode:
             self._chown_chmod(node, attr, fields, ctx)
+            self.attrs_changed()  # the node's, and its descendants' owners
         if fields.update_size and isinstance(node, File):
             with _Guard("truncate"):
                 node.fops.truncate(self.open_files.get(fh))
@@ -389,6 +392,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         except Exception as err:  # not mounted yet, or already gone
             log.debug("invalidate %s: %s", node.name, err)
         if isinstance(node, Dir):
+            self.attrs_changed()
             _invalidate_attrs(parent)
 
     def _added(self, parent: Dir, node) -> None:
@@ -397,6 +401,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         lookup that missed it was cached); a directory changes the parent's
         ``st_nlink``."""
         if isinstance(node, Dir):
+            self.attrs_changed()
             _invalidate_attrs(parent)
 
 

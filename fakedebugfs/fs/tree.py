@@ -22,6 +22,11 @@ ROOT_INODE = 1
 
 
 class Node:
+    # the EntryAttributes the adapter made for this node, and at which of its
+    # generations (fs/fastpath.py FastPath.attrs); -1: none
+    entry = None
+    attrs_generation = -1
+
     def __init__(self, name: str, mode: int):
         self.name = name
         self.mode = mode
