@@ -208,6 +208,22 @@ def test_what_a_command_leaves_outside_its_group_ends_with_the_fake(tmp_path):
         not p.exists() for p in runstate.rundir().glob("keep-*"))
 
 
+def test_reset_ends_what_commands_left_and_keeps_the_namespace(fk):
+    held(fk)
+    holder = fk._keeper.info["holder"]
+    fk.run(["sh", "-c", "setsid sleep 325.5 </dev/null >/dev/null 2>&1 &"])
+    time.sleep(0.2)
+    assert len(with_cmdline("325.5")) == 1
+    fk.reset()
+    deadline = time.monotonic() + 5
+    while with_cmdline("325.5") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert with_cmdline("325.5") == []
+    assert fk._keeper.ready() and fk._keeper.info["holder"] == holder
+    assert fk.run(["cat", "/sys/kernel/tracing/tracing_on"], capture_output=True,
+                  text=True).stdout == "1\n"
+
+
 def test_nothing_left_when_the_body_fails():
     state = {}
     with pytest.raises(RuntimeError):

@@ -7,17 +7,18 @@ process of that namespace; each in a session (and process group) of its
 own, ended with its group when the fake closes (SIGTERM, then SIGKILL, as
 a session's processes get SIGHUP when its leader goes).
 
-The first command of a fake starts as ``fakedebugfs run --attach`` does
-(a new Python, its imports, the namespaces made: 0.1-0.2 s), and starts
-the fake's keeper (:mod:`fakedebugfs.sandbox.keeper`) beside it, which
-makes that namespace once more and holds it.  Every later command joins
-the held namespace (the launcher ``fakedebugfs/native/join.c``: one
-setns(2), the seal, exec: a few milliseconds), so the commands of one fake share one PID
-namespace, as processes on one machine do, and what a command leaves
-running outside its process group is ended when the fake closes (or
-resets).  Where the namespace cannot be held or joined, commands go on
-the first one's way, and the reason is logged once (``FAKEDEBUGFS_JOIN=0``
-asks for that way).
+The first command of a fake starts the fake's keeper
+(:mod:`fakedebugfs.sandbox.keeper`), which makes the namespace as
+``fakedebugfs run --attach`` makes it (a new Python, its imports, the
+namespaces: 0.1-0.2 s) and holds it; every command, the first included,
+is started by the launcher ``fakedebugfs/native/join.c``, which joins the
+held namespace (one setns(2), the seal, exec: a few milliseconds; the
+first waits for the keeper).  So the commands of one fake share one PID
+namespace and its mounts (the sysctl copies too), as processes on one
+machine do, and what a command leaves running outside its process group
+is ended when the fake closes (or resets).  Where the namespace cannot be
+held or joined, commands start as ``run --attach`` (:meth:`command`), and
+the reason is logged once (``FAKEDEBUGFS_JOIN=0`` asks for that way).
 """
 
 from __future__ import annotations
