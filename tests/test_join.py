@@ -244,6 +244,37 @@ def test_nothing_left_when_the_body_fails():
         assert state["root"] not in fp.read()
 
 
+def test_nothing_left_when_the_fakes_process_is_killed(tmp_path):
+    """SIGKILL to the process that holds the fake: its server goes (its
+    lifeline), the keeper sees its stdin close and ends the namespace."""
+    script = textwrap.dedent("""
+        import os, sys, time
+        from fakedebugfs import Fake
+        fk = Fake().start()
+        fk.popen(["sleep", "326.5"])
+        while not fk._keeper.ready():
+            time.sleep(0.01)
+        fk.popen(["sh", "-c", "setsid sleep 326.5 </dev/null >/dev/null 2>&1 & wait"])
+        print(fk._keeper.proc.pid, fk._keeper.info["holder"], fk._keeper.work, flush=True)
+        time.sleep(300)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        keeper, holder, work = proc.stdout.readline().split()
+        ns = os.readlink(f"/proc/{holder}/ns/pid")
+        time.sleep(0.3)
+        assert len(with_cmdline("326.5")) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while (ns_processes(ns) or Path(f"/proc/{keeper}").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ns_processes(ns) == [] and with_cmdline("326.5") == []
+    assert not Path(f"/proc/{keeper}").exists() and not Path(work).exists()
+
+
 def test_keeper_still_starting_when_the_fake_closes():
     with Fake() as fake:
         proc = fake.popen(["true"])

@@ -208,6 +208,9 @@ def main(argv: list[str]) -> int:
     except RunError as err:
         print(json.dumps({"error": str(err.args[0])}), flush=True)
         return 1
+    except Exception as err:  # said to the fake, which logs it (our stderr is not kept)
+        print(json.dumps({"error": f"{type(err).__name__}: {err}"}), flush=True)
+        return 1
 
 
 if __name__ == "__main__":
