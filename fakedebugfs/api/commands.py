@@ -238,19 +238,12 @@ class Keeper:
         if kwargs.get("close_fds") is False or kwargs.get("shell") or kwargs.get("executable"):
             return None, None  # (what the launcher's pass_fds or argv would change)
         self.start()
-        tail = ["--status", "{status}", "--fallback", *fallback, "--end-fallback", "--",
-                *map(str, argv)]
+        tail = ["--info", os.path.join(self.work or "", INFO_FILE), "--status", "{status}",
+                "--fallback", *fallback, "--end-fallback", "--", *map(str, argv)]
         if self.ready():
-            line = [self.launcher, "--pidfd", str(self.pidfd)]
-            if self.info["userns"]:
-                line.append("--userns")
-            line += ["--filter", self.info["filter"]]
-            for name, value in self.info["env"].items():
-                line += ["--env", f"{name}={value}"]
-            return [*line, *tail], self.pidfd
+            return [self.launcher, "--pidfd", str(self.pidfd), *tail], self.pidfd
         if self.off is None and self.tell is not None:
-            return [self.launcher, "--wait-fd", str(self.tell), "--info",
-                    os.path.join(self.work, INFO_FILE), *tail], self.tell
+            return [self.launcher, "--wait-fd", str(self.tell), *tail], self.tell
         return None, None
 
     def _check_statuses(self) -> None:

@@ -2,18 +2,19 @@
  * The lean way into a fake's `run` namespace: what Fake.popen starts once
  * the fake's keeper (fakedebugfs/sandbox/keeper.py) holds that namespace.
  *
- *   join --pidfd N --status FD [--userns] (--filter HEX | --unsealed)
- *        [--env NAME=VALUE]... --fallback ARGV... --end-fallback -- COMMAND...
- *   join --wait-fd R --info PATH --status FD [--unsealed]
+ *   join (--pidfd N | --wait-fd R) --info PATH --status FD [--unsealed]
  *        --fallback ARGV... --end-fallback -- COMMAND...
  *
- * The second form, for a command started while the keeper is still making
- * the namespace: it waits for EOF on R (the keeper closes the pipe's only
- * write end once the namespace is held, or when it fails), then reads
- * PATH: "PID USERNS FILTER" (the holder, whether to enter its user
- * namespace, the seal in hex), then NAME=VALUE lines (as --env).  It opens
- * the holder's pidfd itself, and makes sure that process is in another PID
- * namespace than ours (a pid reused by a host process would not be).
+ * PATH, written by the keeper once it holds the namespace, holds
+ * "PID USERNS FILTER" (the holder, whether to enter its user namespace,
+ * the seal in hex), then NAME=VALUE lines: the environment's additions
+ * (--userns, --filter HEX and --env NAME=VALUE give the same on the line).
+ * N is the holder's pidfd, which the fake keeps.  A command started while
+ * the keeper is still making the namespace gets --wait-fd instead: it
+ * waits for EOF on R (the keeper closes the pipe's only write end once the
+ * namespace is held, or when it fails), then opens the holder's pidfd
+ * itself, and makes sure that process is in another PID namespace than
+ * ours (a pid reused by a host process would not be).
  *
  * It remembers its working directory, enters the namespaces of the holder
  * whose pidfd it is given with one setns(2) (CLONE_NEWUSER when rootless,
@@ -168,6 +169,10 @@ static int read_info(const char *path, int *pidfd, int *userns, char **filter_he
 	}
 	free(line);
 	fclose(f);
+	*userns = user;
+	*filter_hex = hex;
+	if (*pidfd >= 0) /* the fake's: it is the holder */
+		return 0;
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (fd < 0) {
 		free(hex);
@@ -184,8 +189,6 @@ static int read_info(const char *path, int *pidfd, int *userns, char **filter_he
 		return -1;
 	}
 	*pidfd = fd;
-	*userns = user;
-	*filter_hex = hex;
 	return 0;
 }
 
@@ -296,7 +299,7 @@ int main(int argc, char **argv)
 	}
 	int waiting = wait_fd >= 0 && info;
 	if ((pidfd < 0 && !waiting) || !command || !command[0] || !fallback || !fallback[0]
-	    || (!filter_hex && !unsealed && !waiting))
+	    || (!filter_hex && !unsealed && !info))
 		return usage();
 
 	sigset_t watched, none;
@@ -317,10 +320,10 @@ int main(int argc, char **argv)
 				break;
 		}
 		close(wait_fd);
-		if (read_info(info, &pidfd, &userns, &filter_hex) != 0) {
-			failed = "the keeper's holder";
-			err = errno;
-		}
+	}
+	if (info && read_info(info, &pidfd, &userns, &filter_hex) != 0) {
+		failed = "the keeper's holder";
+		err = errno;
 	}
 	struct sock_fprog prog = {0, NULL};
 	if (!failed && !unsealed) {

@@ -16,8 +16,9 @@ same PID namespace (init reaps what it leaves), with the same mounts.
 
 Launchers started before the namespace is held (the fake's first
 commands: they need not wait for a ``run --attach`` of their own) wait for
-EOF on a pipe whose write end is TELL_FD, then read the holder's pid, the
-seal and the environment from WORK/join-info (:func:`tell_launchers`).
+EOF on a pipe whose write end is TELL_FD; every launcher reads the
+holder's pid, the seal and the environment from WORK/join-info
+(:func:`tell_launchers`).
 
 On its stdout the keeper writes one JSON line: ``{"holder": PID`` (the
 holder's pid, as the fake sees it), ``"userns"`` (whether the command must
@@ -132,9 +133,8 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
         if len(holders) != 1:
             raise RunError(f"cannot find the holder among init's children ({holders})")
         info = {"holder": holders[0], "userns": rootless, "env": env, "filter": filt.hex()}
-        if tell is not None:
-            tell_launchers(work, info, tell)
-            tell = None
+        tell_launchers(work, info, tell)
+        tell = None
         print(json.dumps(info), flush=True)
         _hold(init_fd)
         return 0
@@ -152,11 +152,12 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def tell_launchers(work: str, info: dict, tell: int) -> None:
+def tell_launchers(work: str, info: dict, tell: int | None) -> None:
     """Write what a launcher needs (``INFO_FILE`` in *work*: ``PID USERNS
     FILTER`` on the first line, then ``NAME=VALUE`` of the environment's
-    additions) and close *tell*: every launcher waiting for EOF on the
-    pipe's read end reads the file (fakedebugfs/native/join.c ``--wait-fd``)."""
+    additions; fakedebugfs/native/join.c ``--info``) and close *tell*:
+    every launcher waiting for EOF on the pipe's read end then reads the
+    file (``--wait-fd``)."""
     lines = [f"{info['holder']} {int(info['userns'])} {info['filter']}",
              *(f"{name}={value}" for name, value in info["env"].items())]
     if not any("\n" in line for line in lines):  # (else no file: they go the slow way)
@@ -165,7 +166,8 @@ def tell_launchers(work: str, info: dict, tell: int) -> None:
             fp.write("\n".join(lines) + "\n")
         os.chmod(path + ".tmp", 0o644)
         os.rename(path + ".tmp", path)
-    os.close(tell)
+    if tell is not None:
+        os.close(tell)
 
 
 def _init_error(errors: int) -> str:
