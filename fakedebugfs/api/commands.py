@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -45,6 +46,7 @@ KEEPER_MODULE = "fakedebugfs.sandbox.keeper"
 KEEPER_TIMEOUT = 30.0  # seconds the keeper may take to hold the namespace
 INFO_FILE = "join-info"  # in the keeper's work folder (sandbox/keeper.py tell_launchers)
 _said: set = set()  # reasons for the slow way already logged (once each)
+_KEEPERS = threading.Lock()  # a fake's keeper state, between threads
 log = logging.getLogger(__name__)
 
 
@@ -71,26 +73,27 @@ class Commands:
         children) is ended, SIGTERM then SIGKILL.  Commands after the
         first join the namespace the fake's keeper holds (see the module)."""
         own = kwargs.setdefault("start_new_session", True) or kwargs.get("process_group") == 0
-        keeper = getattr(self, "_keeper", None)
-        if keeper is None:
-            keeper = self._keeper = Keeper(str(self._root()))
-        status = None
-        line, fd = keeper.join_line(argv, self.command(argv), kwargs)
-        if line is not None:
-            status = os.pipe2(os.O_CLOEXEC)
-            kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), fd, status[1])
-            line[line.index("{status}")] = str(status[1])
-        try:
-            proc = subprocess.Popen(line or self.command(argv), **kwargs)
-        except BaseException:
+        with _KEEPERS:  # (popen from several threads: one keeper, its fds kept open)
+            keeper = getattr(self, "_keeper", None)
+            if keeper is None:
+                keeper = self._keeper = Keeper(str(self._root()))
+            status = None
+            line, fd = keeper.join_line(argv, self.command(argv), kwargs)
+            if line is not None:
+                status = os.pipe2(os.O_CLOEXEC)
+                kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), fd, status[1])
+                line[line.index("{status}")] = str(status[1])
+            try:
+                proc = subprocess.Popen(line or self.command(argv), **kwargs)
+            except BaseException:
+                if status is not None:
+                    os.close(status[0])
+                raise
+            finally:
+                if status is not None:
+                    os.close(status[1])
             if status is not None:
-                os.close(status[0])
-            raise
-        finally:
-            if status is not None:
-                os.close(status[1])
-        if status is not None:
-            keeper.statuses.append(status[0])
+                keeper.statuses.append(status[0])
         self._commands.append((proc, bool(own)))
         return proc
 
@@ -130,7 +133,8 @@ class Commands:
     def close_keeper(self) -> None:
         """End the keeper and, with its namespace, every process left in it
         (done by :meth:`close`, after :meth:`end_commands`)."""
-        keeper, self._keeper = getattr(self, "_keeper", None), None
+        with _KEEPERS:
+            keeper, self._keeper = getattr(self, "_keeper", None), None
         if keeper is not None:
             keeper.close()
 
