@@ -68,11 +68,22 @@ def _holder(confine, ready: int) -> None:
 
 
 def _children(pid: int) -> list[int]:
+    """The pids of *pid*'s children (/proc/PID/task/PID/children, or each
+    process's PPid where the kernel has no CONFIG_PROC_CHILDREN)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as fp:
             return [int(p) for p in fp.read().split()]
     except (OSError, ValueError):
-        return []
+        pass
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as fp:
+                if name.isdigit() and int(fp.read().rpartition(")")[2].split()[1]) == pid:
+                    found.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
