@@ -364,3 +364,13 @@ def test_rootless_joined_commands(nobody):
     assert len(lines) == 3, p.stdout
     for i, line in enumerate(lines):
         assert line.startswith(f"{i} {i > 0} 0 ['0', '1', '1', 'Seccomp:2'] "), line
+
+
+def test_remount_gid_through_joined_commands(fk):
+    """mount(8)'s remount reaches the fake through the mount helper the
+    keeper's namespace has (ftracetest's test_ownership.tc)."""
+    for gid in (1234, 4321):
+        done = fk.run(["mount", "-o", f"remount,gid={gid}", "/sys/kernel/tracing"],
+                      capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert joined(done) and os.stat(fk.tracing / "trace").st_gid == gid
