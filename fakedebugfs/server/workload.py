@@ -58,6 +58,7 @@ class WorkloadDriver:
         self.size = BatchSize(wl, batch_ms)
         self.least = max(1, getattr(wl, "batch_min", 1))  # smaller runs go one by one
         self.blocks = None  # BlockMaker, once started
+        self.part_n, self.part_s = 0, 0.0  # a paused batch: its events, its time so far
 
     async def run(self) -> None:
         """Fire the workload until it is done, in turns of the slicer, in
@@ -88,15 +89,40 @@ class WorkloadDriver:
                     await trio.sleep(TICK)
                     continue
             async with slicer.turn(slicer.WRITER) as turn:
-                self.fired += fire_until(wl, due, turn.over, self.size)
+                engine.pause_check = slicer.pending  # a request waits: the rest next turn
+                try:
+                    if self.finish_paused():
+                        self.fired += fire_until(wl, due, turn.over, self.size, self)
+                finally:
+                    engine.pause_check = None
                 self.last_fire = trio.current_time()
             if self.last_fire - self.last_wake >= WAKE_EVERY:
                 async with slicer.turn(slicer.WRITER):  # requests waiting go first
                     self.wake()
+        engine.finish()
         engine.batch_done()
         if self.release is not None:
             self.release()  # the last batches' arrays
         log.info("workload %s done: %d events", wl.name, wl.emitted)
+
+    def finish_paused(self) -> bool:
+        """The tracers the last batch paused before take it now, until a
+        request waits again (:meth:`Engine.finish`); True once it is
+        written whole.  Its size is judged on the time of all its parts."""
+        engine = self.engine
+        if not engine.paused():
+            return True
+        start = time.perf_counter()
+        engine.finish(pausable=True)
+        self.part_s += time.perf_counter() - start
+        if engine.paused():
+            return False
+        self.size.update(self.part_n, self.part_s)
+        return True
+
+    def paused_after(self, fired: int, seconds: float) -> None:
+        """A run of *fired* events took *seconds* until the engine paused it."""
+        self.part_n, self.part_s = fired, seconds
 
     def owed(self) -> int:
         """How many events the paced workload owes until now (at most a
@@ -118,7 +144,7 @@ class WorkloadDriver:
         due = min(self.owed(), int(self.rate * CATCH_UP_MOST))
         end = time.perf_counter() + CATCH_UP_WORK
         fired = fire_until(self.wl, due, lambda: time.perf_counter() >= end, self.size,
-                           adapt=False)
+                           adapt=False)  # no pause_check: whole batches
         if fired:
             self.fired += fired
             self.last_fire = trio.current_time()
@@ -200,20 +226,25 @@ def even_share(left: int, most: int) -> int:
 
 
 def fire_until(wl, budget: Optional[int], over: Callable[[], bool], size: BatchSize,
-               adapt: bool = True) -> int:
+               driver: Optional[WorkloadDriver] = None, adapt: bool = True) -> int:
     """Run workload *wl* in batches of *size* until *over()* (the slicer's
     turn, or a write's catch-up time), *budget* events (None: no limit) or
     its ``--count``; returns how many it fired.  *adapt*: each batch's time
     resizes *size* (a write's catch-up leaves it as the slicer's turns
-    made it)."""
+    made it).  A batch the engine paused (a request waits: the engine's
+    ``pause_check``) ends the turn; *driver* finishes it, and judges its
+    time, in the next."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
         n = size.n if budget is None else even_share(budget - fired, size.n)
         start = time.perf_counter()
         got = wl.run(n)
+        fired += got
+        if driver is not None and driver.engine.paused():
+            driver.paused_after(got, time.perf_counter() - start)
+            break
         if adapt:
             size.update(got, time.perf_counter() - start)
-        fired += got
         if not got:  # waiting for its next block (BlockMaker)
             break
         if over():
