@@ -184,3 +184,35 @@ def test_a_fork_server_goes_with_its_starter(tmp_path):
     assert not runstate.alive(int(server)) and not sock.exists()
     assert not runstate.alive(int(forked)) and not is_mounted(root)
     os.rmdir(root)
+
+
+def test_a_forked_fakes_keeper_is_forked_there_too(forking, monkeypatch):
+    """The namespace a fake's commands join (its keeper, made at the first
+    command) comes from the fork server that started the fake, also once
+    FAKEDEBUGFS_FORKSERVER is gone (the plugin names it only while a fake
+    starts); the command sees the fake, and closing the fake ends the keeper."""
+    with Fake() as fake:
+        monkeypatch.delenv(forkserver.ENV)
+        fake.define("forked", "ev", ["int x"])
+        done = fake.run(["cat", "/sys/kernel/tracing/events/forked/ev/format"],
+                        capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert "field:int x;" in done.stdout
+        keeper = fake._keeper.proc
+        assert isinstance(keeper, forkserver.Forked)
+        assert os.getppid() != keeper.pid and runstate.alive(keeper.pid)
+        with open(f"/proc/{keeper.pid}/status") as fp:
+            parent = [line.split()[1] for line in fp if line.startswith("PPid:")]
+        assert parent != [str(os.getpid())]  # not a child of ours: the fork server's
+        pid = keeper.pid
+    assert not runstate.alive(pid)
+
+
+def test_a_module_the_fork_server_does_not_run_is_refused(forking):
+    r, w = os.pipe()
+    try:
+        with pytest.raises(OSError, match="not a module the fork server runs"):
+            forkserver.spawn_module(forking, "os", ["-c", "x"], [r, w])
+    finally:
+        os.close(r)
+        os.close(w)

@@ -76,7 +76,8 @@ class Commands:
         with _KEEPERS:  # (popen from several threads: one keeper, its fds kept open)
             keeper = getattr(self, "_keeper", None)
             if keeper is None:
-                keeper = self._keeper = Keeper(str(self._root()))
+                keeper = self._keeper = Keeper(str(self._root()),
+                                               getattr(self, "_forkserver", None))
             status = None
             line, fd = keeper.join_line(argv, self.command(argv), kwargs)
             if line is not None:
@@ -147,8 +148,9 @@ class Keeper:
     for the keeper to say it); ``None`` (the ``run --attach`` way) when it
     cannot be used, with the reason logged once."""
 
-    def __init__(self, mnt: str):
+    def __init__(self, mnt: str, forkserver: Optional[str] = None):
         self.mnt = mnt
+        self.forkserver = forkserver  # a fork server's socket: the keeper is forked there
         self.proc: Optional[subprocess.Popen] = None
         self.info: Optional[dict] = None  # the keeper's report
         self.pidfd: Optional[int] = None  # the holder's
@@ -177,7 +179,7 @@ class Keeper:
         tell_r, tell_w = os.pipe2(os.O_CLOEXEC)
         try:
             self.work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
-            self.proc = subprocess.Popen(
+            self.proc = self._forked(tell_w) or subprocess.Popen(
                 [sys.executable, "-m", KEEPER_MODULE, self.mnt, self.work, str(tell_w)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 start_new_session=True, pass_fds=(tell_w,))
@@ -189,6 +191,31 @@ class Keeper:
             os.close(tell_w)
         self.tell = tell_r
         self.started = time.monotonic()
+
+    def _forked(self, tell: int):
+        """The keeper forked by the fork server that started the fake (its
+        imports done: a few ms instead of a Python's start), with pipes as
+        its stdin and stdout, as ``Popen`` gives; None where there is none
+        or it refuses (then it is started as a command)."""
+        if not self.forkserver:
+            return None
+        from fakedebugfs.server import forkserver
+
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = forkserver.spawn_module(self.forkserver, KEEPER_MODULE,
+                                          [self.mnt, self.work, "{fd2}"],
+                                          [stdin_r, stdout_w, tell])
+        except OSError:
+            for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
+                os.close(fd)
+            return None
+        os.close(stdin_r)
+        os.close(stdout_w)
+        proc = forkserver.Forked(pid, None)
+        proc.stdin, proc.stdout = os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb")
+        return proc
 
     def disable(self, why: str) -> None:
         """Commands go the ``run --attach`` way from now on; *why* logged once."""

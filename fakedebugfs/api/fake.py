@@ -66,6 +66,7 @@ class Fake(Injection, Waits, Commands):
         # own), ended by close()
         self._commands: list[tuple[subprocess.Popen, bool]] = []
         self._keeper = None  # the namespace later commands join (api.commands.Keeper)
+        self._forkserver: Optional[str] = None  # the fork server that started it (if any)
         self._mounted_state: Optional[dict] = None  # reset()'s, read at start
 
     # --- life -------------------------------------------------------------------
@@ -102,6 +103,7 @@ class Fake(Injection, Waits, Commands):
         return self
 
     def _spawn(self) -> None:
+        self._forkserver = launcher.forkserver_path()  # (its keeper is forked there too)
         self._proc = launcher.spawn_server(str(self.root), self.options.argv(),
                                            self.ready_timeout)
 

@@ -14,6 +14,7 @@ Entry points::
     python -m fakedebugfs.server.forkserver SOCKET   # serve until SIGTERM
     pid = start(SOCKET)                              # the same, as a child; waits until it listens
     proc = spawn(SOCKET, MOUNTPOINT, ARGV, ready_fd, log_fd)  # one mount's server (a Forked)
+    pid = spawn_module(SOCKET, MODULE, ARGV, [stdin, stdout, ...])  # a fake's keeper
 
 ``spawn_server`` uses the fork server named by ``FAKEDEBUGFS_FORKSERVER``
 (its socket) when that is set and answers, and starts the command as
@@ -42,6 +43,10 @@ import threading
 import time
 from typing import Optional, Sequence
 
+# modules whose ``main(argv)`` a request may run in a fork instead of a
+# server (:func:`spawn_module`): a fake's keeper, which makes the namespace
+# its commands join (fakedebugfs.sandbox.keeper), at its first command
+MODULES = ("fakedebugfs.sandbox.keeper",)
 # what `python -m fakedebugfs mount` imports before it mounts, and what a
 # mount imports when first used (by name: the fork server runs that
 # command, it does not call into the layers above it)
@@ -51,7 +56,7 @@ WARM = ("fakedebugfs.cli", "fakedebugfs.api.mount", "fakedebugfs.server.server",
         "fakedebugfs.engine.ftrace.format_text", "fakedebugfs.engine.ftrace.define",
         "fakedebugfs.engine.ftrace.printfmt", "fakedebugfs.engine.ftrace.cexpr",
         "fakedebugfs.engine.ftrace.pointer_text", "fakedebugfs.engine.ftrace.kernel_enums",
-        "fakedebugfs.sources.workloads", "pyfuse3", "trio")
+        "fakedebugfs.sources.workloads", "pyfuse3", "trio", *MODULES)
 ENV = "FAKEDEBUGFS_FORKSERVER"  # the socket spawn_server asks, when set
 MAX_REQUEST = 1 << 16
 
@@ -162,8 +167,10 @@ def prebuilt_kernel(kwargs: dict):
 
 def _answer(conn: socket.socket, listener: socket.socket, lifeline: Optional[int]) -> None:
     """One request: ``{"argv": [...], "env": {...}}`` with three fds (the
-    server's log, the ready pipe's write end, the lifeline's read end);
-    answered ``{"pid": N}`` or ``{"error": why}``."""
+    server's log, the ready pipe's write end, the lifeline's read end), or
+    ``{"module": NAME, "argv": [...], "env": {...}}`` with the fds of its
+    stdin, stdout and any more (:func:`spawn_module`); answered
+    ``{"pid": N}`` or ``{"error": why}``."""
     fds: list[int] = []
     try:
         uid = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
@@ -174,14 +181,22 @@ def _answer(conn: socket.socket, listener: socket.socket, lifeline: Optional[int
             raise PermissionError(f"uid {peer_uid} is not the fork server's")
         if req.get("env") != _own_env():
             raise ValueError("FAKEDEBUGFS_* environment differs from the fork server's")
-        if len(fds) != 3:
+        module = req.get("module")
+        if module is not None and module not in MODULES:
+            raise ValueError(f"{module!r} is not a module the fork server runs")
+        if module is not None and len(fds) < 2:
+            raise ValueError("two fds at least expected (stdin, stdout)")
+        if module is None and len(fds) != 3:
             raise ValueError("three fds expected (log, ready, lifeline)")
+        sys.stdout.flush()  # (nothing of ours repeated by a child)
         pid = os.fork()
         if pid == 0:
             listener.close()
             conn.close()
             if lifeline is not None:
                 os.close(lifeline)
+            if module is not None:
+                _module_child(module, req["argv"], fds)  # never returns
             _child(req["argv"], *fds)  # never returns
         conn.sendall(json.dumps({"pid": pid}).encode())
     except Exception as err:  # a bad request costs its client, never the fork server
@@ -226,6 +241,39 @@ def _child(argv: list[str], log: int, ready: int, lifeline: int) -> None:
         os._exit(code)
 
 
+def _module_child(module: str, argv: list[str], fds: list[int]) -> None:
+    """A fork running ``MODULE.main(ARGV)`` as ``python -m MODULE ARGV``
+    would, in a session of its own: stdin and stdout the first two *fds*,
+    stderr /dev/null, ``{fdN}`` in *argv* the number of the N-th fd (kept
+    open across exec).  No thread is started: the module may unshare."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        os.setsid()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        os.dup2(null, 2)
+        os.close(null)
+        for i, fd in enumerate(fds):
+            os.set_inheritable(fd, True)
+            argv = [str(fd) if a == f"{{fd{i}}}" else a for a in argv]
+        sys.argv = [module, *argv]
+        code = importlib.import_module(module).main(argv) or 0
+    except SystemExit as err:
+        code = err.code if isinstance(err.code, int) else 1
+    except BaseException:  # pragma: no cover - nowhere to say it but the exit status
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: BLE001 - a closed pipe: its reader is gone
+            pass
+        os._exit(code)
+
+
 def _watch_lifeline(fd: int) -> None:
     """SIGTERM this server (it unmounts) once the client's end is closed."""
     while True:
@@ -252,11 +300,12 @@ def _recv_fds(conn: socket.socket) -> tuple[bytes, list[int]]:
 
 class Forked:
     """A server forked by the fork server, as ``spawn_server``'s caller uses
-    a ``subprocess.Popen``: ``pid``, ``poll()`` (its exit status is the fork
-    server's to collect: 0 once gone).  Holds the lifeline: the server
-    stops when this object (or this process) goes."""
+    a ``subprocess.Popen``: ``pid``, ``poll()``, ``wait()`` (its exit status
+    is the fork server's to collect: 0 once gone).  Holds the lifeline (if
+    any: a module's fork has its stdin instead): the server stops when this
+    object (or this process) goes."""
 
-    def __init__(self, pid: int, lifeline: int):
+    def __init__(self, pid: int, lifeline: Optional[int]):
         self.pid = pid
         self.returncode: Optional[int] = None
         self._lifeline = lifeline
@@ -272,6 +321,15 @@ class Forked:
             self.returncode = 0
         if self.returncode is not None:
             self._close()
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        """Until it is gone (``subprocess.TimeoutExpired`` after *timeout* s)."""
+        if self.returncode is None and self._pidfd is not None \
+                and not select.select([self._pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+        self.returncode = 0
+        self._close()
         return self.returncode
 
     def _close(self) -> None:
@@ -309,6 +367,24 @@ def spawn(path: str, argv: Sequence[str], log: int, ready: int,
         os.close(w)
         raise OSError(f"fork server {path}: {reply.get('error', 'no answer')}")
     return Forked(reply["pid"], w)
+
+
+def spawn_module(path: str, module: str, argv: Sequence[str], fds: Sequence[int],
+                 timeout: float = 5.0) -> int:
+    """Ask the fork server at *path* to run ``MODULE.main(ARGV)`` (one of
+    :data:`MODULES`) in a fork of its own, its stdin and stdout ``fds[0]``
+    and ``fds[1]`` (``{fdN}`` in *argv*: its number for ``fds[N]``); its
+    pid (not a child of ours: wait for it with a pidfd).  OSError when there
+    is no fork server there or it refuses (the caller then starts it itself)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(path)
+        msg = json.dumps({"module": module, "argv": list(argv), "env": _own_env()}).encode()
+        conn.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        reply = json.loads(conn.recv(MAX_REQUEST) or b"{}")
+    if "pid" not in reply:
+        raise OSError(f"fork server {path}: {reply.get('error', 'no answer')}")
+    return int(reply["pid"])
 
 
 class ForkServer:

@@ -109,8 +109,8 @@ def _forked(mountpoint: str, argv: Sequence[str], log, ready: int):
     """The same server forked by the fork server named in
     ``FAKEDEBUGFS_FORKSERVER`` (:mod:`fakedebugfs.server.forkserver`: its
     imports done once), or None where there is none to ask."""
-    path = os.environ.get("FAKEDEBUGFS_FORKSERVER", "")
-    if path.strip().lower() in ("", "0", "no", "false", "off"):  # off: the plugin's too
+    path = forkserver_path()
+    if path is None:
         return None
     from fakedebugfs.server import forkserver
 
@@ -119,6 +119,14 @@ def _forked(mountpoint: str, argv: Sequence[str], log, ready: int):
                                        "{ready}", *argv], log.fileno(), ready)
     except OSError:  # gone, or it refused (another user, another environment)
         return None
+
+
+def forkserver_path() -> Optional[str]:
+    """The socket of the fork server ``FAKEDEBUGFS_FORKSERVER`` names, or None."""
+    path = os.environ.get("FAKEDEBUGFS_FORKSERVER", "")
+    if path.strip().lower() in ("", "0", "no", "false", "off"):  # off: the plugin's too
+        return None
+    return path
 
 
 def read_line(fp, timeout: float) -> bytes:
