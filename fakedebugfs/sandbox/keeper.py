@@ -7,12 +7,13 @@ making its own.
 does before its command starts (:func:`fakedebugfs.sandbox.run.run_attached`:
 a mount namespace, rootless in a user namespace of its own, a PID namespace
 and its init, the namespace's /proc, the fake at /sys/kernel/tracing and
-/sys/kernel/debug, /proc/kallsyms, the mount helper); then init forks the
-*holder*, which confines itself as a sealed command is confined
+/sys/kernel/debug, /proc/kallsyms, the mount helper); then init, the
+*holder*, confines itself as a sealed command is confined
 (:func:`fakedebugfs.sandbox.confine.confine`: /proc/sys and /sys
-read-only, the sysctl copies, other fakes' sockets hidden) and waits.  A
-joined command enters the holder's namespaces: it is a process of the
-same PID namespace (init reaps what it leaves), with the same mounts.
+read-only, the sysctl copies, other fakes' sockets hidden) and waits,
+reaping what it adopts.  A joined command enters the holder's namespaces:
+it is a process of the same PID namespace (init reaps what it leaves),
+with the same mounts.
 
 Launchers started before the namespace is held (the fake's first
 commands: they need not wait for a ``run --attach`` of their own) wait for
@@ -26,8 +27,8 @@ enter a user namespace too), ``"env"`` (what ``run`` adds to a command's
 environment), ``"filter"`` (the seal, assembled, in hex)``}``, or
 ``{"error": "..."}`` and exits 1.  It then holds until its stdin closes
 (the fake closes it when it closes, or dies) or SIGTERM, kills init, which
-takes every process of the namespace with it (the holder, what commands
-left running), removes its work folder (WORK, a new one when not given)
+takes every process of the namespace with it (what commands left
+running), removes its work folder (WORK, a new one when not given)
 and exits.  If the keeper is killed outright, init dies with it
 (PR_SET_PDEATHSIG), and so does the rest; WORK is then its starter's to
 remove.
@@ -53,37 +54,28 @@ HOLD_TIMEOUT = 60.0  # seconds the holder may take to confine itself
 INFO_FILE = "join-info"  # in the work folder: what waiting launchers read
 
 
-def _holder(confine, ready: int) -> None:
-    """As the holder (init's child): confine, say so, wait for the end."""
+def _hold_as_init(confine, ready: int) -> None:
+    """As the namespace's init, once it is arranged: confine this process as
+    a sealed command is confined (a mount namespace of its own), say so on
+    *ready*, then reap what the joined commands leave (init adopts orphans)
+    until the keeper kills it, and with it every process of the namespace.
+    Init is the holder: commands join its namespaces (one fork fewer than a
+    holder of its own: the forks' copy-on-write faults are most of a
+    keeper's start)."""
     try:
-        libc.set_pdeathsig(signal.SIGKILL)
         confine()
         os.write(ready, b"ok")
     except BaseException as err:  # reported to the keeper, which says it on stdout
         os.write(ready, f"cannot confine the holder: {err}".encode())
         os._exit(1)
     os.close(ready)
-    while True:  # until the namespace's end kills us
-        time.sleep(3600)
-
-
-def _children(pid: int) -> list[int]:
-    """The pids of *pid*'s children (/proc/PID/task/PID/children, or each
-    process's PPid where the kernel has no CONFIG_PROC_CHILDREN)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fp:
-            return [int(p) for p in fp.read().split()]
-    except (OSError, ValueError):
-        pass
-    found = []
-    for name in os.listdir("/proc"):
+    while True:
         try:
-            with open(f"/proc/{name}/stat") as fp:
-                if name.isdigit() and int(fp.read().rpartition(")")[2].split()[1]) == pid:
-                    found.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            signal.sigtimedwait([signal.SIGCHLD], 3600)
+        except InterruptedError:
+            pass
 
 
 def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
@@ -116,14 +108,8 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
                 os.close(tell)
             run.mount_proc()
             run.arrange_namespace(mnt, work, rootless)
-            try:
-                holder = os.fork()
-                if holder == 0:
-                    _holder(confine, ready_w)
-                os.close(ready_w)
-                return run.wait_command(holder, reap_orphans=True)
-            finally:
-                run.end_namespace()
+            _hold_as_init(confine, ready_w)  # never returns
+            return 1
 
         init_pid, errors, alive = run.fork_init(init)
         os.close(ready_w)
@@ -140,10 +126,7 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
         if answer != b"ok":
             raise RunError(answer.decode(errors="replace") or _init_error(errors)
                            or "the namespace's holder ended")
-        holders = _children(init_pid)
-        if len(holders) != 1:
-            raise RunError(f"cannot find the holder among init's children ({holders})")
-        info = {"holder": holders[0], "userns": rootless, "env": env, "filter": filt.hex()}
+        info = {"holder": init_pid, "userns": rootless, "env": env, "filter": filt.hex()}
         tell_launchers(work, info, tell)
         tell = None
         print(json.dumps(info), flush=True)
