@@ -134,6 +134,9 @@ def _warm() -> None:
         except ImportError:
             pass
     try:
+        import tempfile
+
+        tempfile.gettempdir()  # (its first call tries each candidate folder with a file)
         importlib.import_module("fakedebugfs.cli").parser("mount")
         from fakedebugfs.engine.kernel import Kernel
         from fakedebugfs.trees import build_root
