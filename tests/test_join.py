@@ -364,6 +364,35 @@ def test_rootless_joined_commands(nobody):
         assert line.startswith(f"{i} {i > 0} 0 ['0', '1', '1', 'Seccomp:2'] "), line
 
 
+def test_rootless_keeper_forked_by_a_fork_server(nobody):
+    """As a normal user, a fake started from a fork server (the plugin's
+    fixtures) has its keeper forked there: it makes its user namespace in
+    that fork, and the commands join it as uid 0 of it, sealed."""
+    script = textwrap.dedent("""
+        import os, tempfile
+        from fakedebugfs import Fake
+        from fakedebugfs.server import forkserver
+        sock = os.path.join(tempfile.mkdtemp(), "fork.sock")
+        with forkserver.ForkServer(sock):
+            os.environ[forkserver.ENV] = sock
+            with Fake() as fk:
+                del os.environ[forkserver.ENV]
+                for i in range(2):
+                    done = fk.run(["sh", "-c", "id -u; cat /sys/kernel/tracing/tracing_on; "
+                                   "grep ^Seccomp: /proc/self/status | tr -d '\\t'"],
+                                  capture_output=True, text=True)
+                    print(i, type(fk._keeper.proc).__name__, done.returncode,
+                          done.stdout.split(), done.stderr)
+    """)
+    # (-P: the run folder, $XDG_RUNTIME_DIR/fakedebugfs, is in the working
+    # directory, where `import fakedebugfs` would find it first)
+    p = nobody.run([nobody.python, "-P", "-c", script],
+                   env={"XDG_RUNTIME_DIR": str(nobody.home)})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines == [f"{i} Forked 0 ['0', '1', 'Seccomp:2'] " for i in range(2)], p.stdout
+
+
 def test_remount_gid_through_joined_commands(fk):
     """mount(8)'s remount reaches the fake through the mount helper the
     keeper's namespace has (ftracetest's test_ownership.tc)."""
