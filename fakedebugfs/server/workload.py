@@ -9,10 +9,13 @@ out).  On the kernel the events are made on other CPUs than the one a
 tracing tool's ``write(2)`` runs on; here they are made as the loop finds
 time, so:
 
-* a request that comes during a batch waits for the batch's end: batches
-  are kept near ``batch_ms``, and the readers' wake-up that follows every
-  ``WAKE_EVERY`` (0.6 ms on average with 32 readers, up to several) is a
-  turn of its own, so a request waits for one or the other, not both;
+* a request that comes during a batch waits for the tracer being written,
+  not the whole batch (the engine's ``pause_check``: before each tracer a
+  batch pauses while a request waits, the request is answered, then the
+  batch goes on, in the same turn; anything else that fires, or a write
+  to a control file, finishes a paused batch first); batches are kept
+  near ``batch_ms`` in all, and the readers' wake-up that follows every
+  ``WAKE_EVERY`` is a turn of its own;
 * a paced workload owes events between its batches: a write to a control
   file first fires what it owes until now (:meth:`WorkloadDriver.catch_up`),
   so that ``echo 1 > tracing_on; ls; echo 0 > tracing_on`` records what the
@@ -89,10 +92,10 @@ class WorkloadDriver:
                     await trio.sleep(TICK)
                     continue
             async with slicer.turn(slicer.WRITER) as turn:
-                engine.pause_check = slicer.pending  # a request waits: the rest next turn
+                engine.pause_check = slicer.pending  # a request waits: it goes first
                 try:
-                    if self.finish_paused():
-                        self.fired += fire_until(wl, due, turn.over, self.size, self)
+                    self.fired += fire_until(wl, due, turn.over, self.size, self)
+                    await self.finish_paused()
                 finally:
                     engine.pause_check = None
                 self.last_fire = trio.current_time()
@@ -105,20 +108,22 @@ class WorkloadDriver:
             self.release()  # the last batches' arrays
         log.info("workload %s done: %d events", wl.name, wl.emitted)
 
-    def finish_paused(self) -> bool:
-        """The tracers the last batch paused before take it now, until a
-        request waits again (:meth:`Engine.finish`); True once it is
-        written whole.  Its size is judged on the time of all its parts."""
+    async def finish_paused(self) -> None:
+        """A batch the engine paused (a FUSE request waits) is written to
+        the tracers it has not reached, one at a time, the requests that
+        wait answered before each (for at most the slicer's ``max_defer``:
+        a stream of them does not hold the batch back for ever), all in
+        this turn: the readers' turns come no more often than before.  Its
+        size is judged on the time of all its parts."""
         engine = self.engine
         if not engine.paused():
-            return True
-        start = time.perf_counter()
-        engine.finish(pausable=True)
-        self.part_s += time.perf_counter() - start
-        if engine.paused():
-            return False
+            return
+        while engine.paused():
+            await trio.sleep(0)  # the waiting request is taken
+            start = time.perf_counter()
+            engine.finish(pausable=True)
+            self.part_s += time.perf_counter() - start
         self.size.update(self.part_n, self.part_s)
-        return True
 
     def paused_after(self, fired: int, seconds: float) -> None:
         """A run of *fired* events took *seconds* until the engine paused it."""
@@ -232,8 +237,8 @@ def fire_until(wl, budget: Optional[int], over: Callable[[], bool], size: BatchS
     its ``--count``; returns how many it fired.  *adapt*: each batch's time
     resizes *size* (a write's catch-up leaves it as the slicer's turns
     made it).  A batch the engine paused (a request waits: the engine's
-    ``pause_check``) ends the turn; *driver* finishes it, and judges its
-    time, in the next."""
+    ``pause_check``) ends the run; *driver* finishes it
+    (:meth:`WorkloadDriver.finish_paused`) and judges its time."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
         n = size.n if budget is None else even_share(budget - fired, size.n)
