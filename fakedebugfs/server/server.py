@@ -127,9 +127,7 @@ class Server:
         """Before a FUSE write to a file that is not static: what the
         simulated machine did until now is recorded first (the paced
         workload's owed events: :meth:`WorkloadDriver.catch_up`; with
-        --mirror, the rings' backlog); a batch the engine paused between
-        tracers first reaches them all (:meth:`Engine.finish`)."""
-        self.kernel.engine.finish()
+        --mirror, the rings' backlog)."""
         if self.driver is not None:
             self.driver.catch_up()
         if self.mirror is not None:

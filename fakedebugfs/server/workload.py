@@ -9,13 +9,10 @@ out).  On the kernel the events are made on other CPUs than the one a
 tracing tool's ``write(2)`` runs on; here they are made as the loop finds
 time, so:
 
-* a request that comes during a batch waits for the tracer being written,
-  not the whole batch (the engine's ``pause_check``: before each tracer a
-  batch pauses while a request waits, the request is answered, then the
-  batch goes on, in the same turn; anything else that fires, or a write
-  to a control file, finishes a paused batch first); batches are kept
-  near ``batch_ms`` in all, and the readers' wake-up that follows every
-  ``WAKE_EVERY`` is a turn of its own;
+* a request that comes during a batch waits for the batch's end: batches
+  are kept near ``batch_ms``, and the readers' wake-up that follows every
+  ``WAKE_EVERY`` (0.6 ms on average with 32 readers, up to several) is a
+  turn of its own, so a request waits for one or the other, not both;
 * a paced workload owes events between its batches: a write to a control
   file first fires what it owes until now (:meth:`WorkloadDriver.catch_up`),
   so that ``echo 1 > tracing_on; ls; echo 0 > tracing_on`` records what the
@@ -61,7 +58,6 @@ class WorkloadDriver:
         self.size = BatchSize(wl, batch_ms)
         self.least = max(1, getattr(wl, "batch_min", 1))  # smaller runs go one by one
         self.blocks = None  # BlockMaker, once started
-        self.part_n, self.part_s = 0, 0.0  # a paused batch: its events, its time so far
 
     async def run(self) -> None:
         """Fire the workload until it is done, in turns of the slicer, in
@@ -92,42 +88,15 @@ class WorkloadDriver:
                     await trio.sleep(TICK)
                     continue
             async with slicer.turn(slicer.WRITER) as turn:
-                engine.pause_check = slicer.pending  # a request waits: it goes first
-                try:
-                    self.fired += fire_until(wl, due, turn.over, self.size, self)
-                    await self.finish_paused()
-                finally:
-                    engine.pause_check = None
+                self.fired += fire_until(wl, due, turn.over, self.size)
                 self.last_fire = trio.current_time()
             if self.last_fire - self.last_wake >= WAKE_EVERY:
                 async with slicer.turn(slicer.WRITER):  # requests waiting go first
                     self.wake()
-        engine.finish()
         engine.batch_done()
         if self.release is not None:
             self.release()  # the last batches' arrays
         log.info("workload %s done: %d events", wl.name, wl.emitted)
-
-    async def finish_paused(self) -> None:
-        """A batch the engine paused (a FUSE request waits) is written to
-        the tracers it has not reached, one at a time, the requests that
-        wait answered before each (for at most the slicer's ``max_defer``:
-        a stream of them does not hold the batch back for ever), all in
-        this turn: the readers' turns come no more often than before.  Its
-        size is judged on the time of all its parts."""
-        engine = self.engine
-        if not engine.paused():
-            return
-        while engine.paused():
-            await trio.sleep(0)  # the waiting request is taken
-            start = time.perf_counter()
-            engine.finish(pausable=True)
-            self.part_s += time.perf_counter() - start
-        self.size.update(self.part_n, self.part_s)
-
-    def paused_after(self, fired: int, seconds: float) -> None:
-        """A run of *fired* events took *seconds* until the engine paused it."""
-        self.part_n, self.part_s = fired, seconds
 
     def owed(self) -> int:
         """How many events the paced workload owes until now (at most a
@@ -149,7 +118,7 @@ class WorkloadDriver:
         due = min(self.owed(), int(self.rate * CATCH_UP_MOST))
         end = time.perf_counter() + CATCH_UP_WORK
         fired = fire_until(self.wl, due, lambda: time.perf_counter() >= end, self.size,
-                           adapt=False)  # no pause_check: whole batches
+                           adapt=False)
         if fired:
             self.fired += fired
             self.last_fire = trio.current_time()
@@ -231,25 +200,20 @@ def even_share(left: int, most: int) -> int:
 
 
 def fire_until(wl, budget: Optional[int], over: Callable[[], bool], size: BatchSize,
-               driver: Optional[WorkloadDriver] = None, adapt: bool = True) -> int:
+               adapt: bool = True) -> int:
     """Run workload *wl* in batches of *size* until *over()* (the slicer's
     turn, or a write's catch-up time), *budget* events (None: no limit) or
     its ``--count``; returns how many it fired.  *adapt*: each batch's time
     resizes *size* (a write's catch-up leaves it as the slicer's turns
-    made it).  A batch the engine paused (a request waits: the engine's
-    ``pause_check``) ends the run; *driver* finishes it
-    (:meth:`WorkloadDriver.finish_paused`) and judges its time."""
+    made it)."""
     fired = 0
     while not wl.done and (budget is None or fired < budget):
         n = size.n if budget is None else even_share(budget - fired, size.n)
         start = time.perf_counter()
         got = wl.run(n)
-        fired += got
-        if driver is not None and driver.engine.paused():
-            driver.paused_after(got, time.perf_counter() - start)
-            break
         if adapt:
             size.update(got, time.perf_counter() - start)
+        fired += got
         if not got:  # waiting for its next block (BlockMaker)
             break
         if over():

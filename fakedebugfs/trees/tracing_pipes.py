@@ -127,9 +127,7 @@ class TraceText(FileOperations):
         f.private = TextState(trace_lines(self.tree.ft, self.cpu)) if f.readable else None
 
     def truncate(self, f) -> None:
-        """``tracing_open`` with FMODE_WRITE and O_TRUNC: reset the buffers
-        (after the events in flight: a batch paused between tracers)."""
-        self.tree.kernel.engine.finish()
+        """``tracing_open`` with FMODE_WRITE and O_TRUNC: reset the buffers."""
         self.tree.ft.reset(self.cpu)
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:

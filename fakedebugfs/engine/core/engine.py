@@ -17,7 +17,7 @@ otherwise the events are fired one by one.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, NamedTuple, Optional, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from fakedebugfs.engine.core.lazynp import np
 
@@ -58,10 +58,6 @@ class Engine:
         self.emitted = 0
         self.last_ts = [0] * nr_cpus  # per CPU: the trace clock never goes back
         self.listeners: list = []  # callables run after each batch (wake-ups)
-        # between the tracers a batch is written to: True pauses it (the
-        # rest is written by :meth:`finish`, or before any other event)
-        self.pause_check: Optional[Callable[[], bool]] = None
-        self._rest = None  # (batch, [(owner, kinds)...]) a paused batch has still to reach
         for system, name, args in TRACEPOINTS:
             self.define(system, name, args)
 
@@ -95,8 +91,6 @@ class Engine:
 
     def emit(self, tp: Tracepoint, cpu: int, pid: int, values: tuple) -> None:
         """Fire *tp* on *cpu* in task *pid*, stamped with the engine clock."""
-        if self._rest is not None:
-            self.finish()
         self.emitted += 1
         ts = self.clock.now()
         self.last_ts[cpu] = ts
@@ -107,15 +101,7 @@ class Engine:
         (``ts`` of each not below its CPU's last one: callers check with
         :meth:`check_ts`): an :class:`~.batch.EventBatch`, or ``Pending``
         events (made into one when there are :data:`BATCH_MIN` or more).
-        Returns how many were fired.
-
-        Each tracer takes the whole batch in turn (the kernel's probes of
-        one event run one after the other); when :attr:`pause_check` says
-        so between two of them, the rest waits in :meth:`finish` (called
-        before any other event is fired), as if those tracers' probes had
-        not run yet: the server answers a waiting request meanwhile."""
-        if self._rest is not None:
-            self.finish()
+        Returns how many were fired."""
         if not isinstance(events, EventBatch):
             events = list(events)
             batch = from_pending(events) if len(events) >= BATCH_MIN else None
@@ -130,38 +116,11 @@ class Engine:
             return self._fire_each(events.events())
         for k, tp in enumerate(events.tps):
             tp.hits += len(events.where(k))
+        for owner, kinds in owners.values():
+            owner.write_batch(events, kinds)
         self._note_last_ts(events)
         self.emitted += n
-        self._write(events, list(owners.values()), True)
         return n
-
-    def _write(self, batch: EventBatch, owners: list, pause_first: bool = False) -> None:
-        """*owners* take *batch* in turn, each unless :attr:`pause_check`
-        says to pause before it (then they wait in ``_rest``): never before
-        the first one but with *pause_first* (a new batch: the making of it
-        was work done)."""
-        check = self.pause_check
-        for i, (owner, kinds) in enumerate(owners):
-            if (i or pause_first) and check is not None and check():
-                self._rest = (batch, owners[i:])
-                return
-            owner.write_batch(batch, kinds)
-
-    def paused(self) -> bool:
-        """A batch has tracers left to reach (:meth:`finish`)."""
-        return self._rest is not None
-
-    def finish(self, pausable: bool = False) -> None:
-        """The tracers a paused batch has not reached take it now (with
-        *pausable*, :attr:`pause_check` may pause it again after one)."""
-        rest, self._rest = self._rest, None
-        if rest is None:
-            return
-        if pausable:
-            self._write(*rest)
-            return
-        for owner, kinds in rest[1]:
-            owner.write_batch(rest[0], kinds)
 
     def _fire_each(self, events) -> int:
         n = 0
