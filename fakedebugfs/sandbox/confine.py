@@ -71,7 +71,7 @@ UNSEALED_COPIES = ("kernel/ftrace_enabled", "kernel/kptr_restrict")
 # the value a copy starts with where the host's is not what the fake does
 # (this kernel may refuse function tracing; the fake's is always on)
 SYSCTL_VALUES = {"kernel/ftrace_enabled": "1\n"}
-STATE_DIRS = ("/run/fakedebugfs", "/run/user/*/fakedebugfs", "/tmp/fakedebugfs-*/fakedebugfs")
+STATE_DIRS = ("/run/fakedebugfs", "/run/user/*/fakedebugfs", "/tmp/fakedebugfs-UID/fakedebugfs")
 
 
 # --- mount API calls (new mount API, Linux 5.2/5.12) ------------------------------
@@ -154,13 +154,29 @@ def sysctl_copies(work: str, names=SYSCTL_COPIES) -> list[str]:
     return made
 
 
+def state_dirs() -> list[str]:
+    """The run directories of ``STATE_DIRS`` there are (any user's).  The
+    ``/tmp`` ones are found by name first: ``/tmp/fakedebugfs-XXXXXXXX``
+    are fakes' mount points, and a look inside one would be a request to
+    that fake's server, busy or not."""
+    found = glob.glob(STATE_DIRS[0]) + glob.glob(STATE_DIRS[1])
+    try:
+        names = os.listdir("/tmp")
+    except OSError:
+        names = []
+    prefix = "fakedebugfs-"
+    found += [f"/tmp/{name}/fakedebugfs" for name in names
+              if name.startswith(prefix) and name[len(prefix):].isdigit()]
+    return found
+
+
 def hide_other_fakes(keep_mnt: str, keep_files: list[str]) -> None:
     """A tmpfs over each fakedebugfs state directory, with *keep_files*
     (this fake's state file, copied, and socket, bound) and the fake's mount
     point *keep_mnt* back at their paths."""
     from fakedebugfs.control.runstate import rundir
 
-    found = [d for pattern in STATE_DIRS for d in glob.glob(pattern)] + [str(rundir())]
+    found = state_dirs() + [str(rundir())]
     dirs = sorted({os.path.realpath(d) for d in found if os.path.isdir(d)})
     dirs = [d for d in dirs if not any(_under(d, top) and d != top for top in dirs)]
     if not dirs:
