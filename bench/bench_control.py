@@ -30,7 +30,10 @@ back after (``tracing_on``, ``current_tracer``, ``set_event``,
   sched:sched_switch`` until every CPU's ``trace_pipe_raw`` is open in one
   of its processes (read from ``/proc/PID/fd``, the same way on both sides);
   the fake's recorder is started through the handle (``Fake.popen``), as a
-  test does.
+  test does: a command after the fake's first, which joins the namespace
+  the first one made.  ``[first command]``: the recorder is a fresh fake's
+  first command (a new fake each trial, forked by a fork server as the
+  plugin's fixture is, its start not timed): its keeper makes the namespace.
 * ``mount_ready_ms``: ``Fake().start()`` until ``tracing/tracing_on`` is
   read, each server a new process (``FAKEDEBUGFS_FORKSERVER=0``); real:
   ``mount -t tracefs`` and the same read.  ``[forkserver]``: the servers
@@ -700,21 +703,47 @@ def fake_fixture(trials: int, fork: bool = True) -> tuple[list[float], list[floa
     return per_test, first
 
 
+def _record_ready(fake, dat: str) -> float:
+    """Seconds from ``fake.popen`` of ``trace-cmd record`` to its reading
+    every ``trace_pipe_raw``; the recorder stopped after."""
+    t0 = time.perf_counter()
+    proc = fake.popen(["trace-cmd", "record", "-e", "sched:sched_switch", "-o", dat],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return _until_readers(proc.pid, _ncpus(str(fake.tracing)), t0)
+    finally:
+        _stop(proc, group=False)
+
+
 @contextlib.contextmanager
 def fake_record_ready():
+    """A fake's later commands: one fake, a recorder each trial (its first
+    command, which makes the namespace the others join, untimed)."""
+    Fake = fake_api()
+    count = iter(range(1 << 30))
+    with Fake() as fake, tempfile.TemporaryDirectory() as tmp:
+        fake.run(["true"])
+        yield lambda: _record_ready(fake, os.path.join(tmp, f"r{next(count)}.dat"))
+
+
+@contextlib.contextmanager
+def fake_record_ready_first():
+    """A fake's first command, as a test's recorder is with the plugin's
+    fixture: each trial a new fake forked by a fork server (its start not
+    timed, its close after the trial), the recorder its first command."""
     Fake = fake_api()
     count = iter(range(1 << 30))
 
     def trial() -> float:
-        t0 = time.perf_counter()
-        proc = fake.popen(["trace-cmd", "record", "-e", "sched:sched_switch",
-                           "-o", os.path.join(tmp, f"r{next(count)}.dat")],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with _environ(choice):
+            fake = Fake().start()
         try:
-            return _until_readers(proc.pid, _ncpus(str(fake.tracing)), t0)
+            return _record_ready(fake, os.path.join(tmp, f"f{next(count)}.dat"))
         finally:
-            _stop(proc, group=False)
-    with Fake() as fake, tempfile.TemporaryDirectory() as tmp:
+            fake.close()
+    with tempfile.TemporaryDirectory() as tmp, server_choice(True) as choice:
+        with _environ(choice):
+            Fake().start().close()
         yield trial
 
 
@@ -788,6 +817,9 @@ def run(trials: int = TRIALS) -> list[dict]:
         "format_read_all_s", "s", fake_command(READ_FORMATS), "formats"))
     add("tracecmd_record_ready_s", lambda: paired(
         "tracecmd_record_ready_s", "s", fake_record_ready(), "record_ready"))
+    add("tracecmd_record_ready_s[first command]", lambda: paired(
+        "tracecmd_record_ready_s[first command]", "s", fake_record_ready_first(),
+        "record_ready"))
     real: dict = {}  # the real kernel's mount figures, measured once, when a row wants them
 
     def real_of(what: str):
