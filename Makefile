@@ -9,8 +9,8 @@ PIP         := $(VENV)/bin/pip
 PYFUSE3_VER := 3.5.0
 # the patched build's own version (local label): equal to fakedebugfs.version.PYFUSE3,
 # to the one patches/pyfuse3-*-startup.patch writes in and to pyproject.toml's requirement
-PYFUSE3_PATCHED := $(PYFUSE3_VER)+fakedebugfs.3
-PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch opfast.patch fastblock.patch)
+PYFUSE3_PATCHED := $(PYFUSE3_VER)+fakedebugfs.2
+PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch opfast.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk
@@ -44,9 +44,7 @@ $(STAMPS)/venv: $(STAMPS)/debs
 # startup.patch (its version written in, not read with importlib.metadata) and
 # readfast.patch (Operations.read_nowait: a read answered in the request's
 # callback, without a task or a cancel scope) and opfast.patch (the same for
-# LOOKUP, GETATTR, OPEN, WRITE, RELEASE, OPENDIR, RELEASEDIR: *_nowait hooks) and
-# fastblock.patch (when the spin finds no request, sleep in ppoll on the FUSE fd
-# and trio's epoll fd until the burst's end instead of going through trio).
+# LOOKUP, GETATTR, OPEN, WRITE, RELEASE, OPENDIR, RELEASEDIR: *_nowait hooks).
 # It is built as version $(PYFUSE3_PATCHED) (setuptools_scm takes the version
 # from SETUPTOOLS_SCM_PRETEND_VERSION), the only pyfuse3 fakedebugfs accepts.
 # The wheel stays in build/wheels: other environments (a user's venv, the
