@@ -25,3 +25,32 @@ def test_every_format_and_id_is_the_profiles_before_and_after_the_event_is_built
         edir = tracing / "events" / key.replace(":", "/")
         assert (edir / "format").read_text() == prof.formats[key], key
         assert int((edir / "id").read_text()) == prof.ids[key], key
+
+
+def test_a_systems_link_count_and_entries_whichever_is_asked_first(fake):
+    """eventfs makes a system's directory in stages (its ``enable`` and
+    ``filter``, then its event directories: trace-cmd record writes every
+    system's filter): whatever a tool asks first, ``stat`` of the system
+    gives ``st_nlink`` 2 + its events, and every event is there."""
+    import os
+
+    tracing = fake("--workload", "none") / "tracing"
+    prof = Profile()
+    by_system: dict = {}
+    for key in prof.available_events():
+        by_system.setdefault(key.split(":")[0], []).append(key.split(":")[1])
+    for system in ("syscalls", "sched", "kmem"):
+        sdir = tracing / "events" / system
+        if system == "syscalls":
+            os.stat(sdir / "filter")  # the files only, first
+            assert os.stat(sdir).st_nlink == 2 + len(by_system[system])
+            assert os.stat(sdir / by_system[system][0] / "id").st_nlink == 1
+        elif system == "sched":
+            assert os.stat(sdir).st_nlink == 2 + len(by_system[system])  # before any entry
+        else:
+            (sdir / "filter").write_text("0\n")
+        names = set(os.listdir(sdir))
+        assert names == {"enable", "filter", *by_system[system]}, system
+        assert os.stat(sdir).st_nlink == 2 + len(by_system[system]), system
+        assert (sdir / by_system[system][-1] / "format").read_text() == \
+            prof.formats[f"{system}:{by_system[system][-1]}"]

@@ -91,11 +91,7 @@ class FastPath:
         entry.entry_timeout = STABLE_TIMEOUT
         if type(node) is Dir or isinstance(node, Dir):
             entry.attr_timeout = STABLE_TIMEOUT
-            n = 2
-            for child in node.children.values():
-                if isinstance(child, Dir):
-                    n += 1
-            entry.st_nlink = n
+            entry.st_nlink = 2 + node.subdir_count()
         else:
             fops = node.fops
             if fops.mappable:
@@ -144,7 +140,7 @@ class FastPath:
         if not isinstance(parent, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         name = os.fsdecode(name)
-        node = parent.children.get(name)
+        node = parent.get(name)
         if node is None:
             if name == ".":
                 node = parent

@@ -65,32 +65,64 @@ class Dir(Node):
     """``debugfs_create_dir`` (mode 0755 unless told otherwise).
 
     *populate*, when given, is called once with the directory, the first
-    time its ``children`` are asked for, to add its entries."""
+    time its ``children`` are asked for, to add its entries; or a list of
+    such stages, made in turn, a lookup (:meth:`get`) making only those up
+    to the one that has its name (a system's ``filter`` without its event
+    directories).  *subdirs*: how many of its entries are directories
+    (eventfs knows a directory's link count before making its entries: a
+    READDIRPLUS of ``events/`` gives each system's ``st_nlink`` without
+    making its event directories)."""
 
-    def __init__(self, name: str, mode: int = 0o755,
-                 populate: Optional[Callable[["Dir"], None]] = None):
+    def __init__(self, name: str, mode: int = 0o755, populate=None,
+                 subdirs: Optional[int] = None):
         super().__init__(name, stat.S_IFDIR | (mode & 0o7777))
         self._children: dict[str, Node] = {}
-        self._populate = populate
+        if callable(populate):
+            populate = [populate]
+        # the stages not made yet (None: every entry is made)
+        self._populate: Optional[list[Callable[["Dir"], None]]] = list(populate or ()) or None
+        self._subdirs = subdirs if self._populate else None
         self._filling = False  # populate() is adding the first entries
         self.table: Optional["InodeTable"] = None
         # inode operations mkdir/rmdir (tracefs' instances/): an object with
         # mkdir(name) -> Dir and rmdir(name), raising OSError to refuse
         self.dir_ops = None
 
+    def subdir_count(self) -> int:
+        """How many of its entries are directories (a lazy directory with a
+        *subdirs* hint says so without making them)."""
+        if self._populate is not None and self._subdirs is not None:
+            return self._subdirs
+        return sum(1 for child in self.children.values() if isinstance(child, Dir))
+
+    def _fill(self, until: Optional[str] = None) -> None:
+        """Make the entries not made yet: every stage, or with *until* the
+        stages up to the one that makes that name."""
+        while self._populate and (until is None or until not in self._children):
+            stage = self._populate.pop(0)
+            if not self._populate:
+                self._populate = None
+            self._filling = True
+            try:
+                stage(self)
+            finally:
+                self._filling = False
+
     @property
     def children(self) -> dict[str, Node]:
         if self._populate is not None:
-            populate, self._populate = self._populate, None
-            self._filling = True
-            try:
-                populate(self)
-            finally:
-                self._filling = False
+            self._fill()
         return self._children
 
+    def get(self, name: str) -> Optional[Node]:
+        """The entry *name* (None: there is none), a lazy directory's
+        stages made only as far as that takes."""
+        if self._populate is not None and name not in self._children:
+            self._fill(name)
+        return self._children.get(name)
+
     def add(self, node: Node) -> Node:
-        if node.name in self.children:
+        if node.name in (self._children if self._filling else self.children):
             raise FileExistsError(f"{self.path()}/{node.name}")
         node.parent = self
         self._children[node.name] = node
@@ -101,8 +133,9 @@ class Dir(Node):
         return node
 
     def mkdir(self, name: str, mode: int = 0o755,
-              populate: Optional[Callable[["Dir"], None]] = None) -> "Dir":
-        return self.add(Dir(name, mode, populate))
+              populate: Optional[Callable[["Dir"], None]] = None,
+              subdirs: Optional[int] = None) -> "Dir":
+        return self.add(Dir(name, mode, populate, subdirs))
 
     def file(self, name: str, mode: int, fops: FileOperations, static: bool = False) -> File:
         return self.add(File(name, mode, fops, static))

@@ -117,12 +117,15 @@ class EventsDir:
         system's events, whichever exist when they are read or written, and
         a directory for each of *keys*: all made when the directory is first
         looked into (eventfs)."""
-        def populate(sdir: Dir) -> None:
-            self._system_files(sdir, system)
+        def event_dirs(sdir: Dir) -> None:
             for key in keys:
                 self._event_dir(sdir, key)
 
-        return events.mkdir(system, populate=populate)
+        # in two stages: a lookup of the system's enable or filter (trace-cmd
+        # record resets every system's filter) does not make its event
+        # directories (syscalls: ~700)
+        return events.mkdir(system, populate=[lambda sdir: self._system_files(sdir, system),
+                                              event_dirs], subdirs=len(keys))
 
     def _system_files(self, sdir: Dir, system: str) -> None:
         ft = self.ft
@@ -166,7 +169,7 @@ class EventsDir:
         # the event (profile events are parsed on first use) is looked up
         # when a file is read, never while the tree is built
         system, name = key.split(":", 1)
-        sdir.mkdir(name, populate=lambda edir: self._event_files(edir, key))
+        sdir.mkdir(name, populate=lambda edir: self._event_files(edir, key), subdirs=0)
 
     def _event_files(self, edir: Dir, key: str) -> None:
         """An event's files (``event_create_dir``), made on first look."""
