@@ -6,9 +6,10 @@ Like debugfs, a file is a name, a mode and its file operations
 may come and go while mounted (the adapter is told through ``on_remove``).
 
 A directory may be *lazy*, as tracefs' eventfs is (``eventfs_create_dir``,
-6.6+): its entries are made the first time anyone looks inside (lookup,
-readdir, stat), so a mount with 2,305 event directories is ready without
-making their 11,500 files.
+6.6+): its entries are made the first time anyone looks inside (a
+readdir makes them all; a lookup, in stages, only as far as its name), so
+a mount with 2,305 event directories is ready without making their 11,500
+files, and its ``st_nlink`` may be known before they are.
 """
 
 from __future__ import annotations
