@@ -392,15 +392,33 @@ def real_record_ready():
         yield trial
 
 
+REAL_ATTEMPTS = 3  # a real realistic trial whose report lacks the mark is run again
+
+
 @contextlib.contextmanager
 def real_realistic():
+    """The realistic test on the kernel.  There, a mark written as soon as
+    trace-cmd's readers are open is now and then not recorded (its readers
+    open before it turns tracing on, a window the kernel's speed leaves
+    open; seen in 2 of 15 trials): such an attempt is not timed, and the
+    trial is run again, up to REAL_ATTEMPTS times (the count of retried
+    attempts goes to stderr)."""
     count = iter(range(1 << 30))
 
     def trial() -> float:
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            _realistic_steps(TRACING, ["trace-cmd", "record"], tmp, next(count), t0)
-            return time.perf_counter() - t0
+        for attempt in range(REAL_ATTEMPTS):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                try:
+                    _realistic_steps(TRACING, ["trace-cmd", "record"], tmp, next(count), t0)
+                except RuntimeError as err:
+                    if attempt == REAL_ATTEMPTS - 1:
+                        raise
+                    print(f"real realistic: attempt {attempt + 1}: {err}; again",
+                          file=sys.stderr)
+                    continue
+                return time.perf_counter() - t0
+        raise AssertionError("unreachable")
     with top_level_saved():
         yield trial
 
