@@ -385,27 +385,10 @@ def start_server(server, mnt: str, log_path: str) -> int:
 
 def _reap(pid: int, timeout: float) -> bool:
     """Wait up to *timeout* s for child *pid*; True once it is gone (woken
-    by its pidfd when it exits, not at the next 20 ms poll)."""
-    deadline = time.monotonic() + timeout
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:  # reaped already, or no pidfd: the polls below
-        pidfd = None
-    if pidfd is not None:
-        try:
-            select.select([pidfd], [], [], timeout)
-        finally:
-            os.close(pidfd)
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if done:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
+    by its pidfd when it exits: :func:`fakedebugfs.server.launcher.wait_gone`)."""
+    from fakedebugfs.server.launcher import wait_gone
+
+    return wait_gone(pid, timeout)
 
 
 def stop_server(pid: int, mnt: str) -> None:

@@ -212,19 +212,24 @@ def _answer(conn: socket.socket, listener: socket.socket, lifeline: Optional[int
             os.close(fd)
 
 
+def _leave_fork_server(stdin: int, stdout: int, stderr: int) -> None:
+    """What a fork does first: the fork server's signal handling undone, a
+    session of its own, its stdio on the three fds."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    os.setsid()
+    for target, fd in enumerate((stdin, stdout, stderr)):
+        os.dup2(fd, target)
+
+
 def _child(argv: list[str], log: int, ready: int, lifeline: int) -> None:
     """The forked server: stdio on *log*, a session of its own, stopped when
     the lifeline closes; then ``fakedebugfs ARGV`` (``mount ... --ready-fd``)."""
     code = 1
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
+        _leave_fork_server(null, log, log)
         os.close(null)
         os.set_inheritable(ready, True)
         threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
@@ -251,14 +256,8 @@ def _module_child(module: str, argv: list[str], fds: list[int]) -> None:
     open across exec).  No thread is started: the module may unshare."""
     code = 1
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        os.setsid()
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fds[0], 0)
-        os.dup2(fds[1], 1)
-        os.dup2(null, 2)
+        _leave_fork_server(fds[0], fds[1], null)
         os.close(null)
         for i, fd in enumerate(fds):
             os.set_inheritable(fd, True)

@@ -161,13 +161,13 @@ def stop_server(pid: int, timeout: float = STOP_TIMEOUT) -> bool:
     except ProcessLookupError:
         _reap(pid)
         return True
-    if _wait_gone(pid, timeout):
+    if wait_gone(pid, timeout):
         return True
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    return _wait_gone(pid, 5.0)
+    return wait_gone(pid, 5.0)
 
 
 def _reap(pid: int) -> bool:
@@ -179,7 +179,9 @@ def _reap(pid: int) -> bool:
     return bool(done)
 
 
-def _wait_gone(pid: int, timeout: float) -> bool:
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait up to *timeout* s for process *pid* to end (reaped if it is a
+    child of ours); True once it is gone."""
     deadline = time.monotonic() + timeout
     try:  # woken when it exits, not at the next 10 ms poll
         pidfd = os.pidfd_open(pid)
