@@ -289,8 +289,8 @@ class Keeper:
                 self.disable(why)
 
     def sweep(self) -> None:
-        """SIGKILL every process of the held PID namespace but its init and
-        the holder (what commands left running outside their groups)."""
+        """SIGKILL every process of the held PID namespace but the holder,
+        its init (what commands left running outside their groups)."""
         if self.pidfd is None or self.info is None:
             return
         holder = int(self.info["holder"])
@@ -302,13 +302,9 @@ class Keeper:
             if not name.isdigit() or int(name) == holder:
                 continue
             try:
-                if os.readlink(f"/proc/{name}/ns/pid") != ns:
-                    continue
-                with open(f"/proc/{name}/status") as fp:
-                    nspid = [line.split()[-1] for line in fp if line.startswith("NSpid:")]
-                if nspid != ["1"]:
+                if os.readlink(f"/proc/{name}/ns/pid") == ns:
                     os.kill(int(name), signal.SIGKILL)
-            except (OSError, ValueError):
+            except OSError:
                 continue
 
     def close(self) -> None:
