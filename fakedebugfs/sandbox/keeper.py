@@ -43,12 +43,11 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 
 from fakedebugfs.control import runstate
-from fakedebugfs.native import libc
 from fakedebugfs.sandbox import run, seal
 from fakedebugfs.sandbox.run import RunError
+from fakedebugfs.server.launcher import wait_gone
 
 HOLD_TIMEOUT = 60.0  # seconds the holder may take to confine itself
 INFO_FILE = "join-info"  # in the work folder: what waiting launchers read
@@ -142,7 +141,7 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
                 os.kill(init_pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            run._reap(init_pid, 5.0)
+            wait_gone(init_pid, 5.0)
         shutil.rmtree(work, ignore_errors=True)
 
 

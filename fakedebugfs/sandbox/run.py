@@ -360,7 +360,7 @@ def replace_tracing_mounts(mnt: str, work: str) -> list[str]:
 
 def start_server(server, mnt: str, log_path: str) -> int:
     """Fork the server (in this namespace); return its pid once mounted."""
-    from fakedebugfs.server.launcher import fork_server
+    from fakedebugfs.server.launcher import fork_server, wait_gone
 
     parent = os.getpid()
 
@@ -373,7 +373,7 @@ def start_server(server, mnt: str, log_path: str) -> int:
 
     pid, message = fork_server(server, log_path, prepare)
     if message != "ok":
-        _reap(pid, 5)
+        wait_gone(pid, 5)
         try:
             with open(log_path) as fp:
                 tail = fp.read()[-2000:].strip()
@@ -381,14 +381,6 @@ def start_server(server, mnt: str, log_path: str) -> int:
             tail = ""
         raise RunError(message + (f"\n{tail}" if tail else ""))
     return pid
-
-
-def _reap(pid: int, timeout: float) -> bool:
-    """Wait up to *timeout* s for child *pid*; True once it is gone (woken
-    by its pidfd when it exits: :func:`fakedebugfs.server.launcher.wait_gone`)."""
-    from fakedebugfs.server.launcher import wait_gone
-
-    return wait_gone(pid, timeout)
 
 
 def stop_server(pid: int, mnt: str) -> None:
