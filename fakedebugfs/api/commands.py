@@ -78,14 +78,14 @@ class Commands:
             if keeper is None:
                 keeper = self._keeper = Keeper(str(self._root()),
                                                getattr(self, "_forkserver", None))
-            status = None
-            line, fd = keeper.join_line(argv, self.command(argv), kwargs)
+            status, fallback = None, self.command(argv)
+            line, fd = keeper.join_line(argv, fallback, kwargs)
             if line is not None:
                 status = os.pipe2(os.O_CLOEXEC)
                 kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), fd, status[1])
                 line[line.index("{status}")] = str(status[1])
             try:
-                proc = subprocess.Popen(line or self.command(argv), **kwargs)
+                proc = subprocess.Popen(line or fallback, **kwargs)
             except BaseException:
                 if status is not None:
                     os.close(status[0])

@@ -133,9 +133,9 @@ class Dir(Node):
                 self.table.on_add(self, node)
         return node
 
-    def mkdir(self, name: str, mode: int = 0o755,
-              populate: Optional[Callable[["Dir"], None]] = None,
+    def mkdir(self, name: str, mode: int = 0o755, populate=None,
               subdirs: Optional[int] = None) -> "Dir":
+        """A directory (*populate*, *subdirs*: as :class:`Dir`'s)."""
         return self.add(Dir(name, mode, populate, subdirs))
 
     def file(self, name: str, mode: int, fops: FileOperations, static: bool = False) -> File:
