@@ -44,7 +44,6 @@ KILL_GRACE = 2.0  # seconds a command's process group gets after SIGTERM, before
 JOIN_ENV = "FAKEDEBUGFS_JOIN"  # "0": every command the way of ``run --attach``
 KEEPER_MODULE = "fakedebugfs.sandbox.keeper"
 KEEPER_TIMEOUT = 30.0  # seconds the keeper may take to hold the namespace
-INFO_FILE = "join-info"  # in the keeper's work folder (sandbox/keeper.py tell_launchers)
 _said: set = set()  # reasons for the slow way already logged (once each)
 _KEEPERS = threading.Lock()  # a fake's keeper state, between threads
 log = logging.getLogger(__name__)
@@ -269,7 +268,8 @@ class Keeper:
         if kwargs.get("close_fds") is False or kwargs.get("shell") or kwargs.get("executable"):
             return None, None  # (what the launcher's pass_fds or argv would change)
         self.start()
-        tail = ["--info", os.path.join(self.work or "", INFO_FILE), "--status", "{status}",
+        info = os.path.join(self.work or "", runstate.JOIN_INFO)
+        tail = ["--info", info, "--status", "{status}",
                 "--fallback", *fallback, "--end-fallback", "--", *map(str, argv)]
         if self.ready():
             return [self.launcher, "--pidfd", str(self.pidfd), *tail], self.pidfd

@@ -14,6 +14,9 @@ from fakedebugfs.errors import FakeError
 
 
 RUNDIR_ENV = "FAKEDEBUGFS_RUNDIR"
+# in a fake's keeper's work folder: what its command launchers read to join
+# its namespace (sandbox/keeper.py tell_launchers, native/join.c --info)
+JOIN_INFO = "join-info"
 
 
 class UnsafeRunDir(FakeError):

@@ -50,7 +50,6 @@ from fakedebugfs.sandbox.run import RunError
 from fakedebugfs.server.launcher import wait_gone
 
 HOLD_TIMEOUT = 60.0  # seconds the holder may take to confine itself
-INFO_FILE = "join-info"  # in the work folder: what waiting launchers read
 
 
 def _hold_as_init(confine, ready: int) -> None:
@@ -146,7 +145,7 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
 
 
 def tell_launchers(work: str, info: dict, tell: int | None) -> None:
-    """Write what a launcher needs (``INFO_FILE`` in *work*: ``PID USERNS
+    """Write what a launcher needs (``runstate.JOIN_INFO`` in *work*: ``PID USERNS
     FILTER`` on the first line, then ``NAME=VALUE`` of the environment's
     additions; fakedebugfs/native/join.c ``--info``) and close *tell*:
     every launcher waiting for EOF on the pipe's read end then reads the
@@ -154,7 +153,7 @@ def tell_launchers(work: str, info: dict, tell: int | None) -> None:
     lines = [f"{info['holder']} {int(info['userns'])} {info['filter']}",
              *(f"{name}={value}" for name, value in info["env"].items())]
     if not any("\n" in line for line in lines):  # (else no file: they go the slow way)
-        path = os.path.join(work, INFO_FILE)
+        path = os.path.join(work, runstate.JOIN_INFO)
         with open(path + ".tmp", "w") as fp:
             fp.write("\n".join(lines) + "\n")
         os.chmod(path + ".tmp", 0o644)
