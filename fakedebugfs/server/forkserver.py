@@ -124,7 +124,8 @@ def _warm() -> None:
     kernel and its trees built and dropped (what a first build loads and
     keeps: the kernel profile's catalogue, ~75 ms); a kernel of the
     default configuration kept for the next mount (:func:`prebuilt_kernel`:
-    the Python API's ``Fake()``, ``fakedebugfs mount`` without options).
+    the Python API's ``Fake()``, ``fakedebugfs mount`` without options),
+    its caches filled (:meth:`Kernel.warm`).
     Then everything made so far goes to the collector's permanent
     generation (``gc.freeze``): a forked server's collections do not walk
     it, so its pages stay shared with the fork server."""
@@ -142,7 +143,7 @@ def _warm() -> None:
         from fakedebugfs.trees import build_root
 
         build_root(Kernel())
-        kernel = Kernel()
+        kernel = Kernel().warm()
         _KERNELS[kernel.config] = kernel
     except Exception:  # a cold start is slower, not wrong
         pass

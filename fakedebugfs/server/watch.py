@@ -51,6 +51,7 @@ import select
 
 import trio
 
+from fakedebugfs.engine.core.tracepoint import Tracepoint
 from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
 from fakedebugfs.engine.ftrace.trace_uprobe import exec_hits, hit_fields
 from fakedebugfs.sources.inject import InjectError
@@ -79,6 +80,7 @@ class Watches:
         self.kick = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.poller.register(self.kick, select.EPOLLIN)
         self.hooked = None  # the ftrace whose on_enable_change calls enable_change
+        self._listened, self._listened_at = False, None  # listened()'s answer, and when
 
     def add(self, pid: int, parent: int, parent_comm: str) -> ProcessEvents:
         """Watch *pid* (forked by *parent*, not yet exec'd); OSError where
@@ -127,13 +129,24 @@ class Watches:
 
     def listened(self) -> bool:
         """A probe is attached to one of the :data:`SIDEBAND` tracepoints
-        (an enabled event in any trace array, ``event-fork``'s follower...)."""
+        (an enabled event in any trace array, ``event-fork``'s follower...)
+        or a uprobe event is enabled.  Asked before every open: the answer
+        is kept until a probe is attached or detached anywhere
+        (``Tracepoint.changes``) or a tracepoint comes or goes."""
         tracepoints = self.injector.kernel.engine.tracepoints
+        version = getattr(tracepoints, "version", None)
+        stamp = (Tracepoint.changes, id(tracepoints), version)
+        if stamp == self._listened_at and version is not None:
+            return self._listened
+        listened = False
         for name in SIDEBAND:
             tp = tracepoints.get(name)
             if tp is not None and tp.probes:
-                return True
-        return self.uprobes_enabled()
+                listened = True
+                break
+        self._listened = listened = listened or self.uprobes_enabled()
+        self._listened_at = stamp
+        return listened
 
     def _dyn(self):
         """The fake's dynamic events (None before its tracing tree is made)."""

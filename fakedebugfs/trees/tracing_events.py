@@ -203,7 +203,7 @@ class EventsDir:
         def store(data: bytes) -> None:
             if len(data) >= PAGE_SIZE:
                 raise fail(errno.EINVAL)
-            self.ft.set_filter(self.ft.keys_matching(system, None), data, True)
+            self.ft.set_system_filter(system, data)
         return store
 
     def _filter(self, keys, system=False):

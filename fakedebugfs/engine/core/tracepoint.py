@@ -17,6 +17,10 @@ class Tracepoint:
     """``struct tracepoint``: system, name, argument names and probes."""
 
     __slots__ = ("system", "name", "args", "probes", "hits", "format")
+    # probes attached or detached on any tracepoint so far (where the kernel
+    # flips a tracepoint's static key): what caches of "does anything
+    # listen" follow (server/watch.py)
+    changes = 0
 
     def __init__(self, system: str, name: str, args: Sequence[str]):
         self.system = system
@@ -38,10 +42,12 @@ class Tracepoint:
         """``tracepoint_probe_register``; a probe is attached at most once."""
         if probe not in self.probes:
             self.probes = self.probes + (probe,)
+            Tracepoint.changes += 1
 
     def unregister(self, probe: Probe) -> None:
         """``tracepoint_probe_unregister``."""
         self.probes = tuple(p for p in self.probes if p != probe)
+        Tracepoint.changes += 1
 
     def fire(self, cpu: int, pid: int, ts: int, values: tuple) -> None:
         """Call every attached probe (``__DO_TRACE``)."""

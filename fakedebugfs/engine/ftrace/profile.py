@@ -104,10 +104,15 @@ class Profile:
             [k for k in self.formats if k not in seen and not k.startswith("ftrace:")]
 
     def modes(self) -> dict[str, tuple[int, str]]:
-        out = {}
-        for line in (self.files["modes"] or "").splitlines():
-            mode, kind, path = line.split(" ", 2)
-            out[path] = (int(mode, 8), kind)
+        """The ``modes`` file's ``path -> (mode, kind)``, read once (a
+        profile does not change once loaded; ``events/ftrace``'s entries
+        ask for it one by one)."""
+        out = self.__dict__.get("_modes")
+        if out is None:
+            out = self._modes = {}
+            for line in (self.files["modes"] or "").splitlines():
+                mode, kind, path = line.split(" ", 2)
+                out[path] = (int(mode, 8), kind)
         return out
 
 

@@ -41,6 +41,7 @@ class EventRegistry(MutableMapping):
 
     def __init__(self, profile: Optional[Profile], builtins=()):
         self.profile = profile
+        self.version = 0  # bumped when an event comes or goes (what caches of the keys follow)
         self._systems: Optional[dict[str, list[str]]] = None  # system_keys' index
         self._built: dict[str, EventType] = {}
         # format texts by key: str, or bytes packed by load_profile (_unpack)
@@ -93,6 +94,7 @@ class EventRegistry(MutableMapping):
     def __setitem__(self, key: str, ev: EventType) -> None:
         self._built[key] = ev
         self._systems = None
+        self.version += 1
         self._order.setdefault(key, None)
         if hasattr(self, "ids"):
             self.ids[ev.id] = key
@@ -104,6 +106,7 @@ class EventRegistry(MutableMapping):
         self._texts.pop(key, None)
         self._order.pop(key, None)
         self._systems = None
+        self.version += 1
 
     def __iter__(self):
         return iter([k for k in self._order if k in self])
@@ -184,6 +187,19 @@ class LazyTracepoints(dict):
     def __init__(self, base: dict, events: EventRegistry):
         super().__init__(base)
         self.events = events
+        self.version = 0  # bumped when a tracepoint is added or removed
+
+    def __setitem__(self, key, tp) -> None:
+        dict.__setitem__(self, key, tp)
+        self.version += 1
+
+    def __delitem__(self, key) -> None:
+        dict.__delitem__(self, key)
+        self.version += 1
+
+    def pop(self, key, *default):
+        self.version += 1
+        return dict.pop(self, key, *default)
 
     def _lazy(self, key) -> Optional[Tracepoint]:
         if not isinstance(key, str) or key.startswith("ftrace:"):
