@@ -50,6 +50,9 @@ from fakedebugfs.sandbox.run import RunError
 from fakedebugfs.server.launcher import wait_gone
 
 HOLD_TIMEOUT = 60.0  # seconds the holder may take to confine itself
+# the seal, assembled once at import (~1 ms): a fork server imports this
+# module before it forks, and every keeper it forks has it
+SEAL_HEX = seal.filter_bytes().hex()
 
 
 def _hold_as_init(confine, ready: int) -> None:
@@ -89,7 +92,6 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
     env = {"LD_PRELOAD": preload, "FAKEDEBUGFS_MOUNT": mnt}
     if rootless:  # uid 0 in the user namespace: keep our own run directory
         os.environ[runstate.RUNDIR_ENV] = env[runstate.RUNDIR_ENV] = str(runstate.rundir())
-    filt = seal.filter_bytes()
     if work is None:
         work = tempfile.mkdtemp(prefix="keep-", dir=runstate.rundir())
     os.chmod(work, 0o755)
@@ -124,7 +126,7 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
         if answer != b"ok":
             raise RunError(answer.decode(errors="replace") or _init_error(errors)
                            or "the namespace's holder ended")
-        info = {"holder": init_pid, "userns": rootless, "env": env, "filter": filt.hex()}
+        info = {"holder": init_pid, "userns": rootless, "env": env, "filter": SEAL_HEX}
         tell_launchers(work, info, tell)
         tell = None
         print(json.dumps(info), flush=True)
