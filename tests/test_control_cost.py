@@ -5,6 +5,8 @@ same before and after the event is built (enabled, fired)."""
 
 from __future__ import annotations
 
+import os
+
 from fakedebugfs.engine.ftrace.profile import Profile
 
 
@@ -54,3 +56,22 @@ def test_a_systems_link_count_and_entries_whichever_is_asked_first(fake):
         assert os.stat(sdir).st_nlink == 2 + len(by_system[system]), system
         assert (sdir / by_system[system][-1] / "format").read_text() == \
             prof.formats[f"{system}:{by_system[system][-1]}"]
+
+
+def test_every_ftrace_entry_format_and_id_read_without_building_it(fake):
+    """``events/ftrace/<entry>/format`` and ``id`` (trace-cmd record reads
+    every one at its start) come from the profile's text and id as an
+    event's do: the same text the built entry prints, before and after it
+    is built."""
+    from fakedebugfs.engine.kernel import Kernel
+
+    tracing = fake("--workload", "none") / "tracing"
+    built = Kernel().ftrace.events
+    names = sorted(os.listdir(tracing / "events" / "ftrace"))
+    assert len(names) > 10
+    for name in [n for n in names if (tracing / "events" / "ftrace" / n).is_dir()]:
+        key = f"ftrace:{name}"
+        edir = tracing / "events" / "ftrace" / name
+        assert (edir / "format").read_text() == built[key].format(), key
+        if (edir / "id").exists():
+            assert int((edir / "id").read_text()) == built[key].id, key

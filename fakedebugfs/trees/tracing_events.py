@@ -103,12 +103,13 @@ class EventsDir:
         has an id, ``print`` an id and a trigger)."""
         ft, name = self.ft, key[7:]
         edir = ftrace_dir.mkdir(name)
-        edir.file("format", RO, SeqFile(lambda: ft.events[key].format(), format_records),
+        # (as an event's: the profile's text and id, the entry not built)
+        edir.file("format", RO, SeqFile(lambda: ft.events.format_text(key), format_records),
                   static=True)
         prof = ft.top.profile
         modes = prof.modes() if prof is not None else {}
         if f"events/ftrace/{name}/id" in modes:
-            edir.file("id", RO, SeqFile(lambda: f"{ft.events[key].id}\n"), static=True)
+            edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
         if f"events/ftrace/{name}/trigger" in modes:
             edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
 
