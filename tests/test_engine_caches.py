@@ -45,6 +45,14 @@ def test_event_keys_follow_define_uprobe_and_modules():
     k.rmmod("m1")
     assert ft.event_keys() == walked(ft)
 
+    by_system = ft.event_keys_by_system()
+    for system, keys in by_system.items():
+        assert keys == [key for key in walked(ft) if key.split(":")[0] == system]
+    assert sum(map(len, by_system.values())) == len(walked(ft))
+    assert by_system["mine"] == ["mine:ev"]
+    k.define_event("mine", "ev2", ["int b;"])
+    assert ft.event_keys_by_system()["mine"] == ["mine:ev", "mine:ev2"]
+
 
 def test_system_filter_zero_clears_what_is_set():
     ft = Kernel().ftrace

@@ -107,7 +107,7 @@ class Kernel:
         events with tracepoints, each system's events), changing nothing a
         reader sees: a fork server does it once for the kernels its forks
         take over (a fresh fake's first ``trace-cmd record``: ~5 ms)."""
-        self.ftrace.event_keys()
+        self.ftrace.event_keys_by_system()
         self.ftrace.events.system_keys("")
         return self
 

@@ -91,9 +91,7 @@ class EventsDir:
         for key in ft.events:
             if key.startswith("ftrace:"):
                 self._ftrace_entry_dir(ftrace_dir, key)
-        by_system: dict = {}
-        for key in ft.event_keys():  # one pass: 2,305 events in ~100 systems
-            by_system.setdefault(key.split(":", 1)[0], []).append(key)
+        by_system = ft.event_keys_by_system()  # 2,305 events in ~100 systems
         for system in sorted(by_system):  # eventfs: made when first looked into
             self._system_dir(events, system, by_system[system])
 
