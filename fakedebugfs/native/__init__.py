@@ -45,13 +45,26 @@ def cache_dir() -> Path:
     return d
 
 
+_KEYS: dict[str, tuple] = {}  # source_key's: name -> ((mtime_ns, size) of the source, key)
+
+
 def source_key(name: str) -> str:
     """What a helper is built from (its source and its gcc flags), hashed:
-    the mark of the package's prebuilt copy."""
+    the mark of the package's prebuilt copy.  Hashed again only when the
+    source's mtime or size changed (a fake's first command looks up two
+    helpers)."""
     _, flags = TARGETS[name]
-    digest = hashlib.sha256((HERE / f"{name}.c").read_bytes())
+    src = HERE / f"{name}.c"
+    st = src.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    kept = _KEYS.get(name)
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
+    digest = hashlib.sha256(src.read_bytes())
     digest.update("\0".join(flags).encode())
-    return digest.hexdigest()[:16]
+    key = digest.hexdigest()[:16]
+    _KEYS[name] = (stamp, key)
+    return key
 
 
 def prebuilt_name(name: str) -> str:
