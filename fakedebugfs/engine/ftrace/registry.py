@@ -127,6 +127,25 @@ class EventRegistry(MutableMapping):
             self._systems = index
         return self._systems.get(system, [])
 
+    def with_tracepoints(self, tracepoints) -> tuple[list[str], dict[str, list[str]]]:
+        """The keys of the events that have a tracepoint in *tracepoints*
+        (``ftrace`` entries left out), in order, and the same by system.
+        Kept until an event or a tracepoint comes or goes (this registry
+        and :class:`LazyTracepoints` count their changes, ``version``):
+        ``events/enable``, a ``set_event`` read or a wildcard walk them, and
+        each walk of 2,305 keys cost some 3.6 ms.  Tracepoints that do not
+        count their changes (a kernel without a profile) are walked each time."""
+        version = getattr(tracepoints, "version", None)
+        stamp = (id(tracepoints), self.version, version)
+        kept = self.__dict__.get("_with_tracepoints")
+        if kept is None or kept[0] != stamp or version is None:
+            keys = [key for key in self if not key.startswith("ftrace:") and key in tracepoints]
+            by_system: dict[str, list[str]] = {}
+            for key in keys:
+                by_system.setdefault(key.split(":", 1)[0], []).append(key)
+            kept = self._with_tracepoints = (stamp, keys, by_system)
+        return kept[1], kept[2]
+
     def text(self, key: str) -> Optional[str]:
         """The profile's format text of *key* (None for the fake's own)."""
         return _unpack(self._texts.get(key))

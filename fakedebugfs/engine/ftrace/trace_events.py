@@ -116,31 +116,15 @@ class TraceEvents:
     # --- the events ----------------------------------------------------------------
 
     def event_keys(self) -> list[str]:
-        """``system:name`` of the events with tracepoints (``available_events``).
-        Kept until an event or a tracepoint comes or goes (the registry's
-        and the lazy tracepoints' ``version``): ``events/enable``, a
-        ``set_event`` read or a wildcard walk it, and each walk of 2,305
-        keys cost some 3.6 ms."""
-        return list(self._kept_keys()[0])
+        """``system:name`` of the events with tracepoints (``available_events``;
+        kept between calls: :meth:`EventRegistry.with_tracepoints`)."""
+        return list(self.events.with_tracepoints(self.engine.tracepoints)[0])
 
     def event_keys_by_system(self) -> dict[str, list[str]]:
         """:meth:`event_keys` by system, in order (``events/``'s system
-        directories, made when it is first looked into); kept as they are."""
-        return {system: list(keys) for system, keys in self._kept_keys()[1].items()}
-
-    def _kept_keys(self) -> tuple:
-        events, tracepoints = self.events, self.engine.tracepoints
-        versions = (getattr(events, "version", None), getattr(tracepoints, "version", None))
-        stamp = (id(events), id(tracepoints), *versions)
-        kept = self.__dict__.get("_event_keys")
-        if kept is None or kept[0] != stamp or None in versions:
-            keys = [key for key in events
-                    if not key.startswith("ftrace:") and key in tracepoints]
-            by_system: dict[str, list[str]] = {}
-            for key in keys:
-                by_system.setdefault(key.split(":", 1)[0], []).append(key)
-            kept = self._event_keys = (stamp, keys, by_system)
-        return kept[1:]
+        directories, made when it is first looked into)."""
+        by_system = self.events.with_tracepoints(self.engine.tracepoints)[1]
+        return {system: list(keys) for system, keys in by_system.items()}
 
     def systems(self) -> list[str]:
         return sorted({key.split(":")[0] for key in self.event_keys()})
