@@ -2,13 +2,12 @@
  * The lean way into a fake's `run` namespace: what Fake.popen starts once
  * the fake's keeper (fakedebugfs/sandbox/keeper.py) holds that namespace.
  *
- *   join (--pidfd N | --wait-fd R) --info PATH --status FD [--unsealed]
+ *   join (--pidfd N | --wait-fd R) --info PATH --status FD
  *        --fallback ARGV... --end-fallback -- COMMAND...
  *
  * PATH, written by the keeper once it holds the namespace, holds
  * "PID USERNS FILTER" (the holder, whether to enter its user namespace,
- * the seal in hex), then NAME=VALUE lines: the environment's additions
- * (--userns, --filter HEX and --env NAME=VALUE give the same on the line).
+ * the seal in hex), then NAME=VALUE lines: the environment's additions.
  * N is the holder's pidfd, which the fake keeps.  A command started while
  * the keeper is still making the namespace gets --wait-fd instead: it
  * waits for EOF on R (the keeper closes the pipe's only write end once the
@@ -25,10 +24,10 @@
  *  - dies with this launcher (PR_SET_PDEATHSIG, as `run`'s command dies
  *    with `run`);
  *  - is sealed with the filter fakedebugfs/sandbox/seal.py assembled
- *    (PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER)) unless
- *    --unsealed: if the seal fails, it does not start;
+ *    (PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER)): if the
+ *    seal fails, it does not start;
  *  - gets `run`'s environment additions (LD_PRELOAD appended to, the
- *    others set: --env).
+ *    others set).
  *
  * The launcher forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to COMMAND (not
  * those the kernel sent for a terminal to the whole group, which COMMAND got
@@ -139,8 +138,9 @@ static void add_env(const char *pair)
 	free(name);
 }
 
-/* The --info file of a waiting launcher: the holder's pidfd, its seal, its
- * environment; 0, or -1 with errno (ESRCH: no holder to join). */
+/* The --info file: the holder's pidfd (opened here unless --pidfd gave
+ * it), its seal, its environment; 0, or -1 with errno (ESRCH: no holder to
+ * join). */
 static int read_info(const char *path, int *pidfd, int *userns, char **filter_hex)
 {
 	FILE *f = fopen(path, "r");
@@ -259,7 +259,7 @@ static int exit_status(int status)
 
 int main(int argc, char **argv)
 {
-	int pidfd = -1, status_fd = -1, userns = 0, unsealed = 0, wait_fd = -1;
+	int pidfd = -1, status_fd = -1, userns = 0, wait_fd = -1;
 	char *filter_hex = NULL;
 	const char *info = NULL;
 	char **fallback = NULL, **command = NULL;
@@ -270,10 +270,6 @@ int main(int argc, char **argv)
 		if (strcmp(a, "--") == 0) {
 			command = argv + i + 1;
 			break;
-		} else if (strcmp(a, "--userns") == 0) {
-			userns = 1;
-		} else if (strcmp(a, "--unsealed") == 0) {
-			unsealed = 1;
 		} else if (strcmp(a, "--fallback") == 0) {
 			fallback = argv + i + 1;
 			while (i < argc && strcmp(argv[i], "--end-fallback") != 0)
@@ -289,17 +285,12 @@ int main(int argc, char **argv)
 			info = argv[++i];
 		} else if (i + 1 < argc && strcmp(a, "--status") == 0) {
 			status_fd = atoi(argv[++i]);
-		} else if (i + 1 < argc && strcmp(a, "--filter") == 0) {
-			filter_hex = argv[++i];
-		} else if (i + 1 < argc && strcmp(a, "--env") == 0) {
-			add_env(argv[++i]);
 		} else {
 			return usage();
 		}
 	}
-	int waiting = wait_fd >= 0 && info;
-	if ((pidfd < 0 && !waiting) || !command || !command[0] || !fallback || !fallback[0]
-	    || (!filter_hex && !unsealed && !info))
+	if (!info || (pidfd < 0 && wait_fd < 0) || !command || !command[0] || !fallback
+	    || !fallback[0])
 		return usage();
 
 	sigset_t watched, none;
@@ -312,7 +303,7 @@ int main(int argc, char **argv)
 
 	const char *failed = NULL;
 	int err = 0;
-	if (waiting) { /* until the keeper holds the namespace (or gave up) */
+	if (pidfd < 0) { /* until the keeper holds the namespace (or gave up) */
 		char c;
 		for (;;) {
 			ssize_t got = read(wait_fd, &c, 1);
@@ -321,12 +312,12 @@ int main(int argc, char **argv)
 		}
 		close(wait_fd);
 	}
-	if (info && read_info(info, &pidfd, &userns, &filter_hex) != 0) {
+	if (read_info(info, &pidfd, &userns, &filter_hex) != 0) {
 		failed = "the keeper's holder";
 		err = errno;
 	}
 	struct sock_fprog prog = {0, NULL};
-	if (!failed && !unsealed) {
+	if (!failed) {
 		prog.filter = parse_filter(filter_hex, &prog.len);
 		if (!prog.filter)
 			return usage();
@@ -406,12 +397,10 @@ int main(int argc, char **argv)
 		if (read(live[0], &c, 1) == 0) /* EOF: the launcher died before the prctl */
 			_exit(1);
 		close(live[0]);
-		if (!unsealed) {
-			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-				child_fail(errs[1], "seal-nnp", errno, 126);
-			if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
-				child_fail(errs[1], "seal-seccomp", errno, 126);
-		}
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+			child_fail(errs[1], "seal-nnp", errno, 126);
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+			child_fail(errs[1], "seal-seccomp", errno, 126);
 		child_fail(errs[1], "exec", exec_path(command), 127);
 	}
 	close(errs[1]);
