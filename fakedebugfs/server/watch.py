@@ -136,17 +136,17 @@ class Watches:
         tracepoints = self.injector.kernel.engine.tracepoints
         version = getattr(tracepoints, "version", None)
         stamp = (Tracepoint.changes, id(tracepoints), version)
-        if stamp == self._listened_at and version is not None:
-            return self._listened
-        listened = False
+        if stamp != self._listened_at or version is None:
+            self._listened, self._listened_at = self._listening(tracepoints), stamp
+        return self._listened
+
+    def _listening(self, tracepoints) -> bool:
+        """:meth:`listened`, asked of the tracepoints themselves."""
         for name in SIDEBAND:
             tp = tracepoints.get(name)
             if tp is not None and tp.probes:
-                listened = True
-                break
-        self._listened = listened = listened or self.uprobes_enabled()
-        self._listened_at = stamp
-        return listened
+                return True
+        return self.uprobes_enabled()
 
     def _dyn(self):
         """The fake's dynamic events (None before its tracing tree is made)."""
