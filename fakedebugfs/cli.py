@@ -102,7 +102,9 @@ def mount_options(args) -> MountOptions:
 
 def cmd_mount(args) -> int:
     """:mod:`fakedebugfs.api.mount`; an error before mounting reaches the
-    API's ``--ready-fd`` too."""
+    API's ``--ready-fd`` too.  ``--rmdir`` (the Python API's own temporary
+    mount point): the server removes it on its way out, also when its
+    owner was killed and no ``close()`` runs."""
     from fakedebugfs.api import mount
 
     ready = mount.ready_reporter(runstate.canonical(args.mountpoint), args.ready_fd)
@@ -110,7 +112,11 @@ def cmd_mount(args) -> int:
         opts = mount_options(args)
         server = mount.prepare(opts, args.mountpoint, args.die_with_parent)
         if args.foreground:
-            mount.mount_foreground(server, opts, ready)
+            try:
+                mount.mount_foreground(server, opts, ready)
+            finally:
+                if args.rmdir:
+                    mount.remove_mountpoint(server.mountpoint)
             return 0
         mount.mount_background(server, opts)
     except (CliError, FakeError) as err:
@@ -447,6 +453,7 @@ def _mount_commands(sub) -> None:
     m.add_argument("--foreground", action="store_true", help="stay in front until unmounted")
     m.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     m.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
+    m.add_argument("--rmdir", action="store_true", help=argparse.SUPPRESS)
     add_mount_options(m)
 
     u = _sub(sub, "umount", cmd_umount, help="unmount (also recovers a mount whose server died)")

@@ -81,6 +81,29 @@ def test_killed_test_process_leaves_no_mount(tmp_path):
     assert not is_mounted(root)
 
 
+def test_killed_test_process_leaves_no_mount_point_of_its_own(tmp_path):
+    """``Fake()`` made its mount point: a test killed outright (no
+    ``close()`` runs) leaves neither the mount nor the directory."""
+    script = tmp_path / "victim.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        from fakedebugfs import Fake
+        fk = Fake().start()
+        print(fk.root, flush=True)
+        time.sleep(60)
+    """))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "FAKEDEBUGFS_FORKSERVER": "0"})
+    root = p.stdout.readline().strip()
+    assert root.startswith("/tmp/fakedebugfs-") and is_mounted(root)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 10
+    while (is_mounted(root) or os.path.lexists(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not is_mounted(root) and not os.path.lexists(root)
+
+
 def test_options_are_checked_before_mounting():
     with pytest.raises(ValueError, match="--rate"):
         Fake(rate=float("inf"))

@@ -339,5 +339,4 @@ def test_an_interrupted_session_leaves_nothing(pytester, token, how):
         assert p.returncode == -9
     assert _left_behind(token, fakes) == ([], [])
     assert not os.path.exists(os.path.dirname(fakes[0][3]))  # the socket's folder
-    for _, _, root, _ in fakes:
-        shutil.rmtree(root, ignore_errors=True)  # a killed pytest leaves the folder
+    assert not [root for _, _, root, _ in fakes if os.path.lexists(root)]  # their servers rmdir'd them

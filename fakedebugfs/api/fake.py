@@ -105,7 +105,7 @@ class Fake(Injection, Waits, Commands):
     def _spawn(self) -> None:
         self._forkserver = launcher.forkserver_path()  # (its keeper is forked there too)
         self._proc = launcher.spawn_server(str(self.root), self.options.argv(),
-                                           self.ready_timeout)
+                                           self.ready_timeout, rmdir=self._own_dir)
 
     def close(self) -> None:
         """End every command started with :meth:`run`/:meth:`popen` (and its

@@ -72,6 +72,17 @@ def mount_foreground(server, opts: MountOptions,
         raise
 
 
+def remove_mountpoint(mountpoint: str) -> None:
+    """``rmdir`` the mount point the Python API made for this server, once
+    unmounted.  Only an empty directory goes, and since Linux 3.18 that
+    also takes the copies of this (ending) mount that other mount
+    namespaces hold, ``fakedebugfs run``'s among them."""
+    try:
+        os.rmdir(mountpoint)
+    except OSError:  # still mounted, not empty, or gone already
+        pass
+
+
 def ready_reporter(mountpoint: str, ready_fd: Optional[int]) -> Callable[[str], None]:
     """How ``--foreground`` says it is mounted (or why not): a line on
     *ready_fd* (the API's pipe, once), else on stdout/stderr."""

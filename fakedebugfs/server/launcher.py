@@ -73,11 +73,14 @@ def _redirect_stdio(log_path: str) -> None:
 
 
 def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30.0,
-                 python: Optional[str] = None) -> subprocess.Popen:
+                 python: Optional[str] = None, rmdir: bool = False) -> subprocess.Popen:
     """``fakedebugfs mount MOUNTPOINT --foreground`` with mount options
     *argv*, as a child in a session of its own that dies with this process
     (PR_SET_PDEATHSIG); returns once it is mounted.  MountError with the
-    server's reason otherwise (the child is then stopped)."""
+    server's reason otherwise (the child is then stopped).  With *rmdir*
+    the server removes MOUNTPOINT when it ends (``--rmdir``)."""
+    if rmdir:
+        argv = ["--rmdir", *argv]
     r, w = os.pipe()
     cmd = [python or sys.executable, "-m", "fakedebugfs", "mount", mountpoint, "--foreground",
            "--ready-fd", str(w), "--die-with-parent", *argv]
