@@ -107,7 +107,7 @@ def cmd_mount(args) -> int:
     owner was killed and no ``close()`` runs."""
     from fakedebugfs.api import mount
 
-    ready = mount.ready_reporter(runstate.canonical(args.mountpoint), args.ready_fd)
+    ready = mount.ReadyReporter(runstate.canonical(args.mountpoint), args.ready_fd)
     try:
         opts = mount_options(args)
         server = mount.prepare(opts, args.mountpoint, args.die_with_parent)
@@ -117,6 +117,7 @@ def cmd_mount(args) -> int:
             finally:
                 if args.rmdir:
                     mount.remove_mountpoint(server.mountpoint)
+                ready.ended()
             return 0
         mount.mount_background(server, opts)
     except (CliError, FakeError) as err:

@@ -51,6 +51,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from typing import Optional
 
@@ -82,6 +83,16 @@ def pytest_configure(config) -> None:
         "markers", f"{MARKER}(**options): options of the fake the `fakedebugfs` fixture "
                    "starts (cpus=, workload=, clock=, enable_all=, replay=, ... as `fakedebugfs mount`)")
     config.stash[_SKIPPED] = {}
+    config.add_cleanup(_wait_ended)
+
+
+def _wait_ended() -> None:
+    """The function fixture closes its fakes without waiting for their
+    servers' processes to finish exiting (each has unmounted already):
+    the session's end waits for them."""
+    fake = sys.modules.get("fakedebugfs.api.fake")
+    if fake is not None:
+        fake.wait_ended()
 
 
 def required(config) -> bool:
@@ -247,7 +258,7 @@ def fakedebugfs(request):
     try:
         yield fake
     finally:
-        fake.close()
+        fake.close(wait=False)  # unmounted when it returns; its process ends meanwhile
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,9 @@ import pytest
 from conftest import is_mounted, read
 
 from fakedebugfs.api import Fake
+from fakedebugfs.api.fake import wait_ended
 from fakedebugfs.control import runstate
-from fakedebugfs.server import forkserver
+from fakedebugfs.server import forkserver, launcher
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_a_forked_server_dies_with_its_client(forking, tmp_path):
         time.sleep(0.05)
     assert not runstate.alive(int(pid))
     assert not is_mounted(root)
-    os.rmdir(root)
+    assert not os.path.lexists(root)  # the mount point Fake() made: its server removed it
 
 
 def test_another_environment_is_started_as_before(forking, monkeypatch):
@@ -183,7 +184,7 @@ def test_a_fork_server_goes_with_its_starter(tmp_path):
         time.sleep(0.05)
     assert not runstate.alive(int(server)) and not sock.exists()
     assert not runstate.alive(int(forked)) and not is_mounted(root)
-    os.rmdir(root)
+    assert not os.path.lexists(root)
 
 
 def test_a_forked_fakes_keeper_is_forked_there_too(forking, monkeypatch):
@@ -216,3 +217,43 @@ def test_a_module_the_fork_server_does_not_run_is_refused(forking):
     finally:
         os.close(r)
         os.close(w)
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "spawned"])
+def test_a_server_is_done_before_its_process_ends(forked, request, monkeypatch, tmp_path):
+    """``stop_server(wait=False)`` returns when the ready pipe reads end of
+    file: by then the server has unmounted and removed its state files and
+    (``--rmdir``) its mount point; its process ends on its own after."""
+    if forked:
+        request.getfixturevalue("forking")
+    else:
+        monkeypatch.setenv(forkserver.ENV, "0")
+    root = tmp_path / "mnt"
+    root.mkdir()
+    proc, ended = launcher.spawn_server(str(root), Fake().options.argv(), rmdir=True)
+    try:
+        assert isinstance(proc, forkserver.Forked) == forked
+        assert is_mounted(root) and runstate.read_state(str(root))["pid"] == proc.pid
+        assert launcher.stop_server(proc.pid, ended=ended, wait=False)
+        assert not is_mounted(root) and not root.exists()
+        assert [p for p in runstate.paths(str(root)).values() if p.exists()] == []
+    finally:
+        os.close(ended)
+        proc.wait(10)
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "spawned"])
+def test_close_without_waiting(forked, request, monkeypatch):
+    """``Fake.close(wait=False)`` (the plugin's fixture): nothing mounted
+    when it returns; :func:`wait_ended` waits for the process (reaped, no
+    zombie left)."""
+    if forked:
+        request.getfixturevalue("forking")
+    else:
+        monkeypatch.setenv(forkserver.ENV, "0")
+    fake = Fake().start()
+    pid, root = fake._proc.pid, fake.root
+    fake.close(wait=False)
+    assert not is_mounted(root) and not root.exists()
+    wait_ended()
+    assert not os.path.exists(f"/proc/{pid}")

@@ -41,6 +41,9 @@ STOP_TIMEOUT = launcher.STOP_TIMEOUT
 
 # the mount-time settings of a fresh fake by its options (Fake._settings)
 _MOUNTED: dict[tuple, dict] = {}
+# servers that have unmounted and cleaned up but were not waited for
+# (``close(wait=False)``): :func:`wait_ended` waits for them
+_ENDING: list = []
 
 
 class Fake(Injection, Waits, Commands):
@@ -60,6 +63,7 @@ class Fake(Injection, Waits, Commands):
         self.ready_timeout = ready_timeout
         self.root: Optional[Path] = None
         self._proc: Optional[subprocess.Popen] = None
+        self._ended: Optional[int] = None  # end of file once the server is done (spawn_server)
         self._client: Optional[ControlClient] = None
         self._log_text = ""
         # run/popen's commands (and whether each has a process group of its
@@ -104,13 +108,18 @@ class Fake(Injection, Waits, Commands):
 
     def _spawn(self) -> None:
         self._forkserver = launcher.forkserver_path()  # (its keeper is forked there too)
-        self._proc = launcher.spawn_server(str(self.root), self.options.argv(),
-                                           self.ready_timeout, rmdir=self._own_dir)
+        _reap_ended()
+        self._proc, self._ended = launcher.spawn_server(
+            str(self.root), self.options.argv(), self.ready_timeout, rmdir=self._own_dir)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """End every command started with :meth:`run`/:meth:`popen` (and its
         process group), end the keeper of their namespace, stop the
-        server and make sure nothing stays mounted; idempotent."""
+        server and make sure nothing stays mounted; idempotent.  With
+        *wait* False it returns once the server has unmounted and removed
+        its state and mount point, not waiting the few ms its process
+        takes to finish exiting (:func:`wait_ended` waits for them; the
+        pytest plugin's fixture closes so, and waits at the session's end)."""
         self.end_commands()
         self.close_keeper()
         if self._client is not None:
@@ -119,9 +128,13 @@ class Fake(Injection, Waits, Commands):
         if self.root is not None:
             self._log_text = self.log() or self._log_text
         proc, self._proc = self._proc, None
+        ended, self._ended = self._ended, None
         if proc is not None:
-            launcher.stop_server(proc.pid)
-            proc.poll()
+            launcher.stop_server(proc.pid, ended=ended, wait=wait)
+            if proc.poll() is None:  # done, still exiting (not *wait*)
+                _ENDING.append(proc)
+        if ended is not None:
+            os.close(ended)
         if self.root is not None:
             launcher.unmount(str(self.root))
             runstate.clear_state(str(self.root), drop_log=True)
@@ -212,4 +225,21 @@ class Fake(Injection, Waits, Commands):
         return self.call("status")
 
 
-__all__ = ["Fake", "Event", "ReaderGone", "STOP_TIMEOUT", "KILL_GRACE", "READERS_POLL"]
+def wait_ended(timeout: float = STOP_TIMEOUT) -> None:
+    """Wait until the servers of fakes closed with ``close(wait=False)``
+    have finished exiting (each is done already: unmounted, its state
+    removed); a child of this process is reaped."""
+    while _ENDING:
+        proc = _ENDING.pop()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            launcher.stop_server(proc.pid, timeout=0)
+
+
+def _reap_ended() -> None:
+    """Reap what :func:`wait_ended` would wait for and has ended already."""
+    _ENDING[:] = [proc for proc in _ENDING if proc.poll() is None]
+
+
+__all__ = ["Fake", "wait_ended", "Event", "ReaderGone", "STOP_TIMEOUT", "KILL_GRACE", "READERS_POLL"]

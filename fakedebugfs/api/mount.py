@@ -83,26 +83,47 @@ def remove_mountpoint(mountpoint: str) -> None:
         pass
 
 
-def ready_reporter(mountpoint: str, ready_fd: Optional[int]) -> Callable[[str], None]:
+class ReadyReporter:
     """How ``--foreground`` says it is mounted (or why not): a line on
-    *ready_fd* (the API's pipe, once), else on stdout/stderr."""
-    said = []
+    *ready_fd* (the API's pipe, once), else on stdout/stderr.  After
+    ``ok`` the pipe stays open, in this process alone (close-on-exec),
+    until :meth:`ended`: its reader then knows that the server has
+    unmounted and cleaned up, before its process has finished exiting
+    (:func:`fakedebugfs.server.launcher.stop_server`)."""
 
-    def ready(message: str) -> None:
-        if said:
-            return
-        said.append(message)
+    def __init__(self, mountpoint: str, ready_fd: Optional[int]):
+        self.mountpoint = mountpoint
+        self.fd = ready_fd
+        self.said = False
         if ready_fd is not None:
+            os.set_inheritable(ready_fd, False)  # fusermount3 and the like: not theirs
+
+    def __call__(self, message: str) -> None:
+        if self.said:
+            return
+        self.said = True
+        if self.fd is None:
+            if message == "ok":
+                print(f"mounted {self.mountpoint}", flush=True)
+            else:
+                print(f"fakedebugfs mount: {message}", file=sys.stderr, flush=True)
+            return
+        try:
+            os.write(self.fd, f"{message}\n".encode())
+        except OSError:
+            pass
+        if message != "ok":
+            self.ended()
+
+    def ended(self) -> None:
+        """Done: the pipe's reader gets end of file."""
+        self.said = True
+        fd, self.fd = self.fd, None
+        if fd is not None:
             try:
-                os.write(ready_fd, f"{message}\n".encode())
-                os.close(ready_fd)
+                os.close(fd)
             except OSError:
                 pass
-        elif message == "ok":
-            print(f"mounted {mountpoint}", flush=True)
-        else:
-            print(f"fakedebugfs mount: {message}", file=sys.stderr, flush=True)
-    return ready
 
 
 def check_recording(path: str) -> None:

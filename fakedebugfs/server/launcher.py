@@ -73,15 +73,19 @@ def _redirect_stdio(log_path: str) -> None:
 
 
 def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30.0,
-                 python: Optional[str] = None, rmdir: bool = False) -> subprocess.Popen:
+                 python: Optional[str] = None, rmdir: bool = False):
     """``fakedebugfs mount MOUNTPOINT --foreground`` with mount options
     *argv*, as a child in a session of its own that dies with this process
-    (PR_SET_PDEATHSIG); returns once it is mounted.  MountError with the
-    server's reason otherwise (the child is then stopped).  With *rmdir*
-    the server removes MOUNTPOINT when it ends (``--rmdir``)."""
+    (PR_SET_PDEATHSIG); returns ``(process, ended)`` once it is mounted:
+    *ended* is the ready pipe's read end, at end of file once the server
+    has unmounted and cleaned up (:func:`stop_server`; the caller closes
+    it).  MountError with the server's reason otherwise (the child is then
+    stopped).  With *rmdir* the server removes MOUNTPOINT when it ends
+    (``--rmdir``)."""
     if rmdir:
         argv = ["--rmdir", *argv]
     r, w = os.pipe()
+    os.set_inheritable(r, False)
     cmd = [python or sys.executable, "-m", "fakedebugfs", "mount", mountpoint, "--foreground",
            "--ready-fd", str(w), "--die-with-parent", *argv]
     log_path = runstate.paths(mountpoint)["log"]
@@ -95,9 +99,9 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
     finally:
         os.close(w)
         log.close()
-    with os.fdopen(r, "rb") as fp:
-        message = read_line(fp, ready_timeout).decode(errors="replace").strip()
+    message = read_line(r, ready_timeout).decode(errors="replace").strip()
     if message != "ok":
+        os.close(r)
         code = proc.poll()
         stop_server(proc.pid)
         proc.poll()
@@ -105,7 +109,7 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
             f"server exited with status {code}" if code is not None
             else f"not mounted after {ready_timeout:g} s")
         raise MountError(f"{mountpoint}: {detail}")
-    return proc
+    return proc, r
 
 
 def _forked(mountpoint: str, argv: Sequence[str], log, ready: int):
@@ -132,15 +136,16 @@ def forkserver_path() -> Optional[str]:
     return path
 
 
-def read_line(fp, timeout: float) -> bytes:
-    """The first line of *fp* within *timeout* seconds (b"" at EOF or timeout)."""
+def read_line(fd: int, timeout: float) -> bytes:
+    """The first line of pipe *fd* within *timeout* seconds (b"" at EOF or
+    timeout)."""
     deadline = time.monotonic() + timeout
     data = b""
     while not data.endswith(b"\n"):
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fp], [], [], left)[0]:
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
             return b""
-        chunk = os.read(fp.fileno(), 256)
+        chunk = os.read(fd, 256)
         if not chunk:
             break
         data += chunk
@@ -156,13 +161,20 @@ def _last_line(path) -> str:
     return lines[-1] if lines else ""
 
 
-def stop_server(pid: int, timeout: float = STOP_TIMEOUT) -> bool:
+def stop_server(pid: int, timeout: float = STOP_TIMEOUT, ended: Optional[int] = None,
+                wait: bool = True) -> bool:
     """SIGTERM server *pid* (it unmounts on the way out), SIGKILL after
-    *timeout* seconds; True once it is gone.  A child of ours is reaped."""
+    *timeout* seconds; True once it is gone.  A child of ours is reaped.
+    With *ended* (:func:`spawn_server`'s) and not *wait*: True as soon as
+    that pipe says the server is done (unmounted, its state removed),
+    without waiting for its process to finish exiting (a few ms more:
+    the kernel tearing down its memory)."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         _reap(pid)
+        return True
+    if ended is not None and not wait and _until_eof(ended, timeout):
         return True
     if wait_gone(pid, timeout):
         return True
@@ -171,6 +183,20 @@ def stop_server(pid: int, timeout: float = STOP_TIMEOUT) -> bool:
     except ProcessLookupError:
         pass
     return wait_gone(pid, 5.0)
+
+
+def _until_eof(fd: int, timeout: float) -> bool:
+    """True once pipe *fd* reads end of file (within *timeout* s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return False
+        try:
+            if not os.read(fd, 256):
+                return True
+        except OSError:
+            return False
 
 
 def _reap(pid: int) -> bool:
