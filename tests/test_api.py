@@ -20,6 +20,7 @@ import pytest
 
 from fakedebugfs import (Event, EventError, Fake, MountError, RequestError, ScenarioError,
     ServerGone, WaitTimeout)
+from fakedebugfs.control import runstate
 from fakedebugfs.control.runstate import is_mounted
 
 KMALLOC = dict(call_site=0x10, ptr=0x20, bytes_req=8, bytes_alloc=8, gfp_flags=0xCC0, node=-1)
@@ -102,6 +103,20 @@ def test_killed_test_process_leaves_no_mount_point_of_its_own(tmp_path):
     while (is_mounted(root) or os.path.lexists(root)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not is_mounted(root) and not os.path.lexists(root)
+
+
+def test_a_closed_fakes_log_stays_with_it_not_in_the_run_directory():
+    """A server's log with a warning in it: ``log()`` still gives it after
+    ``close()``, and nothing of the fake is left in the run directory
+    (a test suite's warnings would otherwise pile up there, one file a test)."""
+    fk = Fake().start()
+    files = runstate.paths(str(fk.root))
+    with pytest.raises(OSError):
+        (fk.tracing / "buffer_size_kb").write_text("1000000")  # refused: over the fake's limit
+    assert "WARNING" in files["log"].read_text()
+    fk.close()
+    assert "limit of 268435456 bytes per CPU" in fk.log()
+    assert [p for p in files.values() if p.exists()] == []
 
 
 def test_options_are_checked_before_mounting():

@@ -108,3 +108,22 @@ def test_option_files_follow_the_tracer_at_once(fake):
         for name in before - now:
             assert sh("cat", tracing / "options" / name).returncode != 0, (tracer, name)
         before = now
+
+
+def test_removals_just_before_unmounting_are_not_errors():
+    """Instances removed right before the fake closes: their entries'
+    invalidations are sent (or given up) before the session goes, so the
+    server's log has no error (it had an EINVAL traceback for most of
+    them: pyfuse3's own thread sent them after ``pyfuse3.close``)."""
+    from fakedebugfs import Fake
+
+    for _ in range(3):
+        fk = Fake().start()
+        instances = fk.tracing / "instances"
+        for i in range(12):
+            (instances / f"x{i}").mkdir()
+        assert sorted(ls(instances)) == sorted(f"x{i}" for i in range(12))
+        for i in range(12):
+            (instances / f"x{i}").rmdir()
+        fk.close()
+        assert "ERROR" not in fk.log() and "Traceback" not in fk.log(), fk.log()[-600:]

@@ -137,7 +137,11 @@ class Fake(Injection, Waits, Commands):
             os.close(ended)
         if self.root is not None:
             launcher.unmount(str(self.root))
-            runstate.clear_state(str(self.root), drop_log=True)
+            self._log_text = self.log() or self._log_text  # the server's last words too
+            runstate.clear_state(str(self.root))
+            # (:meth:`log` and a failed test's report keep its text; a log
+            # left in the run directory would be no one's to remove)
+            runstate.paths(str(self.root))["log"].unlink(missing_ok=True)
             if self._own_dir:
                 shutil.rmtree(self.root, ignore_errors=True)
 

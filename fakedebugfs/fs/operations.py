@@ -42,6 +42,7 @@ import trio
 
 from fakedebugfs.fs.fastpath import BUFFERS, FastPath, fuse_error
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile, PollTable
+from fakedebugfs.fs.notify import EntryInvalidations
 from fakedebugfs.fs.tree import Dir, File, InodeTable
 from fakedebugfs.fs.waitqueue import WaitQueue
 
@@ -126,6 +127,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         self.table = InodeTable(root)
         self.table.on_remove = self._removed
         self.table.on_add = self._added
+        self.invalidations = EntryInvalidations()  # the server closes it before pyfuse3.close
         self.uid, self.gid = uid, gid
         self.mtime_ns = time.time_ns()
         self.attrs_changed()  # a generation of its own: no node's kept attributes are ours yet
@@ -386,11 +388,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
     def _removed(self, parent: Dir, node) -> None:
         """A node left the tree: drop the kernel's cached dentry (and the
         parent's attributes: a directory's leaving changes its ``st_nlink``)."""
-        try:
-            pyfuse3.invalidate_entry_async(parent.inode, node.name.encode(),
-                                           deleted=node.inode, ignore_enoent=True)
-        except Exception as err:  # not mounted yet, or already gone
-            log.debug("invalidate %s: %s", node.name, err)
+        self.invalidations.put(parent.inode, node.name.encode(), node.inode)
         if isinstance(node, Dir):
             self.attrs_changed()
             _invalidate_attrs(parent)

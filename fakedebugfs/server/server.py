@@ -343,6 +343,8 @@ class Server:
                 self.watches.close()
             if self.mirror is not None:
                 self.mirror.close()
+            if not ops.invalidations.close():
+                log.warning("unmount: an entry invalidation still waits in the kernel")
             _close()
             runstate.clear_state(self.mountpoint, drop_log=clean)
             sys.setswitchinterval(switch)
