@@ -206,6 +206,36 @@ def test_what_a_command_leaves_outside_its_group_ends_with_the_fake(tmp_path):
     assert not Path(f"/proc/{keeper}").exists() and not Path(work).exists()
 
 
+def test_close_without_waiting_leaves_no_namespace_behind():
+    """``close(wait=False)`` (the plugin's fixture) ends the keeper without
+    waiting for its process: ``close_keeper(wait=False)`` returns once the
+    keeper says it is done, and by then what a command left outside its
+    group is gone, with every process of the namespace and the keeper's
+    work folder; the keeper's own process may still be exiting (returned)."""
+    from fakedebugfs.api.fake import wait_ended
+
+    fake = Fake().start()
+    held(fake)
+    keeper, work = fake._keeper.proc.pid, fake._keeper.work
+    ns = os.readlink(f"/proc/{fake._keeper.info['holder']}/ns/pid")
+    done = fake.run(["sh", "-c", "setsid sleep 324.5 </dev/null >/dev/null 2>&1 & echo ok"],
+                    capture_output=True, text=True)
+    assert done.stdout == "ok\n"
+    deadline = time.monotonic() + 5
+    while not with_cmdline("324.5") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(with_cmdline("324.5")) == 1  # it outlives its command ...
+    ending = fake.close_keeper(wait=False)
+    assert with_cmdline("324.5") == [] and ns_processes(ns) == []
+    assert not Path(work).exists()
+    assert ending is None or ending.pid == keeper
+    fake.close(wait=False)
+    wait_ended()
+    if ending is not None:
+        ending.wait(10)
+    assert not Path(f"/proc/{keeper}").exists()
+
+
 def test_reset_ends_what_commands_left_and_keeps_the_namespace(fk):
     held(fk)
     holder = fk._keeper.info["holder"]
@@ -373,7 +403,7 @@ def test_rootless_keeper_forked_by_a_fork_server(nobody):
         from fakedebugfs import Fake
         from fakedebugfs.server import forkserver
         sock = os.path.join(tempfile.mkdtemp(), "fork.sock")
-        with forkserver.ForkServer(sock):
+        with forkserver.ForkServer(sock, rmdir=True):  # (its folder goes with it)
             os.environ[forkserver.ENV] = sock
             with Fake() as fk:
                 del os.environ[forkserver.ENV]

@@ -39,6 +39,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from fakedebugfs.native import build as build_native
 from fakedebugfs.control import runstate
+from fakedebugfs.server.launcher import until_eof
 
 KILL_GRACE = 2.0  # seconds a command's process group gets after SIGTERM, before SIGKILL
 JOIN_ENV = "FAKEDEBUGFS_JOIN"  # "0": every command the way of ``run --attach``
@@ -130,13 +131,13 @@ class Commands:
         if keeper is not None:
             keeper.sweep()
 
-    def close_keeper(self) -> None:
+    def close_keeper(self, wait: bool = True):
         """End the keeper and, with its namespace, every process left in it
-        (done by :meth:`close`, after :meth:`end_commands`)."""
+        (done by :meth:`close`, after :meth:`end_commands`); not *wait*:
+        :meth:`Keeper.close`'s."""
         with _KEEPERS:
             keeper, self._keeper = getattr(self, "_keeper", None), None
-        if keeper is not None:
-            keeper.close()
+        return keeper.close(wait) if keeper is not None else None
 
 
 class Keeper:
@@ -307,10 +308,13 @@ class Keeper:
             except OSError:
                 continue
 
-    def close(self) -> None:
+    def close(self, wait: bool = True):
         """End the keeper (stdin closed: it kills its namespace's init, and
         with it every process there; still starting: killed, with its init);
-        idempotent."""
+        idempotent.  Not *wait*: returns once the keeper says it is done
+        (its stdout at end of file: the namespace and its work folder
+        gone), with its process if that is still exiting (else None)."""
+        ending = None
         self._check_statuses()
         for fd in self.statuses:
             os.close(fd)
@@ -328,10 +332,13 @@ class Keeper:
                     proc.stdin.close()
                 except OSError:
                     pass
-                try:
-                    proc.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    held = False
+                if not wait and until_eof(proc.stdout.fileno(), 5.0):
+                    ending = proc if proc.poll() is None else None
+                else:
+                    try:
+                        proc.wait(timeout=5.0)
+                    except subprocess.TimeoutExpired:
+                        held = False
             if not held:  # still starting (or stuck): its init dies with it
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -346,6 +353,7 @@ class Keeper:
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)
             self.work = None
+        return ending
 
 
 def command_name(proc: subprocess.Popen) -> str:

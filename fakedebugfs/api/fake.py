@@ -121,7 +121,9 @@ class Fake(Injection, Waits, Commands):
         takes to finish exiting (:func:`wait_ended` waits for them; the
         pytest plugin's fixture closes so, and waits at the session's end)."""
         self.end_commands()
-        self.close_keeper()
+        keeper = self.close_keeper(wait)
+        if keeper is not None:  # done, still exiting (not *wait*)
+            _ENDING.append(keeper)
         if self._client is not None:
             self._client.close()
             self._client = None

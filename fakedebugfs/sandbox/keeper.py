@@ -200,13 +200,19 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        return keep(*argv[:2], int(argv[2]) if len(argv) == 3 else None)
+        code = keep(*argv[:2], int(argv[2]) if len(argv) == 3 else None)
     except RunError as err:
         print(json.dumps({"error": str(err.args[0])}), flush=True)
         return 1
     except Exception as err:  # said to the fake, which logs it (our stderr is not kept)
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}), flush=True)
         return 1
+    # done: the namespace's processes are gone and the work folder too; the
+    # fake's end of stdout reads end of file now, before this process has
+    # finished exiting (``Fake.close(wait=False)``)
+    sys.stdout.flush()
+    os.close(sys.stdout.fileno())
+    return code
 
 
 if __name__ == "__main__":

@@ -174,7 +174,7 @@ def stop_server(pid: int, timeout: float = STOP_TIMEOUT, ended: Optional[int] = 
     except ProcessLookupError:
         _reap(pid)
         return True
-    if ended is not None and not wait and _until_eof(ended, timeout):
+    if ended is not None and not wait and until_eof(ended, timeout):
         return True
     if wait_gone(pid, timeout):
         return True
@@ -185,7 +185,7 @@ def stop_server(pid: int, timeout: float = STOP_TIMEOUT, ended: Optional[int] = 
     return wait_gone(pid, 5.0)
 
 
-def _until_eof(fd: int, timeout: float) -> bool:
+def until_eof(fd: int, timeout: float) -> bool:
     """True once pipe *fd* reads end of file (within *timeout* s)."""
     deadline = time.monotonic() + timeout
     while True:
