@@ -191,16 +191,25 @@ def test_commands_share_one_pid_namespace_and_groups_end(fk):
     assert with_cmdline("321.5") == [] and with_cmdline("322.5") == []
 
 
+def leave_a_sleeper(fake, seconds: str) -> tuple[int, str, str]:
+    """A command of *fake* leaves ``sleep SECONDS`` running outside its
+    group (setsid); the keeper's pid, its work folder and the namespace."""
+    held(fake)
+    keeper, work = fake._keeper.proc.pid, fake._keeper.work
+    ns = os.readlink(f"/proc/{fake._keeper.info['holder']}/ns/pid")
+    done = fake.run(["sh", "-c", f"setsid sleep {seconds} </dev/null >/dev/null 2>&1 & echo ok"],
+                    capture_output=True, text=True)
+    assert done.stdout == "ok\n"
+    deadline = time.monotonic() + 5
+    while not with_cmdline(seconds) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(with_cmdline(seconds)) == 1  # it outlives its command ...
+    return keeper, work, ns
+
+
 def test_what_a_command_leaves_outside_its_group_ends_with_the_fake(tmp_path):
     with Fake() as fake:
-        held(fake)
-        keeper, work = fake._keeper.proc.pid, fake._keeper.work
-        ns = os.readlink(f"/proc/{fake._keeper.info['holder']}/ns/pid")
-        done = fake.run(["sh", "-c", "setsid sleep 323.5 </dev/null >/dev/null 2>&1 & echo ok"],
-                        capture_output=True, text=True)
-        assert done.stdout == "ok\n"
-        time.sleep(0.2)
-        assert len(with_cmdline("323.5")) == 1  # it outlives its command ...
+        keeper, work, ns = leave_a_sleeper(fake, "323.5")
     assert with_cmdline("323.5") == []  # ... not the fake
     assert ns_processes(ns) == []
     assert not Path(f"/proc/{keeper}").exists() and not Path(work).exists()
@@ -215,16 +224,7 @@ def test_close_without_waiting_leaves_no_namespace_behind():
     from fakedebugfs.api.fake import wait_ended
 
     fake = Fake().start()
-    held(fake)
-    keeper, work = fake._keeper.proc.pid, fake._keeper.work
-    ns = os.readlink(f"/proc/{fake._keeper.info['holder']}/ns/pid")
-    done = fake.run(["sh", "-c", "setsid sleep 324.5 </dev/null >/dev/null 2>&1 & echo ok"],
-                    capture_output=True, text=True)
-    assert done.stdout == "ok\n"
-    deadline = time.monotonic() + 5
-    while not with_cmdline("324.5") and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(with_cmdline("324.5")) == 1  # it outlives its command ...
+    keeper, work, ns = leave_a_sleeper(fake, "324.5")
     ending = fake.close_keeper(wait=False)
     assert with_cmdline("324.5") == [] and ns_processes(ns) == []
     assert not Path(work).exists()
