@@ -141,9 +141,11 @@ def test_exit_status_signals_and_errors(fk):
     held(fk)
     assert fk.run(["sh", "-c", "exit 7"]).returncode == 7
     assert fk.run(["sh", "-c", "kill -TERM $$"]).returncode == 128 + signal.SIGTERM
-    proc = fk.popen(["sleep", "30"])
+    proc = fk.popen(["sleep", "30.25"])
     assert joined(proc)
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10  # (once the command runs: a loaded machine takes its time)
+    while not with_cmdline("30.25") and time.monotonic() < deadline:
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)  # to the launcher: forwarded, as run does
     assert proc.wait(timeout=10) == 128 + signal.SIGINT
     missing = fk.run(["no-such-command-h1"], capture_output=True, text=True)

@@ -96,7 +96,10 @@ class ReadyReporter:
         self.fd = ready_fd
         self.said = False
         if ready_fd is not None:
-            os.set_inheritable(ready_fd, False)  # fusermount3 and the like: not theirs
+            try:
+                os.set_inheritable(ready_fd, False)  # fusermount3 and the like: not theirs
+            except OSError:  # not an open fd: nothing will be said there either
+                pass
 
     def __call__(self, message: str) -> None:
         if self.said:

@@ -174,8 +174,10 @@ def stop_server(pid: int, timeout: float = STOP_TIMEOUT, ended: Optional[int] = 
     except ProcessLookupError:
         _reap(pid)
         return True
-    if ended is not None and not wait and until_eof(ended, timeout):
-        return True
+    if ended is not None and not wait:
+        if until_eof(ended, timeout):
+            return True
+        timeout = 0  # it had its time: SIGKILL now
     if wait_gone(pid, timeout):
         return True
     try:
