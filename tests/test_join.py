@@ -141,7 +141,11 @@ def test_exit_status_signals_and_errors(fk):
     held(fk)
     assert fk.run(["sh", "-c", "exit 7"]).returncode == 7
     assert fk.run(["sh", "-c", "kill -TERM $$"]).returncode == 128 + signal.SIGTERM
-    proc = fk.popen(["sleep", "30.25"])
+    # (SIGINT at its default in the command whatever this test run inherited:
+    # a run started in the background of a script has it ignored, and an
+    # ignored signal stays ignored across exec, here as on any machine)
+    proc = fk.popen(["sleep", "30.25"],
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert joined(proc)
     deadline = time.monotonic() + 10  # (once the command runs: a loaded machine takes its time)
     while not with_cmdline("30.25") and time.monotonic() < deadline:
