@@ -219,22 +219,28 @@ def test_a_module_the_fork_server_does_not_run_is_refused(forking):
         os.close(w)
 
 
-@pytest.mark.parametrize("forked", [True, False], ids=["forked", "spawned"])
-def test_a_server_is_done_before_its_process_ends(forked, request, monkeypatch, tmp_path):
-    """``stop_server(wait=False)`` returns when the ready pipe reads end of
-    file: by then the server has unmounted and removed its state files and
-    (``--rmdir``) its mount point; its process ends on its own after."""
-    if forked:
+@pytest.fixture(params=[True, False], ids=["forked", "spawned"])
+def forked(request, monkeypatch) -> bool:
+    """A test's servers forked by a fork server (True), or each started as
+    a command (False)."""
+    if request.param:
         request.getfixturevalue("forking")
     else:
         monkeypatch.setenv(forkserver.ENV, "0")
+    return request.param
+
+
+def test_a_server_is_done_before_its_process_ends(forked, tmp_path):
+    """``stop_server(ended=...)`` returns when the ready pipe reads end of
+    file: by then the server has unmounted and removed its state files and
+    (``--rmdir``) its mount point; its process ends on its own after."""
     root = tmp_path / "mnt"
     root.mkdir()
     proc, ended = launcher.spawn_server(str(root), Fake().options.argv(), rmdir=True)
     try:
         assert isinstance(proc, forkserver.Forked) == forked
         assert is_mounted(root) and runstate.read_state(str(root))["pid"] == proc.pid
-        assert launcher.stop_server(proc.pid, ended=ended, wait=False)
+        assert launcher.stop_server(proc.pid, ended=ended)
         assert not is_mounted(root) and not root.exists()
         assert [p for p in runstate.paths(str(root)).values() if p.exists()] == []
     finally:
@@ -242,15 +248,10 @@ def test_a_server_is_done_before_its_process_ends(forked, request, monkeypatch, 
         proc.wait(10)
 
 
-@pytest.mark.parametrize("forked", [True, False], ids=["forked", "spawned"])
-def test_close_without_waiting(forked, request, monkeypatch):
+def test_close_without_waiting(forked):
     """``Fake.close(wait=False)`` (the plugin's fixture): nothing mounted
     when it returns; :func:`wait_ended` waits for the process (reaped, no
     zombie left)."""
-    if forked:
-        request.getfixturevalue("forking")
-    else:
-        monkeypatch.setenv(forkserver.ENV, "0")
     fake = Fake().start()
     pid, root = fake._proc.pid, fake.root
     fake.close(wait=False)

@@ -132,7 +132,7 @@ class Fake(Injection, Waits, Commands):
         proc, self._proc = self._proc, None
         ended, self._ended = self._ended, None
         if proc is not None:
-            launcher.stop_server(proc.pid, ended=ended, wait=wait)
+            launcher.stop_server(proc.pid, ended=None if wait else ended)
             if proc.poll() is None:  # done, still exiting (not *wait*)
                 _ENDING.append(proc)
         if ended is not None:

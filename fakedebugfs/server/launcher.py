@@ -85,7 +85,6 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
     if rmdir:
         argv = ["--rmdir", *argv]
     r, w = os.pipe()
-    os.set_inheritable(r, False)
     cmd = [python or sys.executable, "-m", "fakedebugfs", "mount", mountpoint, "--foreground",
            "--ready-fd", str(w), "--die-with-parent", *argv]
     log_path = runstate.paths(mountpoint)["log"]
@@ -142,10 +141,9 @@ def read_line(fd: int, timeout: float) -> bytes:
     deadline = time.monotonic() + timeout
     data = b""
     while not data.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        chunk = _read_by(fd, deadline)
+        if chunk is None:
             return b""
-        chunk = os.read(fd, 256)
         if not chunk:
             break
         data += chunk
@@ -161,20 +159,19 @@ def _last_line(path) -> str:
     return lines[-1] if lines else ""
 
 
-def stop_server(pid: int, timeout: float = STOP_TIMEOUT, ended: Optional[int] = None,
-                wait: bool = True) -> bool:
+def stop_server(pid: int, timeout: float = STOP_TIMEOUT, ended: Optional[int] = None) -> bool:
     """SIGTERM server *pid* (it unmounts on the way out), SIGKILL after
     *timeout* seconds; True once it is gone.  A child of ours is reaped.
-    With *ended* (:func:`spawn_server`'s) and not *wait*: True as soon as
-    that pipe says the server is done (unmounted, its state removed),
-    without waiting for its process to finish exiting (a few ms more:
-    the kernel tearing down its memory)."""
+    With *ended* (:func:`spawn_server`'s): True as soon as that pipe says
+    the server is done (unmounted, its state removed), without waiting for
+    its process to finish exiting (a few ms more: the kernel tearing down
+    its memory)."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         _reap(pid)
         return True
-    if ended is not None and not wait:
+    if ended is not None:
         if until_eof(ended, timeout):
             return True
         timeout = 0  # it had its time: SIGKILL now
@@ -191,14 +188,23 @@ def until_eof(fd: int, timeout: float) -> bool:
     """True once pipe *fd* reads end of file (within *timeout* s)."""
     deadline = time.monotonic() + timeout
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return False
         try:
-            if not os.read(fd, 256):
-                return True
+            chunk = _read_by(fd, deadline)
         except OSError:
             return False
+        if chunk is None:
+            return False
+        if not chunk:
+            return True
+
+
+def _read_by(fd: int, deadline: float) -> Optional[bytes]:
+    """What pipe *fd* gives before *deadline* (``time.monotonic``): some
+    bytes, b"" at end of file, None once the deadline has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([fd], [], [], left)[0]:
+        return None
+    return os.read(fd, 256)
 
 
 def _reap(pid: int) -> bool:
