@@ -1,0 +1,197 @@
+"""What no FUSE server can take away: the system calls a ``trace-cmd stat``
+or ``reset`` makes for each of 2,305 events, on the real tracefs, on the
+fake, and on the least a FUSE server can be.
+
+``floor_client.c`` makes exactly those calls (``stat`` of the event's
+directory; open, read to end of file and close of ``filter`` and
+``trigger``; for ``reset``, the ``filter`` written ``0`` with ``O_TRUNC``
+and ``trigger`` read twice) over every event of the fake's profile that the
+real kernel has too, one pass per trial.  It runs against four sides, their
+trials taken in turn (a round is one pass on each), each side set up and
+given one untimed pass first (so no pass meets a fresh mount: the lookups
+are each name's first use only):
+
+* the fake: inside one ``fakedebugfs run --workload none``;
+* ``floor_server.c`` (``[C libfuse]``): a libfuse low-level server in C,
+  one thread, every answer ready in a table, sleeping in ``read(2)`` on
+  ``/dev/fuse`` between requests (libfuse's own loop);
+* the same with ``--spin`` (``[C libfuse, spin]``): it polls ``/dev/fuse``
+  without ever sleeping, so a request never waits for the server to be
+  woken (stopped with SIGSTOP between its own passes, so that its spinning
+  does not take a CPU from the other sides' passes);
+* the real tracefs (``real``): a scratch instance's ``events/`` in a private
+  mount namespace.
+
+Rows (ms a pass; ``fake`` is the server named in brackets, the fake where
+there is none; ``real`` is the kernel's passes of the same rounds; each
+pair's ratio is in ``spread["ratio"]``):
+
+* ``stat_pattern_ms``, ``stat_pattern_ms[C libfuse]``,
+  ``stat_pattern_ms[C libfuse, spin]``: 2,305 x (OPEN, READ, READ,
+  RELEASE) x 2, some 18,400 FUSE requests a pass;
+* ``reset_pattern_ms``, ``reset_pattern_ms[C libfuse]``,
+  ``reset_pattern_ms[C libfuse, spin]``: 2,305 x (OPEN, WRITE, RELEASE, 2 x
+  (OPEN, READ, READ, RELEASE)) and the GETATTRs the kernel asks after a
+  write, some 27,000 requests.
+
+The gap between a C server's row and the kernel's is what a request costs
+through FUSE on this machine (the two wake-ups of a round trip, the
+kernel's FUSE code), whatever the server; the gap between the fake's row
+and the C servers' is the fake's own (docs/cost.md, "The floor").
+
+    python -m bench floor                  # this table (about a minute)
+    python -m bench.bench_floor            # rows as JSON lines
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import FAKEDEBUGFS, print_rows
+from .bench_control import TrialProcess, interleaved, row
+
+HERE = Path(__file__).resolve().parent
+TRIALS = 7  # rounds of one pass on each side
+PATTERNS = ("stat", "reset")
+LIST_EVENTS = ('cd "$1" && for d in */*/; do [ -e "$d/filter" ] && echo "${d%/}"; done; '
+               'exit 0')
+REAL_LOOP = r"""
+set -u
+dir=$(mktemp -d /tmp/floor-real-XXXXXX)
+mount -t tracefs nodev "$dir" || exit 1
+inst="$dir/instances/floor$$"
+mkdir "$inst" || { umount "$dir"; exit 1; }
+"$1" "$inst/events" "$2" "$3"
+status=$?
+for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$inst" 2>/dev/null && break; sleep 0.1; done
+umount "$dir" && rmdir "$dir"
+exit $status
+"""
+
+
+def _build(workdir: str) -> tuple[str, str]:
+    """floor_client and floor_server compiled into *workdir*."""
+    client, server = os.path.join(workdir, "floor_client"), os.path.join(workdir, "floor_server")
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", client, str(HERE / "floor_client.c")],
+                   check=True, capture_output=True)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True,
+                           capture_output=True, text=True).stdout.split()
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", server, str(HERE / "floor_server.c"), *flags],
+                   check=True, capture_output=True)
+    return client, server
+
+
+def _real_available() -> bool:
+    return os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
+def _event_list(workdir: str) -> str:
+    """A file of the fake's events ("system/event", a line each), less those
+    the real kernel lacks when there is one to ask."""
+    fake = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", "sh", "-c",
+                           LIST_EVENTS, "sh", "/sys/kernel/tracing/events"],
+                          check=True, capture_output=True, text=True, timeout=120).stdout.split()
+    events = fake
+    if _real_available():
+        real = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                               'd=$(mktemp -d) && mount -t tracefs nodev "$d" && '
+                               + LIST_EVENTS.replace('"$1"', '"$d/events"')
+                               .replace("exit 0", 'umount "$d"; rmdir "$d"')],
+                              capture_output=True, text=True, timeout=120)
+        if real.returncode == 0 and real.stdout.split():
+            known = set(real.stdout.split())
+            events = [e for e in fake if e in known]
+    path = os.path.join(workdir, "events.txt")
+    with open(path, "w") as fp:
+        fp.write("".join(e + "\n" for e in events))
+    return path
+
+
+@contextlib.contextmanager
+def fake_side(client: str, events: str, pattern: str):
+    with TrialProcess([FAKEDEBUGFS, "run", "--workload", "none", "--", client,
+                       "/sys/kernel/tracing/events", events, pattern]) as trial:
+        yield trial
+
+
+@contextlib.contextmanager
+def real_side(client: str, events: str, pattern: str):
+    """Passes on a scratch instance of the real tracefs (None without one)."""
+    if not _real_available():
+        yield None
+        return
+    try:
+        proc = TrialProcess(["unshare", "-m", "--propagation", "private", "sh", "-c", REAL_LOOP,
+                             "sh", client, events, pattern])
+    except RuntimeError as err:
+        print(f"real {pattern}: {err}", file=sys.stderr)
+        yield None
+        return
+    with proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def c_side(server: str, client: str, events: str, pattern: str, workdir: str, spin: bool):
+    """Passes against floor_server mounted in *workdir*; a spinning one is
+    stopped (SIGSTOP) between its passes."""
+    mnt = tempfile.mkdtemp(prefix="floor-", dir=workdir)
+    proc = subprocess.Popen([server, mnt, events] + (["--spin"] if spin else []),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        if proc.stdout.readline().strip() != "mounted":
+            raise RuntimeError(f"floor_server did not mount ({proc.wait()})")
+        with TrialProcess([client, mnt, events, pattern]) as passes:
+            def trial() -> float:
+                if spin:
+                    os.kill(proc.pid, signal.SIGCONT)
+                try:
+                    return passes()
+                finally:
+                    if spin:
+                        os.kill(proc.pid, signal.SIGSTOP)
+            yield trial
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+        os.rmdir(mnt)
+
+
+def run(trials: int = TRIALS) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as workdir:
+        client, server = _build(workdir)
+        events = _event_list(workdir)
+        for pattern in PATTERNS:
+            with contextlib.ExitStack() as stack:
+                fake = stack.enter_context(fake_side(client, events, pattern))
+                blocking = stack.enter_context(c_side(server, client, events, pattern, workdir,
+                                                      spin=False))
+                spinning = stack.enter_context(c_side(server, client, events, pattern, workdir,
+                                                      spin=True))
+                real = stack.enter_context(real_side(client, events, pattern))
+                sides = (fake, blocking, spinning)
+                interleaved(1, real, *sides)  # untimed: every name's lookup
+                (f, b, s), r = interleaved(trials, real, *sides)
+            name = f"{pattern}_pattern_ms"
+            rows += [row(name, "ms", f, r, scale=1000, paired=True),
+                     row(f"{name}[C libfuse]", "ms", b, r, scale=1000, paired=True),
+                     row(f"{name}[C libfuse, spin]", "ms", s, r, scale=1000, paired=True)]
+    return rows
+
+
+if __name__ == "__main__":
+    print_rows(run())
