@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import os
 import pkgutil
+import select
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +48,53 @@ def write_trunc(path: str, text: str) -> None:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
+
+
+def run_exact(argv, timeout: float, check: bool = True, capture: bool = False,
+              **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv)`` whose end is seen the moment the command
+    exits, for a command whose time is measured.  ``subprocess.run(...,
+    timeout=T)`` waits in sleeps that double up to 50 ms (CPython's wait
+    loop on POSIX), so a timed command came out as 63.5 ms or that plus a
+    multiple of 50 (the real kernel's ``trace-cmd stat``, 65-85 ms, read
+    0.064 or 0.115 s).  Here the wait blocks in ``waitpid``, and a timer
+    kills the command after *timeout* s (TimeoutExpired).  *capture*: its
+    stdout and stderr as text."""
+    if capture:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, **popen)
+    expired = threading.Event()
+
+    def kill() -> None:
+        expired.set()
+        proc.kill()
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        out, err = proc.communicate()
+    finally:
+        timer.cancel()
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(argv, timeout, out, err)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, argv, out, err)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def wait_exact(proc: subprocess.Popen, timeout: float) -> int:
+    """``proc.wait(timeout)`` that returns the moment the process exits (a
+    pidfd polled with *timeout*, not ``Popen.wait``'s sleeps of up to 50
+    ms: ``run_exact``); TimeoutExpired if it has not exited by then."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # reaped already, or no pidfd here
+        return proc.wait(timeout)
+    try:
+        if not select.select([fd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 class Mount:

@@ -83,7 +83,8 @@ import sys
 import tempfile
 import time
 
-from . import FAKEDEBUGFS, ROOT, Mount, cli, pair_ratios, spread, write_trunc
+from . import (FAKEDEBUGFS, ROOT, Mount, cli, pair_ratios, run_exact, spread, wait_exact,
+               write_trunc)
 from .bench_dataplane import _compile_package
 
 TRIALS = 5
@@ -349,8 +350,7 @@ def command_trial(argv):
     """One run of *argv*, timed here (the caller is in the command's namespace)."""
     def trial() -> float:
         t0 = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-                       timeout=1800)
+        run_exact(argv, 1800, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - t0
     return trial
 
@@ -552,7 +552,7 @@ def _stop(proc: subprocess.Popen, group: bool = True) -> None:
     except ProcessLookupError:
         pass
     try:
-        proc.wait(timeout=60)
+        wait_exact(proc, 60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -572,8 +572,8 @@ def _realistic_steps(tracing: str, record, tmp: str, i: int, t0: float, popen=No
             fp.write(line)
     finally:
         _stop(proc, popen is None)
-    report = subprocess.run(["trace-cmd", "report", "-i", dat], capture_output=True,
-                            text=True, timeout=120).stdout
+    report = run_exact(["trace-cmd", "report", "-i", dat], 120, check=False,
+                       capture=True).stdout
     if line not in report:
         raise RuntimeError(f"{line} not in the report of {dat}")
 
@@ -604,7 +604,7 @@ def cat_trials(path: str, trials: int) -> list[float]:
     out = []
     for _ in range(trials):
         t0 = time.perf_counter()
-        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True, timeout=600)
+        run_exact(["cat", path], 600, stdout=subprocess.DEVNULL)
         out.append(time.perf_counter() - t0)
     return out
 
@@ -687,9 +687,8 @@ def test_reads(fakedebugfs, i):
 
 def _pytest_seconds(path: str, env: dict) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path],
-                   cwd=os.path.dirname(path), env=env, check=True, capture_output=True,
-                   timeout=1800)
+    run_exact([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path], 1800,
+              cwd=os.path.dirname(path), env=env, capture=True)
     return time.perf_counter() - t0
 
 

@@ -60,8 +60,8 @@ from .bench_control import TrialProcess, interleaved, row
 HERE = Path(__file__).resolve().parent
 TRIALS = 7  # rounds of one pass on each side
 PATTERNS = ("stat", "reset")
-LIST_EVENTS = ('cd "$1" && for d in */*/; do [ -e "$d/filter" ] && echo "${d%/}"; done; '
-               'exit 0')
+# prints the event directories ("system/event") under the events/ directory $1
+LIST_EVENTS = 'cd "$1" && for d in */*/; do [ -e "$d/filter" ] && echo "${d%/}"; done; true'
 REAL_LOOP = r"""
 set -u
 dir=$(mktemp -d /tmp/floor-real-XXXXXX)
@@ -95,19 +95,17 @@ def _real_available() -> bool:
 def _event_list(workdir: str) -> str:
     """A file of the fake's events ("system/event", a line each), less those
     the real kernel lacks when there is one to ask."""
-    fake = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", "sh", "-c",
-                           LIST_EVENTS, "sh", "/sys/kernel/tracing/events"],
-                          check=True, capture_output=True, text=True, timeout=120).stdout.split()
-    events = fake
+    events = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", "sh", "-c",
+                             LIST_EVENTS, "sh", "/sys/kernel/tracing/events"],
+                            check=True, capture_output=True, text=True, timeout=120).stdout.split()
     if _real_available():
         real = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                                'd=$(mktemp -d) && mount -t tracefs nodev "$d" && '
-                               + LIST_EVENTS.replace('"$1"', '"$d/events"')
-                               .replace("exit 0", 'umount "$d"; rmdir "$d"')],
+                               f'sh -c \'{LIST_EVENTS}\' sh "$d/events"; umount "$d"; rmdir "$d"'],
                               capture_output=True, text=True, timeout=120)
-        if real.returncode == 0 and real.stdout.split():
-            known = set(real.stdout.split())
-            events = [e for e in fake if e in known]
+        known = set(real.stdout.split())
+        if real.returncode == 0 and known:
+            events = [e for e in events if e in known]
     path = os.path.join(workdir, "events.txt")
     with open(path, "w") as fp:
         fp.write("".join(e + "\n" for e in events))
