@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import pkgutil
-import select
 import statistics
 import subprocess
 import sys
@@ -59,7 +58,8 @@ def run_exact(argv, timeout: float, check: bool = True, capture: bool = False,
     multiple of 50 (the real kernel's ``trace-cmd stat``, 65-85 ms, read
     0.064 or 0.115 s).  Here the wait blocks in ``waitpid``, and a timer
     kills the command after *timeout* s (TimeoutExpired).  *capture*: its
-    stdout and stderr as text."""
+    stdout and stderr as text.  (A Popen already started is waited for
+    the same way with ``fakedebugfs.server.launcher.wait_exit``.)"""
     if capture:
         popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen(argv, **popen)
@@ -79,22 +79,6 @@ def run_exact(argv, timeout: float, check: bool = True, capture: bool = False,
     if check and proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, argv, out, err)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-def wait_exact(proc: subprocess.Popen, timeout: float) -> int:
-    """``proc.wait(timeout)`` that returns the moment the process exits (a
-    pidfd polled with *timeout*, not ``Popen.wait``'s sleeps of up to 50
-    ms: ``run_exact``); TimeoutExpired if it has not exited by then."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # reaped already, or no pidfd here
-        return proc.wait(timeout)
-    try:
-        if not select.select([fd], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-    finally:
-        os.close(fd)
-    return proc.wait()
 
 
 class Mount:

@@ -83,8 +83,9 @@ import sys
 import tempfile
 import time
 
-from . import (FAKEDEBUGFS, ROOT, Mount, cli, pair_ratios, run_exact, spread, wait_exact,
-               write_trunc)
+from fakedebugfs.server.launcher import wait_exit
+
+from . import FAKEDEBUGFS, ROOT, Mount, cli, pair_ratios, run_exact, spread, write_trunc
 from .bench_dataplane import _compile_package
 
 TRIALS = 5
@@ -552,7 +553,7 @@ def _stop(proc: subprocess.Popen, group: bool = True) -> None:
     except ProcessLookupError:
         pass
     try:
-        wait_exact(proc, 60)
+        wait_exit(proc, 60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -159,6 +159,24 @@ def test_exit_status_signals_and_errors(fk):
     assert denied.returncode == 126 and denied.stderr.startswith("fakedebugfs run: ")
 
 
+def test_run_with_a_time_limit(fk):
+    """``run(..., timeout=)`` without a pipe is waited for on a pidfd, not
+    with Popen's sleeps (which saw a command end up to 50 ms late): the
+    status is still the command's, and past its limit the command and its
+    group are ended and TimeoutExpired raised, as before."""
+    held(fk)
+    assert fk.run(["sh", "-c", "exit 5"], timeout=30).returncode == 5
+    assert fk.run(["sh", "-c", "kill -TERM $$"], timeout=30).returncode == 128 + signal.SIGTERM
+    with pytest.raises(subprocess.CalledProcessError):
+        fk.run(["false"], timeout=30, check=True)
+    with pytest.raises(subprocess.TimeoutExpired):
+        fk.run(["sh", "-c", "sleep 323.5 & sleep 323.5; wait"], timeout=0.5)
+    deadline = time.monotonic() + 5
+    while with_cmdline("323.5") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert with_cmdline("323.5") == []
+
+
 def test_stdio_env_pass_fds_and_cwd(fk, tmp_path):
     held(fk)
     done = fk.run(["sh", "-c", "cat; echo err >&2; echo $FOO; pwd"], input="in\n",

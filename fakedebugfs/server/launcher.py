@@ -236,6 +236,24 @@ def wait_gone(pid: int, timeout: float) -> bool:
     return True
 
 
+def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
+    """``proc.wait(timeout)`` that returns as the process ends: Popen's wait
+    with a time limit sleeps in steps that double up to 50 ms (CPython's
+    loop on POSIX), so it saw a command end up to 50 ms late.  A pidfd is
+    waited on instead, then the status taken; TimeoutExpired if it still
+    runs after *timeout* s."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (OSError, AttributeError):  # reaped already (or no pidfd_open)
+        return proc.wait(timeout)
+    try:
+        if not select.select([pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(pidfd)
+    return proc.wait()
+
+
 def unmount(mnt: str) -> bool:
     """Take away what a server left mounted at *mnt* (a server that died
     leaves a mount whose every access fails with ENOTCONN); True when
