@@ -380,7 +380,9 @@ def _communicate(proc: subprocess.Popen, input: Any, timeout: Optional[float]) -
 
 def _end_group(proc: subprocess.Popen, own: bool, grace: float) -> None:
     """SIGTERM *proc*'s process group (*own*: it has one, see Fake.popen), then
-    SIGKILL after *grace* seconds; without a group of its own, only *proc*."""
+    SIGKILL after *grace* seconds; without a group of its own, only *proc*.
+    The group's leader is waited for on its pidfd; what of the group
+    outlives it is looked for every 20 ms."""
     if not own:
         if proc.poll() is None:
             proc.kill()
@@ -398,6 +400,10 @@ def _end_group(proc: subprocess.Popen, own: bool, grace: float) -> None:
         if not signal_group(sig):
             break
         deadline = time.monotonic() + wait
+        try:  # the leader's end seen at once (its pidfd), then the rest of the group
+            wait_exit(proc, wait)
+        except subprocess.TimeoutExpired:
+            pass
         while True:
             proc.poll()  # reaps the leader (a zombie still counts in the group)
             if not signal_group(0):
