@@ -193,22 +193,28 @@ def fake_command(argv):
 
 
 @contextlib.contextmanager
-def real_process(what: str):
-    """Trials of *what* (a ``REAL_TRIAL`` entry) on the real tracefs, run by
-    a child of this module in a private mount namespace (``--real-loop``);
-    None when there is none (not root, no tracefs, a failed setup)."""
+def namespace_trials(argv, label: str, cwd=None):
+    """A TrialProcess of *argv* run in a private mount namespace (``unshare
+    -m --propagation private``), where it mounts the real tracefs; None when
+    there is none (not root, no unshare, a failed setup, said on stderr)."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         yield None
         return
     try:
-        proc = TrialProcess(["unshare", "-m", "--propagation", "private", sys.executable, "-m",
-                             "bench.bench_control", "--real-loop", what], cwd=ROOT)
+        proc = TrialProcess(["unshare", "-m", "--propagation", "private", *argv], cwd=cwd)
     except RuntimeError as err:
-        print(f"real {what}: {err}", file=sys.stderr)
+        print(f"real {label}: {err}", file=sys.stderr)
         yield None
         return
     with proc:
         yield proc
+
+
+def real_process(what: str):
+    """Trials of *what* (a ``REAL_TRIAL`` entry) on the real tracefs, run by
+    a child of this module in a private mount namespace (``--real-loop``)."""
+    return namespace_trials([sys.executable, "-m", "bench.bench_control", "--real-loop", what],
+                            what, cwd=ROOT)
 
 
 def interleaved(trials: int, real, *fakes) -> tuple[list, list[float] | None]:

@@ -50,12 +50,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from . import FAKEDEBUGFS, print_rows
-from .bench_control import TrialProcess, interleaved, row
+from .bench_control import TrialProcess, interleaved, namespace_trials, row
 
 HERE = Path(__file__).resolve().parent
 TRIALS = 7  # rounds of one pass on each side
@@ -119,21 +118,9 @@ def fake_side(client: str, events: str, pattern: str):
         yield trial
 
 
-@contextlib.contextmanager
 def real_side(client: str, events: str, pattern: str):
     """Passes on a scratch instance of the real tracefs (None without one)."""
-    if not _real_available():
-        yield None
-        return
-    try:
-        proc = TrialProcess(["unshare", "-m", "--propagation", "private", "sh", "-c", REAL_LOOP,
-                             "sh", client, events, pattern])
-    except RuntimeError as err:
-        print(f"real {pattern}: {err}", file=sys.stderr)
-        yield None
-        return
-    with proc:
-        yield proc
+    return namespace_trials(["sh", "-c", REAL_LOOP, "sh", client, events, pattern], pattern)
 
 
 @contextlib.contextmanager
