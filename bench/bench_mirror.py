@@ -142,8 +142,12 @@ def _build(work: str, name: str, source: str) -> str:
 
 
 def run() -> list[dict]:
-    work = tempfile.mkdtemp(prefix="bench-mirror-")
-    os.chmod(work, 0o755)
+    with tempfile.TemporaryDirectory(prefix="bench-mirror-") as work:
+        os.chmod(work, 0o755)
+        return _run(work)
+
+
+def _run(work: str) -> list[dict]:
     getppid = _build(work, "getppid", GETPPID)
     pingpong = _build(work, "pingpong", PINGPONG)
     script = os.path.join(work, "bench.sh")
