@@ -238,7 +238,7 @@ def wait_ended(timeout: float = STOP_TIMEOUT) -> None:
     while _ENDING:
         proc = _ENDING.pop()
         try:
-            proc.wait(timeout)
+            launcher.wait_exit(proc, timeout)  # (not Popen's wait: its sleeps of up to 50 ms)
         except subprocess.TimeoutExpired:
             launcher.stop_server(proc.pid, timeout=0)
 

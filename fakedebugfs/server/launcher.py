@@ -216,19 +216,25 @@ def _reap(pid: int) -> bool:
     return bool(done)
 
 
+def _pidfd_wait(pid: int, timeout: float) -> Optional[bool]:
+    """Wait up to *timeout* s on process *pid*'s pidfd: True once it has
+    ended, False if not by then, None when it has no pidfd (reaped
+    already, or no pidfd_open here)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    try:
+        return bool(select.select([pidfd], [], [], timeout)[0])
+    finally:
+        os.close(pidfd)
+
+
 def wait_gone(pid: int, timeout: float) -> bool:
     """Wait up to *timeout* s for process *pid* to end (reaped if it is a
     child of ours); True once it is gone."""
     deadline = time.monotonic() + timeout
-    try:  # woken when it exits, not at the next 10 ms poll
-        pidfd = os.pidfd_open(pid)
-    except (OSError, AttributeError):  # gone already (or no pidfd_open): the polls below
-        pidfd = None
-    if pidfd is not None:
-        try:
-            select.select([pidfd], [], [], timeout)
-        finally:
-            os.close(pidfd)
+    _pidfd_wait(pid, timeout)  # woken when it exits, not at the next 10 ms poll
     while not _reap(pid):
         if time.monotonic() > deadline:
             return False
@@ -242,15 +248,11 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
     loop on POSIX), so it saw a command end up to 50 ms late.  A pidfd is
     waited on instead, then the status taken; TimeoutExpired if it still
     runs after *timeout* s."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (OSError, AttributeError):  # reaped already (or no pidfd_open)
+    ended = _pidfd_wait(proc.pid, timeout)
+    if ended is None:  # reaped already (or no pidfd_open)
         return proc.wait(timeout)
-    try:
-        if not select.select([pidfd], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-    finally:
-        os.close(pidfd)
+    if not ended:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
     return proc.wait()
 
 
