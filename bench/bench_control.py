@@ -192,12 +192,18 @@ def fake_command(argv):
         yield trial
 
 
+def real_available() -> bool:
+    """Whether the real tracefs can be reached: root, and ``unshare`` for
+    the private mount namespace it is mounted in."""
+    return os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
 @contextlib.contextmanager
 def namespace_trials(argv, label: str, cwd=None):
     """A TrialProcess of *argv* run in a private mount namespace (``unshare
     -m --propagation private``), where it mounts the real tracefs; None when
     there is none (not root, no unshare, a failed setup, said on stderr)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if not real_available():
         yield None
         return
     try:
@@ -244,7 +250,7 @@ def real_side(what: str, trials: int = TRIALS):
     """The trials of *what* (a ``real_*`` function here) on the real tracefs,
     run by a child of this module in a private mount namespace; None when
     there is none (not root, no tracefs)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if not real_available():
         return None
     p = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-m",
                         "bench.bench_control", "--real", what, str(trials)], cwd=ROOT,

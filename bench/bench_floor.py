@@ -47,14 +47,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
 from . import FAKEDEBUGFS, print_rows
-from .bench_control import TrialProcess, interleaved, namespace_trials, row
+from .bench_control import TrialProcess, interleaved, namespace_trials, real_available, row
 
 HERE = Path(__file__).resolve().parent
 TRIALS = 7  # rounds of one pass on each side
@@ -87,17 +86,13 @@ def _build(workdir: str) -> tuple[str, str]:
     return client, server
 
 
-def _real_available() -> bool:
-    return os.geteuid() == 0 and shutil.which("unshare") is not None
-
-
 def _event_list(workdir: str) -> str:
     """A file of the fake's events ("system/event", a line each), less those
     the real kernel lacks when there is one to ask."""
     events = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", "sh", "-c",
                              LIST_EVENTS, "sh", "/sys/kernel/tracing/events"],
                             check=True, capture_output=True, text=True, timeout=120).stdout.split()
-    if _real_available():
+    if real_available():
         real = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                                'd=$(mktemp -d) && mount -t tracefs nodev "$d" && '
                                f'sh -c \'{LIST_EVENTS}\' sh "$d/events"; umount "$d"; rmdir "$d"'],
