@@ -30,9 +30,11 @@ server itself and the terminal summary says why.
 Where no fake can start (no /dev/fuse or no permission to use it, no
 setuid fusermount3, a pyfuse3 without our patch) a test using them is
 skipped with the precise cause and its fix, and the terminal summary counts
-those skips.  With ``--fakedebugfs-require`` (or ``FAKEDEBUGFS_REQUIRE=1``
-in the environment: for CI) such a test fails with that cause instead, so a
-run cannot go green without testing anything.  When a test fails, the
+those skips.  In CI (``CI`` set to a true value, as GitHub Actions, GitLab
+CI and most others set it), or with ``--fakedebugfs-require`` or
+``FAKEDEBUGFS_REQUIRE=1``, such a test fails with that cause instead, so a
+CI run cannot go green without testing anything; ``FAKEDEBUGFS_REQUIRE=0``
+lets a CI job skip them, and the summary says it did.  When a test fails, the
 server's log is attached to its report ("fakedebugfs log").
 
 ::
@@ -60,6 +62,7 @@ import pytest
 MARKER = "fakedebugfs"
 LOG_SECTION = "fakedebugfs log"
 REQUIRE_ENV = "FAKEDEBUGFS_REQUIRE"
+CI_ENV = "CI"  # set to a true value by CI services: the require mode's default
 SKIP_PREFIX = "fakedebugfs: no usable fake: "
 
 FORKSERVER_ENV = "FAKEDEBUGFS_FORKSERVER"  # a socket, or 0 for none
@@ -75,7 +78,8 @@ def pytest_addoption(parser) -> None:
     group = parser.getgroup("fakedebugfs")
     group.addoption("--fakedebugfs-require", action="store_true", default=False,
                     help="a fake that cannot start fails the test instead of skipping it "
-                         f"(also {REQUIRE_ENV}=1): for CI, where skips would go green")
+                         f"(also {REQUIRE_ENV}=1; the default when {CI_ENV} is true, "
+                         f"{REQUIRE_ENV}=0 turns it off there)")
 
 
 def pytest_configure(config) -> None:
@@ -95,11 +99,38 @@ def _wait_ended() -> None:
         fake.wait_ended()
 
 
+def _flag(name: str) -> Optional[bool]:
+    """An environment flag: None when unset or empty, else whether it is
+    true (anything but 0, no, false, off)."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    return value not in ("0", "no", "false", "off")
+
+
+def require_mode(config) -> tuple[bool, str]:
+    """Whether a fake that cannot start fails the test, and what said so:
+    ``--fakedebugfs-require``, then ``FAKEDEBUGFS_REQUIRE`` (1 or 0), then
+    ``CI`` (true: on; a CI job skips only when it opts out)."""
+    if config.getoption("fakedebugfs_require", False):
+        return True, "--fakedebugfs-require"
+    explicit = _flag(REQUIRE_ENV)
+    if explicit is not None:
+        return explicit, f"{REQUIRE_ENV}={os.environ[REQUIRE_ENV].strip()}"
+    if _flag(CI_ENV):
+        return True, f"{CI_ENV}={os.environ[CI_ENV].strip()}"
+    return False, ""
+
+
 def required(config) -> bool:
-    """``--fakedebugfs-require`` or ``FAKEDEBUGFS_REQUIRE=1``: no skips."""
-    env = os.environ.get(REQUIRE_ENV, "").strip().lower()
-    return bool(config.getoption("fakedebugfs_require", False)) or \
-        env not in ("", "0", "no", "false")
+    """No skips: ``--fakedebugfs-require``, ``FAKEDEBUGFS_REQUIRE=1``, or in
+    CI unless ``FAKEDEBUGFS_REQUIRE=0``."""
+    return require_mode(config)[0]
+
+
+def _opted_out_in_ci(config) -> bool:
+    """A CI run that let the fakes' tests skip (``FAKEDEBUGFS_REQUIRE=0``)."""
+    return bool(_flag(CI_ENV)) and not required(config)
 
 
 def fuse_unusable() -> Optional[str]:
@@ -112,7 +143,11 @@ def fuse_unusable() -> Optional[str]:
 
 def _unusable(config, reason: str):
     """Skip, or (required) fail, for want of a usable fake."""
-    if required(config):
+    on, why = require_mode(config)
+    if on and why.startswith(f"{CI_ENV}="):
+        pytest.fail(f"fakedebugfs: cannot start a fake (in CI, {why}, a skip for lack of a "
+                    f"fake is a failure; {REQUIRE_ENV}=0 allows it): {reason}", pytrace=False)
+    if on:
         pytest.fail(f"fakedebugfs: cannot start a fake ({REQUIRE_ENV}=1 or "
                     f"--fakedebugfs-require forbid skipping): {reason}", pytrace=False)
     pytest.skip(SKIP_PREFIX + reason)
@@ -326,5 +361,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for reason, n in skipped.items():
         terminalreporter.line(f"{n} test{'s' if n != 1 else ''} skipped for lack of a usable "
                               f"fake: {reason}", yellow=True)
-    terminalreporter.line(f"(--fakedebugfs-require or {REQUIRE_ENV}=1 makes them fail "
-                          "instead)")
+    if _opted_out_in_ci(config):
+        terminalreporter.line(f"(in CI, but {REQUIRE_ENV}=0 let them skip: this run did not "
+                              "test them)", yellow=True)
+    else:
+        terminalreporter.line(f"(--fakedebugfs-require or {REQUIRE_ENV}=1 makes them fail "
+                              f"instead; in CI, {CI_ENV}=true, they fail by default)")

@@ -95,13 +95,16 @@ def test_marker_with_positional_arguments_is_a_usage_error(pytester):
 
 def _hidden_fuse(pytester, *args, env=None):
     """pytest on test_user.py in a mount namespace whose /dev has no fuse
-    device (a tmpfs over /dev): the plugin's real checks find it missing."""
+    device (a tmpfs over /dev): the plugin's real checks find it missing.
+    ``CI`` and ``FAKEDEBUGFS_REQUIRE`` are only what *env* says (this suite
+    may itself run in CI)."""
     script = (f"mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && "
               f"exec {sys.executable} -m pytest -p no:cacheprovider -rs {' '.join(args)} "
               f"test_user.py")
     return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                           cwd=pytester.path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+                          env={**{k: v for k, v in os.environ.items()
+                                  if k not in ("CI", "FAKEDEBUGFS_REQUIRE")}, **(env or {})})
 
 
 HIDDEN = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
@@ -145,6 +148,42 @@ def test_require_makes_a_missing_fake_an_error(pytester, how):
     assert "1 passed, 2 errors" in p.stdout and "skipped" not in p.stdout
     assert p.stdout.count("fakedebugfs: cannot start a fake (FAKEDEBUGFS_REQUIRE=1 or "
                           "--fakedebugfs-require forbid skipping): /dev/fuse is missing") >= 2
+
+
+@HIDDEN
+@pytest.mark.parametrize("ci", ["true", "1"])
+def test_in_ci_a_missing_fake_is_a_failure(pytester, ci):
+    """``CI`` set to a true value (as CI services set it): the tests that
+    need a fake fail with the cause, the session exits nonzero."""
+    pytester.makepyfile(test_user=NEEDS_FUSE)
+    p = _hidden_fuse(pytester, env={"CI": ci})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "1 passed, 2 errors" in p.stdout and "skipped" not in p.stdout, p.stdout
+    assert p.stdout.count(f"fakedebugfs: cannot start a fake (in CI, CI={ci}, a skip for lack "
+                          "of a fake is a failure; FAKEDEBUGFS_REQUIRE=0 allows it): "
+                          "/dev/fuse is missing") >= 2, p.stdout
+
+
+@HIDDEN
+def test_in_ci_require_0_skips_and_says_so(pytester):
+    """``CI=true`` with ``FAKEDEBUGFS_REQUIRE=0``: the tests skip as outside
+    CI, and the summary says this CI run did not test them."""
+    pytester.makepyfile(test_user=NEEDS_FUSE)
+    p = _hidden_fuse(pytester, env={"CI": "true", "FAKEDEBUGFS_REQUIRE": "0"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 passed, 2 skipped" in p.stdout, p.stdout
+    assert re.search(r"2 tests skipped for lack of a usable fake: /dev/fuse is missing.*\n"
+                     r"\(in CI, but FAKEDEBUGFS_REQUIRE=0 let them skip: this run did not "
+                     r"test them\)", p.stdout), p.stdout
+
+
+@HIDDEN
+def test_ci_false_skips(pytester):
+    """``CI=false`` (or unset) is not CI: skips stay skips."""
+    pytester.makepyfile(test_user=NEEDS_FUSE)
+    p = _hidden_fuse(pytester, env={"CI": "false"})
+    assert p.returncode == 0 and "1 passed, 2 skipped" in p.stdout, p.stdout + p.stderr
+    assert "they fail by default" in p.stdout
 
 
 def test_marker_on_a_session_fake_test_is_an_error(pytester):
