@@ -39,6 +39,7 @@ from fakedebugfs.errors import FakeError, RequestError
 from fakedebugfs.version import __version__
 
 USAGE_ERROR = 2
+MAX_EVENTS_FILE = 1 << 20  # bytes of insmod's events file (a longer one is refused, not read)
 
 
 class CliError(Exception):
@@ -235,13 +236,13 @@ def cmd_wait(args) -> int:
 
 
 def cmd_insmod(args) -> int:
+    from fakedebugfs.api.inputs import InputError, read_text
     from fakedebugfs.engine.ktrace.sites import parse_event_file
 
-    try:
-        with open(args.file) as fp:
-            events = parse_event_file(fp.read())
-    except OSError as err:
-        raise CliError(f"{args.file}: {err.strerror}") from None
+    try:  # (bounded: /dev/zero or an endless pipe is refused at the limit)
+        events = parse_event_file(read_text(args.file, MAX_EVENTS_FILE, "an events file"))
+    except InputError as err:
+        raise CliError(str(err), 1 if err.unreadable else USAGE_ERROR) from None
     except ValueError as err:
         raise CliError(f"{args.file}: {err}", USAGE_ERROR) from None
     reply = control(args.mountpoint, "insmod", module=args.module, events=events)

@@ -30,6 +30,7 @@ import os
 import shlex
 from typing import Union
 
+from fakedebugfs.api.inputs import InputError, read_text
 from fakedebugfs.control.protocol import MAX_REPEAT, decode
 from fakedebugfs.errors import ScenarioError
 
@@ -257,20 +258,10 @@ def load_scenario(source: Union[str, os.PathLike]) -> list[dict]:
     if isinstance(source, str) and "\n" in source:
         return parse_scenario(source)
     name = os.fspath(source)
-    try:
-        with open(source, "rb") as fp:
-            data = fp.read(MAX_SCENARIO + 1)
-    except OSError as err:
-        raise ScenarioError(f"{name}: {err.strerror}") from None
-    if len(data) > MAX_SCENARIO:
-        raise ScenarioError(f"{name}: longer than {MAX_SCENARIO} bytes (the limit of a "
-                            f"scenario file)")
-    try:
-        text = data.decode()
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise ScenarioError(f"{name}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})",
-                            line) from None
+    try:  # (bounded: /dev/zero or an endless pipe is refused at the limit)
+        text = read_text(source, MAX_SCENARIO, "a scenario file")
+    except InputError as err:
+        raise ScenarioError(str(err), err.line) from None
     return parse_scenario(text, name)
 
 

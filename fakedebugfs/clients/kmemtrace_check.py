@@ -19,22 +19,80 @@ from fakedebugfs.clients.kmemtrace_records import (Problem, V07, V08_ALLOC, V08_
     decode, detect_abi, seq_key)
 
 MAX_LISTED = 20
+CHUNK = 1 << 20  # bytes read at a time: a file is checked as it is read, never held whole
+MAX_CHECKED = 4 << 30  # bytes checked of one file (an endless pipe is refused at the limit)
 
 
-def check_data(data: bytes, cpu: int, abi: str | None):
-    """``(records, errors)``: errors are ``(offset, message)``."""
-    abi = abi or detect_abi(data)
-    errors, records, prev = [], 0, None
-    for item in decode(data, cpu, abi):
-        if isinstance(item, Problem):
-            errors.append((item.offset, item.message))
+class TooLong(Exception):
+    """The input went on past :data:`MAX_CHECKED` bytes."""
+
+
+class Findings:
+    """What a check found: records, the number of errors, the first
+    :data:`MAX_LISTED` of them as ``(offset, message)``, the layout."""
+
+    def __init__(self, abi: str | None):
+        self.records, self.count, self.listed, self.abi = 0, 0, [], abi
+
+    def error(self, offset: int, message: str) -> None:
+        self.count += 1
+        if len(self.listed) < MAX_LISTED:
+            self.listed.append((offset, message))
+
+
+def check_data(data: bytes, cpu: int, abi: str | None) -> Findings:
+    """The findings of *data*, whole in memory."""
+    return check_stream(_Chunks(data), cpu, abi)
+
+
+class _Chunks:
+    def __init__(self, data: bytes):
+        self.data, self.done = data, False
+
+    def read(self, size: int) -> bytes:
+        if self.done:
+            return b""
+        self.done = True
+        return self.data
+
+
+def check_stream(fp, cpu: int, abi: str | None, limit: int | None = None) -> Findings:
+    """The findings of what *fp* (``read(n)``) gives, read in chunks of
+    :data:`CHUNK` bytes and checked as it comes: at most one chunk and the
+    record that crosses its end are held.  The check ends at the first
+    bytes that are not a record (as :func:`decode` does) without reading
+    the rest; TooLong past *limit* (:data:`MAX_CHECKED`) bytes."""
+    limit = MAX_CHECKED if limit is None else limit
+    found, prev = Findings(abi), None
+    buf, base, total = b"", 0, 0
+    while True:
+        chunk = fp.read(CHUNK)
+        total += len(chunk)
+        if total > limit:
+            raise TooLong(limit)
+        eof = not chunk
+        buf += chunk
+        if found.abi is None and (len(buf) >= 4 or eof):
+            found.abi = detect_abi(buf)
+        if found.abi is None:
             continue
-        records += 1
-        errors += [(item.offset, m) for m in _record_errors(item, abi)]
-        prev, message = _order(item, prev)
-        if message:
-            errors.append((item.offset, message))
-    return records, errors
+        used = 0
+        for item in decode(buf, cpu, found.abi):
+            if isinstance(item, Problem):
+                if not eof and item.message.startswith("truncated record"):
+                    break  # its end is in the next chunk
+                found.error(base + item.offset, item.message)
+                return found
+            found.records += 1
+            for message in _record_errors(item, found.abi):
+                found.error(base + item.offset, message)
+            prev, message = _order(item, prev)
+            if message:
+                found.error(base + item.offset, message)
+            used = item.offset + item.event_size
+        if eof:
+            return found
+        buf, base = buf[used:], base + used
 
 
 def _record_errors(rec, abi):
@@ -70,18 +128,21 @@ def main(args) -> int:
     for path in args.files:
         try:
             with open(path, "rb") as fp:
-                data = fp.read()
+                found = check_stream(fp, cpu_of(path), args.abi)
         except OSError as err:
             print(f"{path}: {err.strerror}", file=sys.stderr)
             status = 1
             continue
-        records, errors = check_data(data, cpu_of(path), args.abi)
-        abi = args.abi or detect_abi(data)
-        if errors:
+        except TooLong as err:
+            print(f"{path}: longer than {err.args[0]} bytes (the limit of a checked file)",
+                  file=sys.stderr)
             status = 1
-            print(f"{path}: {records} records ({abi}), {len(errors)} errors")
-            for off, message in errors[:MAX_LISTED]:
+            continue
+        if found.count:
+            status = 1
+            print(f"{path}: {found.records} records ({found.abi}), {found.count} errors")
+            for off, message in found.listed:
                 print(f"  offset {off}: {message}")
         else:
-            print(f"{path}: {records} records ({abi}), OK")
+            print(f"{path}: {found.records} records ({found.abi}), OK")
     return status

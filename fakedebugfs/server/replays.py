@@ -140,10 +140,20 @@ async def copy_stream(fd: int, out, name: str, limit: int = MAX_STREAMED) -> int
     *limit* bytes.  *fd* stays open (a duplicate is read)."""
     import trio
 
-    total = 0
+    from fakedebugfs.sources.replay.tracedat_layouts import TRACEDAT_MAGIC
+
+    total, head = 0, b""
+    # what is not a tar by its name is read as a trace.dat (open_recording):
+    # one that does not start as one is refused at once, not after the limit
+    magic = None if name.endswith((".tar", ".tar.gz", ".tgz")) else TRACEDAT_MAGIC
     async with trio.lowlevel.FdStream(os.dup(fd)) as stream:
         while True:
             data = await stream.receive_some(COPY_CHUNK)
+            if magic is not None and len(head) < len(magic):
+                head += data[:len(magic) - len(head)]
+                if not magic.startswith(head) or (not data and head):
+                    raise ValueError(f"{name}: not a trace.dat (it starts with {head!r}, "
+                                     f"not {magic!r})")
             if not data:
                 return total
             total += len(data)
