@@ -31,6 +31,7 @@ LAYERS = [
     {"fakedebugfs.sandbox"},
     # the package itself is a facade over the API (``from fakedebugfs import Fake``)
     {"fakedebugfs", "fakedebugfs.replay", "fakedebugfs.clients", "fakedebugfs.cli", "fakedebugfs.__main__",
+     "fakedebugfs.oracle",
      "fakedebugfs.pytest_plugin"},
 ]
 

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES, shipped_profiles
 from fakedebugfs.errors import MountError
 
 #: what --enable names (kernel.TREES; not imported from there: every CLI
@@ -145,10 +146,16 @@ def recording_value(value) -> Optional[str]:
 
 
 def profile_value(value) -> Optional[str]:
-    """A kernel profile directory (``fakedebugfs capture-profile``), absolute."""
+    """A kernel profile: the name of a shipped one (``debian-6.12``,
+    ``linux-6.18``: a folder of ``fakedebugfs/profiles``) or a directory
+    (``fakedebugfs capture-profile``); returned absolute."""
     if value is None:
         return None
-    value = os.path.abspath(os.fspath(value))
+    value = os.fspath(value)
+    shipped = SHIPPED_PROFILES / value
+    if "/" not in value and value not in (".", "..") and shipped.is_dir():
+        return str(shipped)
+    value = os.path.abspath(value)
     if not os.path.isfile(os.path.join(value, "formats")):
         raise ValueError(f"{value}: not a kernel profile (no 'formats' file; "
                          "make one with `fakedebugfs capture-profile DIR`)")
@@ -216,8 +223,10 @@ class MountOptions:
                                  "replay this trace.dat or raw capture (fakedebugfs.sources.replay) "
                                  "once tracing is on with one of its events enabled", "FILE")
     profile: Optional[str] = _opt(None, profile_value,
-                                  "serve the events of this kernel profile (fakedebugfs "
-                                  "capture-profile; default: the shipped 6.18 one)", "DIR")
+                                  "serve this kernel profile: a shipped one by name (" +
+                                  ", ".join(shipped_profiles()) + ") or a folder made by "
+                                  "fakedebugfs capture-profile (default: linux-6.18)",
+                                  "NAME|DIR")
     uid: Optional[int] = _opt(None, id_value,
                               "owner of the files, as tracefs' uid= mount option (default: "
                               "the user who mounts)", "UID")

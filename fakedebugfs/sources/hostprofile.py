@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from fakedebugfs.engine.ftrace.profile import COPIED, HEADERS, ID_LINE, ProfileError
+from fakedebugfs.engine.ftrace.profile import COPIED, HEADERS, ID_LINE, OPTIONAL, ProfileError
 
 
 def _read(path) -> str:
@@ -55,7 +55,24 @@ def capture(tracefs: str, outdir: str) -> int:
         _write(out / name, _read(root / "events" / name))
     _write(out / "uname", os.uname().release + "\n")
     _write(out / "modes", _modes(root))
+    for name in OPTIONAL:
+        if (root / name).is_file():
+            _write(out / name, _read(root / name))
+    _write_kallsyms(out / "kallsyms")
     return len(chunks)
+
+
+def _write_kallsyms(path: Path) -> None:
+    """``/proc/kallsyms``'s text symbols (``t``/``T``, module ones included),
+    as the kernel lists them; nothing when addresses are hidden (all zero:
+    ``kptr_restrict``, or not root)."""
+    try:
+        text = _read("/proc/kallsyms")
+    except OSError:
+        return
+    lines = [ln for ln in text.splitlines(True) if ln[17:19] in ("t ", "T ")]
+    if lines and not all(ln.startswith("0000000000000000") for ln in lines[:100]):
+        _write(path, "".join(lines))
 
 
 def _check_id(edir: Path, text: str) -> None:

@@ -12,6 +12,11 @@ commit next to their tool's tests; this module reads them back:
                       line (checked while capturing)
     available_events  as the kernel lists them (registration order)
     available_tracers, trace_clock, trace_options, README
+    available_filter_functions(_addrs)   when the kernel has them
+    kallsyms          ``/proc/kallsyms``'s text symbols, when readable
+    oracle            the Debian kernel package that boots this kernel under
+                      QEMU (``python -m fakedebugfs.oracle``), for profiles
+                      captured there
     header_page, header_event   ``events/header_page``, ``events/header_event``
     modes             ``<mode> <d|f> <path>`` of the top level, ``options/``,
                       ``per_cpu/cpu0/``, ``events/``, one system and one event
@@ -34,13 +39,24 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-DEFAULT_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "linux-6.18"
+SHIPPED_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+DEFAULT_PROFILE = SHIPPED_PROFILES / "linux-6.18"
 COPIED = ("available_events", "available_tracers", "trace_clock", "trace_options", "README")
 HEADERS = ("header_page", "header_event")
+# copied when the kernel has them (the function tracer's lists: a kernel
+# without CONFIG_DYNAMIC_FTRACE has neither); ``kallsyms`` is
+# ``/proc/kallsyms``'s text symbols, loaded only by what resolves symbols
+OPTIONAL = ("available_filter_functions", "available_filter_functions_addrs")
 # a section's head, found after a newline (a literal prefix: ~5 ms for the
 # 2 MB of 6.18, where a MULTILINE ``^`` made it ~20 ms of every mount's start)
 _HEAD = re.compile(r"\n### (\S+)/(\S+)(?=\n)")
 ID_LINE = re.compile(r"^ID: *(\d+)", re.M)
+
+
+def shipped_profiles() -> list[str]:
+    """The names of the profiles that ship with the package (folders of
+    ``fakedebugfs/profiles`` with a ``formats`` file)."""
+    return sorted(p.name for p in SHIPPED_PROFILES.iterdir() if (p / "formats").is_file())
 
 
 class ProfileError(ValueError):
@@ -116,4 +132,4 @@ class Profile:
         return out
 
 
-__all__ = ["DEFAULT_PROFILE", "COPIED", "HEADERS", "ID_LINE", "Profile", "ProfileError"]
+__all__ = ["SHIPPED_PROFILES", "shipped_profiles", "DEFAULT_PROFILE", "COPIED", "HEADERS", "OPTIONAL", "ID_LINE", "Profile", "ProfileError"]

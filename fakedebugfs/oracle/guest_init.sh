@@ -1,0 +1,64 @@
+#!/bin/busybox sh
+# /init of the oracle's initramfs (fakedebugfs.oracle.image builds it).
+#
+# The guest is a Debian kernel with nothing of its own but busybox and the
+# 9p modules: the host's root is shared read-only (tag "hostroot") and
+# mounted at /host, with this guest's /proc, /sys, /dev, tracefs, debugfs
+# and a tmpfs /tmp laid over it, so the host's own programs (trace-cmd,
+# bash, python3, perf) run inside with `chroot /host`.  The work folder
+# (tag "work") is mounted writable at the same path as on the host.
+#
+# The agent: the host writes <work>/req/<id>.sh and sends "<id>\n" on the
+# virtio-serial port named "oracle"; the guest runs the script with bash in
+# the chroot, stdout and stderr to <id>.out and <id>.err, and answers
+# "<id> <status>\n".  One request at a time (the host takes a lock).
+/bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin /proc /sys /dev /tmp /host
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+rel=$(uname -r)
+for m in netfs 9pnet 9pnet_virtio 9p; do
+    insmod /lib/modules/$rel/$m.ko || echo "oracle: insmod $m failed"
+done
+work=$(sed -n 's/.*oracle.work=\([^ ]*\).*/\1/p' /proc/cmdline)
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=loose,ro hostroot /host \
+    || { echo "oracle: cannot mount the host's root"; poweroff -f; }
+mount -t proc proc /host/proc
+mount -t sysfs sysfs /host/sys
+mount -t tracefs nodev /host/sys/kernel/tracing
+mount -t debugfs nodev /host/sys/kernel/debug
+mount -t devtmpfs devtmpfs /host/dev
+mkdir -p /host/dev/pts /host/dev/shm
+mount -t devpts devpts /host/dev/pts
+mount -t tmpfs tmpfs /host/dev/shm
+mount -t tmpfs tmpfs /host/tmp
+mount -t tmpfs tmpfs /host/run
+mount -t tmpfs tmpfs /host/root/.cache 2>/dev/null
+case "$work" in
+/tmp/*|/run/*) mkdir -p "/host$work" ;;
+esac
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 work "/host$work" \
+    || { echo "oracle: cannot mount the work folder $work"; poweroff -f; }
+hostname oracle
+ip link set lo up 2>/dev/null
+port=
+for p in /sys/class/virtio-ports/*; do
+    [ "$(cat $p/name 2>/dev/null)" = oracle ] && port=/dev/${p##*/}
+done
+[ -n "$port" ] || { echo "oracle: no virtio port named oracle"; poweroff -f; }
+echo "oracle: ready on $port, work $work"
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
+while :; do
+    exec 3<>"$port"
+    while read -r id rest <&3; do
+        case "$id" in
+        ''|*[!A-Za-z0-9_-]*) continue ;;
+        esac
+        chroot /host /bin/sh -c 'cd /tmp && exec /bin/bash "$0"' "$work/req/$id.sh" \
+            < /dev/null > "/host$work/req/$id.out" 2> "/host$work/req/$id.err"
+        echo "$id $?" >&3
+    done
+    exec 3<&-
+    sleep 0.2
+done
