@@ -1,6 +1,7 @@
 """``python -m fakedebugfs.oracle``: boot, use and stop the oracle guest.
 
     start [--profile P]          boot the guest of profile P (default debian-6.12), detached
+    --guest NAME                 a separate guest of the same profile (its own top level)
     run [--profile P] CMD        run a shell command as root in it (booting it first if needed)
     capture [--profile P] [DIR]  capture the guest's tracefs into a profile folder
     status / stop [--profile P]
@@ -33,6 +34,8 @@ def profile_dir(name: str) -> Path:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fakedebugfs.oracle")
     ap.add_argument("--profile", default=DEFAULT, help="profile name or folder (default %(default)s)")
+    ap.add_argument("--guest", default="", metavar="NAME",
+                    help="a guest of its own for this profile (default: the shared one)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("start")
     sub.add_parser("stop")
@@ -44,7 +47,7 @@ def main(argv=None) -> int:
     c.add_argument("outdir", nargs="?")
     args = ap.parse_args(argv)
     try:
-        guest = Guest(profile_dir(args.profile))
+        guest = Guest(profile_dir(args.profile), name=args.guest)
         if args.cmd == "stop":
             guest.stop()
         elif args.cmd == "status":

@@ -64,9 +64,12 @@ def why_not() -> Optional[str]:
 class Guest:
     """The guest of one profile (a profile folder with an ``oracle`` file)."""
 
-    def __init__(self, profile, cpus: int = CPUS, memory_mb: int = MEMORY_MB):
+    def __init__(self, profile, cpus: int = CPUS, memory_mb: int = MEMORY_MB,
+                 name: str = ""):
         self.profile = Path(profile).resolve()
-        self.state = cache_dir() / "run" / self.profile.name
+        # a second guest of the same profile (a suite that changes the top
+        # level, run beside others' use of the shared one) has a name
+        self.state = cache_dir() / "run" / (self.profile.name + (f"-{name}" if name else ""))
         self.work = self.state / "work"
         self.sock = self.state / "agent.sock"
         self.console = self.state / "console.log"
