@@ -570,9 +570,17 @@ def cmd_capture_profile(args) -> int:
 def cmd_doctor(args) -> int:
     """``fakedebugfs doctor``: :mod:`fakedebugfs.sandbox.doctor`."""
     from fakedebugfs.sandbox.doctor import report, run_checks
+    from fakedebugfs.server.fusecheck import FUSE_DEVICE
+    from fakedebugfs.server.fusefix import device_fix_lines
 
-    text, code = report(run_checks())
-    print(text)
+    checks = run_checks()
+    text, code = report(checks)
+    lines = text.split("\n")
+    device = next((i for i, c in enumerate(checks) if c.name == "FUSE device"), None)
+    if device is not None and checks[device].status == "FAIL" \
+            and " is mode " in checks[device].detail:  # the fixes, below its line
+        lines[device + 2:device + 2] = ["        " + line for line in device_fix_lines(FUSE_DEVICE)]
+    print("\n".join(lines))
     return code
 
 

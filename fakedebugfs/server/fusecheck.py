@@ -40,9 +40,11 @@ def device_problem() -> Optional[str]:
                 f"{FUSE_MAJOR}:{FUSE_MINOR}): give the container the device "
                 f"(`docker run --device /dev/fuse ...`)")
     if not os.access(dev, os.R_OK | os.W_OK):
+        from fakedebugfs.server.fusefix import device_fix_line
+
         mode = stat.S_IMODE(st.st_mode)
         return (f"{dev} is mode {mode:04o}, not readable and writable by uid {os.getuid()}: "
-                f"`sudo chmod 0666 {dev}` (the mode most distributions give it), or run as root")
+                f"{device_fix_line(dev)}, or run as root")
     return None
 
 
