@@ -47,7 +47,8 @@ def rundir() -> Path:
 def private_dir(path: Path) -> Path:
     """*path* made (0700, its parents too) if missing, then checked: a
     directory, not a symlink, owned by the effective user, writable by no
-    one else."""
+    one else; one found open to others is made 0700 (only the fake's
+    owner reaches its sockets and logs)."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -68,6 +69,8 @@ def private_dir(path: Path) -> Path:
         why = f"belongs to uid {st.st_uid}, not to this user ({os.geteuid()})"
     elif st.st_mode & 0o022:
         why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if not why and st.st_mode & 0o077:  # (a 0755 one made before): the owner's alone
+        os.chmod(path, 0o700)
     if why:
         raise UnsafeRunDir(f"state directory {path} {why}: another user could replace the "
                            f"files fakedebugfs keeps there; remove it, or set {RUNDIR_ENV} "

@@ -9,6 +9,7 @@ waits.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from typing import Callable, Optional
@@ -27,6 +28,11 @@ REPEAT_RUN = 512  # events an emit fires at once between looks at the FUSE queue
 PREPARE_RUN = 128  # events checked at once, likewise
 
 
+# whether the connection being answered is from the server's own PID
+# namespace (its owner outside any run: fakedebugfs/server/peers.py)
+PEER_OWN: contextvars.ContextVar = contextvars.ContextVar("peer_own", default=True)
+
+
 class ControlService(WaitRequests, ScenarioRequests):
     """Answers control requests for one :class:`~fakedebugfs.server.server.Server`."""
 
@@ -43,7 +49,7 @@ class ControlService(WaitRequests, ScenarioRequests):
             "clear_faults": self.clear_faults, "scenario": self.scenario, "wait": self.wait,
             "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
             "replay": self.replay, "replay_status": self.replay_status,
-            "watch": self.watch, "remount": self.remount,
+            "watch": self.watch, "remount": self.remount, "admit": self.admit,
         }
 
     async def handle(self, req, fds: Optional[list] = None) -> dict:
@@ -250,6 +256,21 @@ class ControlService(WaitRequests, ScenarioRequests):
 
     # --- process events of `run`'s command ------------------------------------------
 
+    def admit(self, req) -> dict:
+        """Let the processes of *pid*'s PID namespace use this socket (a
+        ``run``'s command, a keeper's): asked only from the server's own
+        namespace (:mod:`fakedebugfs.server.peers`)."""
+        pid = req["pid"]
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+            raise Refused("request", f"pid must be a process id > 0, got {pid!r}")
+        if not PEER_OWN.get():
+            raise Refused("request", "admit is asked from outside any run")
+        try:
+            self.server.peers.admit(pid)
+        except OSError as err:
+            raise Refused("request", f"cannot admit pid {pid}: {err}") from None
+        return {"pid": pid}
+
     def watch(self, req) -> dict:
         """``run``: watch command *pid* (forked by *parent*, not yet exec'd)
         and inject its fork/exec/exit and context switches
@@ -260,6 +281,8 @@ class ControlService(WaitRequests, ScenarioRequests):
                 raise Refused("request", f"{name} must be a process id > 0, got {value!r}")
         if pid == os.getpid():  # pid 0 or -1 would be this server, or every task
             raise Refused("request", "the server does not watch itself")
+        if not PEER_OWN.get():  # (a pid of this server's namespace)
+            raise Refused("request", "watch is asked from outside any run")
         try:
             self.server.watch(pid, parent, str(req.get("parent_comm", "")))
         except OSError as err:

@@ -71,6 +71,7 @@ UNSEALED_COPIES = ("kernel/ftrace_enabled", "kernel/kptr_restrict")
 # the value a copy starts with where the host's is not what the fake does
 # (this kernel may refuse function tracing; the fake's is always on)
 SYSCTL_VALUES = {"kernel/ftrace_enabled": "1\n"}
+FORKSERVER_PREFIX = "fakedebugfs-forkserver-"  # (pytest_plugin.py's mkdtemp)
 STATE_DIRS = ("/run/fakedebugfs", "/run/user/*/fakedebugfs", "/tmp/fakedebugfs-UID/fakedebugfs")
 
 
@@ -167,6 +168,9 @@ def state_dirs() -> list[str]:
     prefix = "fakedebugfs-"
     found += [f"/tmp/{name}/fakedebugfs" for name in names
               if name.startswith(prefix) and name[len(prefix):].isdigit()]
+    # the pytest plugin's fork servers (their sockets refuse a run's command
+    # anyway: server/peers.py)
+    found += [f"/tmp/{name}" for name in names if name.startswith(FORKSERVER_PREFIX)]
     return found
 
 

@@ -111,7 +111,7 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
             _hold_as_init(confine, ready_w)  # never returns
             return 1
 
-        init_pid, errors, alive = run.fork_init(init)
+        init_pid, errors, alive = run.fork_init(init, admit=mnt)
         os.close(ready_w)
         init_fd = os.pidfd_open(init_pid)
         answer = b""

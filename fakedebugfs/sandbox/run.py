@@ -149,14 +149,17 @@ def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> 
                 pass
 
 
-def fork_init(body) -> tuple[int, int, int]:
+def fork_init(body, admit: str | None = None) -> tuple[int, int, int]:
     """unshare(CLONE_NEWPID) and fork the new PID namespace's first process,
     its init, which runs *body()* and exits with the status it returns.
+    *admit*: the mount point of a fake whose control socket the new
+    namespace may use (server/peers.py), told before *body* starts.
 
     Returns ``(pid, errors, alive)``: *errors* is the read end of a pipe on
     which init writes a RunError's arguments (JSON) before exiting; init
     dies with us (PR_SET_PDEATHSIG), *alive* being the pipe it checks to
-    see whether we died before the prctl took hold."""
+    see whether we died before the prctl took hold (and, with *admit*,
+    reads a byte from once the namespace is admitted)."""
     try:
         libc.unshare(CLONE_NEWPID, "unshare(CLONE_NEWPID)")
     except OSError as err:
@@ -170,7 +173,10 @@ def fork_init(body) -> tuple[int, int, int]:
             os.close(err_r)
             os.close(live_w)
             libc.set_pdeathsig(signal.SIGKILL)
-            if select.select([live_r], [], [], 0)[0]:  # EOF: run is gone already
+            if admit is not None:
+                if os.read(live_r, 1) != b"1":  # EOF: run is gone, or could not admit us
+                    os._exit(1)
+            elif select.select([live_r], [], [], 0)[0]:  # EOF: run is gone already
                 os._exit(1)
             # init gets no signal it has no handler for, blocked or not
             # (SIGNAL_UNKILLABLE): give each a handler; they stay blocked and
@@ -187,7 +193,31 @@ def fork_init(body) -> tuple[int, int, int]:
             os._exit(code)
     os.close(err_w)
     os.close(live_r)
+    if admit is not None:
+        try:
+            admit_namespace(admit, pid)
+        except BaseException:
+            os.close(live_w)  # init ends
+            os.waitpid(pid, 0)
+            os.close(err_r)
+            raise
+        os.write(live_w, b"1")
     return pid, err_r, live_w
+
+
+def admit_namespace(mnt: str, pid: int) -> None:
+    """Let the PID namespace of *pid* use the control socket of the fake at
+    *mnt* (server/peers.py: its commands are root, and no other run's
+    may reach it)."""
+    from fakedebugfs.control.client import ControlClient
+    from fakedebugfs.errors import FakeError
+
+    try:
+        with ControlClient(mnt) as client:
+            client.call("admit", pid=pid)
+    except (FakeError, OSError) as err:
+        raise RunError(f"{mnt}: cannot let the command's namespace reach the fake: {err}") \
+            from None
 
 
 def _never_called(signum, frame) -> None:
@@ -658,7 +688,7 @@ def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
             finally:
                 end_namespace()
 
-        return wait_init(*fork_init(init))
+        return wait_init(*fork_init(init, admit=mnt))
     except OSError as err:
         raise RunError(str(err)) from None
     finally:

@@ -169,6 +169,16 @@ def prebuilt_kernel(kwargs: dict):
     return _KERNELS.pop(config, None)
 
 
+def _same_pid_namespace(conn: socket.socket) -> bool:
+    """The peer of *conn* is a process of our PID namespace (not one of
+    a ``run``'s command, which may be root: server/peers.py)."""
+    from fakedebugfs.server.peers import peer_of, pidns_of
+
+    own = pidns_of("self")
+    pid = peer_of(conn)[0]
+    return own is None or (pid != 0 and pidns_of(pid) == own)
+
+
 def _answer(conn: socket.socket, listener: socket.socket, lifeline: Optional[int]) -> None:
     """One request: ``{"argv": [...], "env": {...}}`` with three fds (the
     server's log, the ready pipe's write end, the lifeline's read end), or
@@ -183,6 +193,8 @@ def _answer(conn: socket.socket, listener: socket.socket, lifeline: Optional[int
         req = json.loads(msg)
         if peer_uid != os.getuid():
             raise PermissionError(f"uid {peer_uid} is not the fork server's")
+        if not _same_pid_namespace(conn):  # a root command of a run: not ours to serve
+            raise PermissionError("the fork server serves its own PID namespace only")
         if req.get("env") != _own_env():
             raise ValueError("FAKEDEBUGFS_* environment differs from the fork server's")
         module = req.get("module")

@@ -24,12 +24,13 @@ from fakedebugfs.control import runstate
 from fakedebugfs.errors import MountError
 from fakedebugfs.control.protocol import (MAX_FDS, MAX_LINE, BadRequest, LineReader, decode,
     decode_steps, encode, fds_of, refused, too_long)
-from fakedebugfs.control.service import ControlService
+from fakedebugfs.control.service import PEER_OWN, ControlService
 from fakedebugfs.fs import waitqueue
 from fakedebugfs.fs.operations import TreeOperations, settle_heap
 from fakedebugfs.fs.slices import slicer
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.instrument.faults import FaultTable
+from fakedebugfs.server.peers import Peers
 from fakedebugfs.server.fusecheck import fuse_options, mount_problem
 from fakedebugfs.server.workload import BATCH_MS, WorkloadDriver
 from fakedebugfs.trees import build_root
@@ -82,6 +83,7 @@ class Server:
         self.faults = FaultTable(kernel)  # scripted faults (instrument/faults.py)
         self._replays = None  # server.replays.Replays, made on first use
         self.service = ControlService(self)
+        self.peers = None  # who may use the control socket (made where it serves)
         self.ops: Optional[TreeOperations] = None  # once mounted
         self.nursery: Optional[trio.Nursery] = None  # once mounted
         self.watches = None  # server.watch.Watches: `run`'s command, once watched
@@ -223,6 +225,7 @@ class Server:
             os.unlink(sock_path)
         except FileNotFoundError:
             pass
+        self.peers = Peers()  # (in the PID namespace it serves from)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(sock_path)  # here: trio's bind goes through a worker thread (~3 ms)
         os.chmod(sock_path, 0o600)
@@ -242,6 +245,11 @@ class Server:
         reader = LineReader(MAX_LINE)
         sock, fds = stream.socket, []
         async with stream:
+            why, own = self.peers.refusal(sock)  # (server/peers.py)
+            if why is not None:
+                await _send(stream, refused("request", why))
+                return
+            PEER_OWN.set(own)
             try:
                 while True:
                     try:
