@@ -39,6 +39,8 @@ def readme_text(kernel_readme, present) -> str:
         return FALLBACK
     lines = kernel_readme.split("\n")
     out, keep = [], True
+    # a kernel with kprobe events (6.12) has event probes: their lines stay
+    dropped = DROPPED_LINES[:1] if "kprobe_events" in present else DROPPED_LINES
     for line in lines:
         m = ENTRY.match(line)
         if m:
@@ -46,7 +48,7 @@ def readme_text(kernel_readme, present) -> str:
             keep = top in present
         elif not line.startswith(("\t", "   ")):
             keep = True  # a blank line or a heading ends an entry
-        if keep and not any(s in line for s in DROPPED_LINES):
+        if keep and not any(s in line for s in dropped):
             out.append(line)
     return "\n".join(out)
 

@@ -39,6 +39,7 @@ from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 from fakedebugfs.engine.ftrace.trace_dynevent import dyn_events, removed_listeners
+from fakedebugfs.engine.ftrace.trace_probe import probe_facts
 from fakedebugfs.fs.fops import OpenFile, SeqFile, ValueFile, WriteFile, fail
 from fakedebugfs.fs.tree import Dir
 from fakedebugfs.fs.waitqueue import WaitQueue
@@ -144,7 +145,7 @@ class TracingTree(EventsDir, OptionsDir):
         root.file("buffer_total_size_kb", RO, ValueFile(lambda: f"{sum(ft.buffer_kb)}\n"))
         root.file("current_tracer", RW, CountFile(lambda: ft.tracer.name + "\n",
                                                   self._set_tracer))
-        dyn = dyn_events(self.top, _dyn_kinds(self.top), _stat_path)
+        dyn = dyn_events(self.top, _dyn_kinds(self.top), _stat_path, probe_facts(self.top.profile))
         root.file("dynamic_events", RW, CountFile(dyn.show, dyn.write, dyn.release_all))
         root.file("error_log", RW, CountFile(lambda: b"".join(ft.error_log), lambda d: None,
                                              ft.error_log.clear))
@@ -176,7 +177,7 @@ class TracingTree(EventsDir, OptionsDir):
         root.file("trace_pipe", RO, TracePipe(self, None))
         root.file("tracing_cpumask", RW, ValueFile(lambda: f"{ft.cpumask:x}\n", self._cpumask))
         root.file("tracing_on", RW, ValueFile(lambda: f"{int(ft.tracing_on)}\n", self._tracing_on))
-        for kind in _dyn_kinds(self.top):  # trace_uprobe.c's files, where the kernel has them
+        for kind in _probe_files(self.top):  # trace_[ku]probe.c's files, where the kernel has them
             root.file(f"{kind}_events", RW, CountFile(
                 lambda kind=kind: dyn.show(kind), lambda data, kind=kind: dyn.write(data, kind),
                 lambda kind=kind: dyn.release_all(kind)))
@@ -301,12 +302,26 @@ def _cstr(data: bytes) -> str:
     return data.split(b"\0", 1)[0].decode(errors="surrogateescape")
 
 
-def _dyn_kinds(ft) -> tuple:
-    """The probe event types of the profile's kernel: those whose
-    ``<kind>_events`` file its tracefs has (6.18 here: uprobe)."""
+def _probe_files(ft) -> tuple:
+    """The probe event types with a ``<kind>_events`` file in the profile's
+    tracefs (6.18 here: uprobe; Debian 6.12: kprobe and uprobe)."""
     prof = ft.top.profile
     modes = prof.modes() if prof is not None else {}
-    return tuple(k for k in ("uprobe",) if f"{k}_events" in modes or prof is None)
+    return tuple(k for k in ("kprobe", "uprobe") if f"{k}_events" in modes
+                 or (prof is None and k == "uprobe"))
+
+
+def _dyn_kinds(ft) -> tuple:
+    """The probe event types of the profile's kernel: those with a file,
+    and where it has kprobe events, fprobes (its README's ``f[:[<group>/]``
+    line) and event probes (built with any probe events up to 6.12;
+    docs/dynamic-events.md)."""
+    kinds = _probe_files(ft)
+    if "kprobe" in kinds:
+        prof = ft.top.profile
+        readme = prof.files.get("README") or ""
+        kinds += ("eprobe",) + (("fprobe",) if "\t           f[:[<group>/]" in readme else ())
+    return kinds
 
 
 def _stat_path(path: str):

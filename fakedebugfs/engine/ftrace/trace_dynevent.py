@@ -3,9 +3,10 @@
 
 :class:`DynEvents` is ``dyn_event_list`` of the top-level trace array with
 the ``dyn_event_operations`` the profile's kernel registered (6.18 here:
-uprobes only; its kernel has no kprobe, eprobe, fprobe or synthetic
-events, and refuses their commands with EINVAL as ``create_dyn_event``
-does when every type answered ECANCELED).
+uprobes only, and it refuses the other commands with EINVAL as
+``create_dyn_event`` does when every type answered ECANCELED; Debian
+6.12: eprobes, kprobes, fprobes and uprobes, :mod:`.trace_kprobe`,
+:mod:`.trace_fprobe`, :mod:`.trace_eprobe`).
 
 * :meth:`DynEvents.write` is ``trace_parse_run_command``: the bytes line
   by line, ``#`` comments cut, blank lines skipped, each line run (a
@@ -28,12 +29,15 @@ from __future__ import annotations
 import errno
 from typing import Callable, Optional
 
-from fakedebugfs.engine.ftrace import trace_uprobe
-from fakedebugfs.engine.ftrace.trace_probe import ProbeError
+from fakedebugfs.engine.ftrace import trace_eprobe, trace_fprobe, trace_kprobe, trace_uprobe
+from fakedebugfs.engine.ftrace.trace_probe import ProbeError, ProbeFacts
 
 WRITE_BUFSIZE = 4096
-# the dyn_event_operations of each kind, in registration order
-TYPES = {"uprobe": trace_uprobe}
+# the dyn_event_operations of each kind, in registration order (initcall
+# level, then link order: eprobe, [synth], kprobe, fprobe at core_initcall,
+# uprobe at fs_initcall)
+TYPES = {"eprobe": trace_eprobe, "kprobe": trace_kprobe, "fprobe": trace_fprobe,
+         "uprobe": trace_uprobe}
 
 
 def removed_listeners(tr) -> list:
@@ -46,9 +50,11 @@ class DynEvents:
     """``dyn_event_list`` and the commands of ``dynamic_events``,
     ``uprobe_events`` (and ``kprobe_events`` where a kernel has them)."""
 
-    def __init__(self, ft, kinds=("uprobe",), stat_path: Optional[Callable] = None):
+    def __init__(self, ft, kinds=("uprobe",), stat_path: Optional[Callable] = None,
+                 facts: Optional[ProbeFacts] = None):
         self.ft = ft
-        self.kinds = [k for k in kinds if k in TYPES]
+        self.kinds = [k for k in TYPES if k in kinds]
+        self.facts = facts or ProbeFacts()  # the kernel's probe code (.trace_probe)
         self.list: list = []  # every probe, in creation order
         self.stat_path = stat_path or (lambda path: None)
         self.argv: list = []  # the command being run (its error log)
@@ -88,9 +94,10 @@ class DynEvents:
             else:
                 self.create(line, kind)
         except ProbeError as err:
-            if err.log is not None:
-                loc, cmd, text, pos = err.log
-                self.ft.log_err(loc, cmd.encode(errors="surrogateescape"), text, pos)
+            for entry in [*getattr(err, "before", ()), err.log]:  # an eprobe logs two
+                if entry is not None:
+                    loc, cmd, text, pos = entry
+                    self.ft.log_err(loc, cmd.encode(errors="surrogateescape"), text, pos)
             raise OSError(err.errno, err.strerror) from None
 
     def create(self, line: str, kind: Optional[str]) -> None:
@@ -148,6 +155,17 @@ class DynEvents:
 
     def probes_of(self, key: str) -> list:
         return [p for p in self.list if p.key == key]
+
+    def exists(self, key: str) -> bool:
+        """An event of that name, of any kind (``trace_probe_register_event_call``'s EEXIST)."""
+        return key in self.ft.events or key in self.ft.engine.tracepoints
+
+    def kprobes(self):
+        """Where kprobes may go (:mod:`fakedebugfs.engine.core.kprobes`), over
+        the engine's symbols, made when first needed."""
+        from fakedebugfs.engine.core.kprobes import kprobes_of
+
+        return kprobes_of(self.ft.engine, self.ft.profile)
 
     def busy(self, key: str) -> bool:
         """``trace_probe_is_enabled``: enabled in any trace array."""
@@ -210,11 +228,11 @@ class DynEvents:
         return count
 
 
-def dyn_events(ft, kinds=("uprobe",), stat_path=None) -> DynEvents:
+def dyn_events(ft, kinds=("uprobe",), stat_path=None, facts=None) -> DynEvents:
     """The :class:`DynEvents` of the top-level trace array *ft* (made once)."""
     dyn = ft.__dict__.get("dyn_events")
     if dyn is None:
-        dyn = ft.__dict__["dyn_events"] = DynEvents(ft, kinds, stat_path)
+        dyn = ft.__dict__["dyn_events"] = DynEvents(ft, kinds, stat_path, facts)
     elif stat_path is not None:
         dyn.stat_path = stat_path
     return dyn

@@ -7,16 +7,18 @@
   at the word's start plus the offset; past the last word: after it).
 * :func:`parse_event_name` is ``traceprobe_parse_event_name``
   (``[GROUP/][EVENT]``, ``GROUP.EVENT`` too).
-* :func:`parse_probe_arg` is ``traceprobe_parse_probe_arg``: ``NAME=FETCHARG[:TYPE]``
+* :func:`~.trace_probe_parse.parse_probe_arg` is ``traceprobe_parse_probe_arg``:
+  ``NAME=FETCHARG[:TYPE]``
   with the fetch args ``$retval $stackN $stack $comm $argN %reg @addr
   @+foffs @sym +|-[u]offs(FETCHARG) \\imm \\"str"``, the types of
   ``probe_fetch_types`` (``u8``..``x64``, ``char``, ``string``, ``ustring``,
   ``symstr``, ``symbol``, ``b<width>@<offset>/<container>``) and arrays
   ``TYPE[N]``.  Only what decides acceptance and the event's layout is
   kept of the fetch program (its ops), as the fake never reads memory.
-* :func:`probe_fields` and :func:`print_fmt` are
-  ``traceprobe_define_arg_fields`` and ``__set_print_fmt``; :func:`show_args`
-  is ``trace_probe_print_args``.
+* :mod:`.trace_probe_tmpl` makes the event: ``traceprobe_define_arg_fields``,
+  ``__set_print_fmt``, ``trace_probe_print_args``.
+* :class:`ProbeFacts` is what differs between the kernels a profile can
+  be: the error texts of its version, ``CONFIG_PROBE_EVENTS_BTF_ARGS``.
 """
 
 from __future__ import annotations
@@ -129,6 +131,53 @@ ERRORS = {
     "TOO_MANY_EARGS": "Too many entry arguments specified",
 }
 
+# 6.12's texts where they differ from the table above (trace_probe.h of
+# 6.12: "variable" spelled right, one quote less, EVENT_TOO_BIG, no
+# TOO_MANY_ARGS/TOO_MANY_EARGS: too many arguments there are a bare E2BIG)
+ERRORS_6_12 = {**{k: v for k, v in ERRORS.items()
+                  if k not in ("TOO_MANY_ARGS", "TOO_MANY_EARGS")},
+               "BAD_VAR": "Invalid $-variable specified",
+               "BAD_HYPHEN": "Failed to parse single hyphen. Forgot '>'?",
+               "EVENT_TOO_BIG": "Event too big (too many fields?)"}
+MAX_PROBE_EVENT_SIZE = 3072
+
+
+@dataclass(frozen=True)
+class ProbeFacts:
+    """What the probe code of the profile's kernel is: its error texts,
+    whether it logs too many arguments (6.18) or answers a bare E2BIG
+    (6.12), ``CONFIG_PROBE_EVENTS_BTF_ARGS`` (its README's
+    ``<argname>[->field`` line) and the BTF of its functions (None: none
+    captured; see :mod:`.trace_btf`)."""
+
+    errors: dict = field(default_factory=lambda: ERRORS)
+    log_too_many_args: bool = True
+    event_too_big: bool = False
+    btf_args: bool = False
+    btf: object = None
+    group_chars: str = "."  # what a group name may have beyond a C identifier's
+
+    def log(self, subsystem: str, argv: list) -> "ProbeLog":
+        return ProbeLog(subsystem, argv, self.errors)
+
+
+def kernel_version(release: str) -> tuple:
+    """``(major, minor)`` of a ``uname -r`` text, (0, 0) if none."""
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m[1]), int(m[2])) if m else (0, 0)
+
+
+def probe_facts(profile) -> ProbeFacts:
+    """The :class:`ProbeFacts` of a kernel profile (None: 6.18's)."""
+    if profile is None:
+        return ProbeFacts()
+    readme = profile.files.get("README") or ""
+    btf_args = "<argname>[->field" in readme
+    if kernel_version(profile.release) < (6, 13):
+        return ProbeFacts(ERRORS_6_12, False, True, btf_args, group_chars="-")
+    return ProbeFacts(btf_args=btf_args)
+
+
 # x86_64 pt_regs names regs_query_register_offset knows
 REGISTERS = ("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx",
              "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss")
@@ -146,17 +195,18 @@ class ProbeError(OSError):
 
 
 class ProbeLog:
-    """``trace_probe_log`` of one command."""
+    """``trace_probe_log`` of one command (*errors*: the kernel's texts)."""
 
-    def __init__(self, subsystem: str, argv: list):
+    def __init__(self, subsystem: str, argv: list, errors: Optional[dict] = None):
         self.subsystem, self.argv, self.index = subsystem, argv, 0
+        self.errors = errors or ERRORS
 
     def err(self, offset: int, name: str, code: int = errno.EINVAL) -> ProbeError:
         """``__trace_probe_log_err``: the error to raise."""
         pos = sum(len(a) + 1 for a in self.argv[:self.index])
         if self.index >= len(self.argv):
             pos, offset = sum(len(a) + 1 for a in self.argv), 0
-        return ProbeError(code, (self.subsystem, " ".join(self.argv), ERRORS[name],
+        return ProbeError(code, (self.subsystem, " ".join(self.argv), self.errors[name],
                                  pos + offset))
 
 
@@ -164,12 +214,16 @@ def is_good_name(name: str) -> bool:
     return bool(_NAME.match(name))
 
 
-def is_good_system_name(name: str) -> bool:
-    """``is_good_system_name``: like a C identifier, ``.`` allowed after the first."""
-    return bool(_SYSTEM.match(name))
+def is_good_system_name(name: str, extra: str = ".") -> bool:
+    """``is_good_system_name``: like a C identifier, ``.`` allowed after the
+    first (6.18); 6.12's ``__is_good_name(name, true)`` allows ``-``, anywhere."""
+    if extra == ".":
+        return bool(_SYSTEM.match(name))
+    return bool(name) and (name[0].isalpha() or name[0] in "_" + extra) and all(
+        c.isalnum() or c in "_" + extra for c in name) and name.isascii()
 
 
-def parse_event_name(event: str, log: ProbeLog, offset: int):
+def parse_event_name(event: str, log: ProbeLog, offset: int, facts=None):
     """``traceprobe_parse_event_name``: ``(group or None, event or None)``."""
     group = None
     slash = event.find("/")
@@ -181,7 +235,7 @@ def parse_event_name(event: str, log: ProbeLog, offset: int):
         if slash + 1 > MAX_EVENT_NAME_LEN:
             raise log.err(offset, "GROUP_TOO_LONG")
         group = event[:slash]
-        if not is_good_system_name(group):
+        if not is_good_system_name(group, facts.group_chars if facts else "."):
             raise log.err(offset, "BAD_GROUP_NAME")
         offset += slash + 1
         event = event[slash + 1:]
@@ -263,389 +317,6 @@ class ProbeArg:
         return self.type.size * (self.count or 1)
 
 
-class _Ctx:
-    """``traceprobe_parse_context``: flags and the offset into the word."""
-
-    def __init__(self, flags: int, log: ProbeLog, event_fields=None):
-        self.flags, self.log, self.offset, self.event_fields = flags, log, 0, event_fields
-
-    def err(self, offset: int, name: str, code: int = errno.EINVAL) -> ProbeError:
-        return self.log.err(offset, name, code)
-
-
-def _kstrtoul(text: str, base: int = 0) -> int:
-    return kstrtoull(text.encode(), base)
-
-
-def _kstrtol(text: str) -> int:
-    neg = text.startswith("-")
-    value = _kstrtoul(text[1:] if neg or text.startswith("+") else text)
-    return -value if neg else value
-
-
-def _parse_vars(arg: str, ops: list, ctx: _Ctx) -> None:
-    """``parse_probe_vars``: *arg* starts with ``$``."""
-    var = arg[1:]
-    err = "BAD_VAR"
-    if ctx.flags & FL_TEVENT:
-        if var in (ctx.event_fields or ()):
-            ops.append("TP_ARG")
-            return
-        if var in ("comm", "COMM"):
-            ops.append("COMM")
-            return
-        ctx.offset = 0
-        raise ctx.err(ctx.offset, err)
-    if var.startswith("retval"):
-        if not ctx.flags & FL_RETURN:
-            raise ctx.err(ctx.offset, "RETVAL_ON_PROBE")
-        ops.append("RETVAL")
-        return
-    if var.startswith("stack"):
-        rest = var[5:]
-        if not rest:
-            ops.append("STACKP")
-            return
-        if rest[0].isdigit():
-            try:
-                param = _kstrtoul(rest, 10)
-            except OSError:
-                raise ctx.err(ctx.offset, err) from None
-            if ctx.flags & FL_KERNEL and param > PARAM_MAX_STACK:
-                raise ctx.err(ctx.offset, "BAD_STACK_NUM")
-            ops.append("STACK")
-            return
-        raise ctx.err(ctx.offset, err)
-    if var in ("comm", "COMM"):
-        ops.append("COMM")
-        return
-    if var.startswith("arg"):  # CONFIG_HAVE_FUNCTION_ARG_ACCESS_API (x86_64)
-        try:
-            param = _kstrtoul(var[3:], 10)
-        except OSError:
-            raise ctx.err(ctx.offset, err) from None
-        if not param or param > PARAM_MAX_STACK:
-            raise ctx.err(ctx.offset, "BAD_ARG_NUM")
-        loc = ctx.flags & FL_LOC_MASK
-        if loc in (FL_KERNEL | FL_FENTRY, FL_KERNEL | FL_RETURN):
-            ops.append("ARG")
-            return
-        raise ctx.err(ctx.offset, "NOFENTRY_ARGS")
-    raise ctx.err(ctx.offset, err)
-
-
-def _parse_arg(arg: str, ops: list, ctx: _Ctx) -> None:
-    """``parse_probe_arg``: the fetch program of *arg*, recursively."""
-    c = arg[:1]
-    before = len(ops)
-    if c == "$":
-        _parse_vars(arg, ops, ctx)
-    elif c == "%":
-        if ctx.flags & (FL_TEVENT | FL_FPROBE):
-            raise ctx.err(ctx.offset, "BAD_VAR")
-        if arg[1:] not in REGISTERS:
-            raise ctx.err(ctx.offset, "BAD_REG_NAME")
-        ops.append("REG")
-    elif c == "@":
-        if arg[1:2].isdigit():
-            try:
-                _kstrtoul(arg[1:])
-            except OSError:
-                raise ctx.err(ctx.offset, "BAD_MEM_ADDR") from None
-            ops.append("IMM")
-        elif arg[1:2] == "+":
-            if ctx.flags & FL_KERNEL:
-                raise ctx.err(ctx.offset, "FILE_ON_KPROBE")
-            try:
-                _kstrtol(arg[2:])
-            except OSError:
-                raise ctx.err(ctx.offset, "BAD_FILE_OFFS") from None
-            ops.append("FOFFS")
-        else:
-            if not ctx.flags & FL_KERNEL:
-                raise ctx.err(ctx.offset, "SYM_ON_UPROBE")
-            ops += ["SYMBOL", "IMM"]
-        if len(ops) >= FETCH_INSN_MAX - 1:
-            raise ctx.err(ctx.offset, "TOO_MANY_OPS")
-        ops.append("DEREF")
-    elif c in ("+", "-"):
-        deref = "DEREF"
-        if arg[1:2] == "u":
-            deref = "UDEREF"
-            arg = arg[0] + arg[2:]
-        if arg[0] == "+":
-            arg = arg[1:]
-        at = arg.find("(")
-        if at < 0:
-            raise ctx.err(ctx.offset, "DEREF_NEED_BRACE")
-        try:
-            _kstrtol(arg[:at])
-        except OSError:
-            raise ctx.err(ctx.offset, "BAD_DEREF_OFFS") from None
-        ctx.offset += at + 1 + (1 if arg[:1] != "-" else 0)
-        inner = arg[at + 1:]
-        close = inner.rfind(")")
-        if close < 0:
-            raise ctx.err(ctx.offset + len(inner), "DEREF_OPEN_BRACE")
-        cur = ctx.offset
-        _parse_arg(inner[:close], ops, ctx)
-        ctx.offset = cur
-        if ops[-1] in ("COMM", "DATA"):
-            raise ctx.err(ctx.offset, "COMM_CANT_DEREF")
-        if len(ops) >= FETCH_INSN_MAX - 1:
-            raise ctx.err(ctx.offset, "TOO_MANY_OPS")
-        ops.append(deref)
-    elif c == "\\":
-        if arg[1:2] == '"':
-            body = arg[2:]
-            if not body or body[-1] != '"':
-                raise ctx.err(ctx.offset + 2 + len(body), "IMMSTR_NO_CLOSE")
-            ops.append("DATA")
-        else:
-            imm = arg[1:]
-            try:
-                if imm[:1].isdigit():
-                    _kstrtoul(imm)
-                elif imm[:1] in ("-", "+"):
-                    _kstrtol(imm)
-                else:
-                    raise OSError(errno.EINVAL, imm)
-            except OSError:
-                raise ctx.err(ctx.offset + 1, "BAD_IMM") from None
-            ops.append("IMM")
-    elif c.isalpha() or c == "_":  # a BTF variable: no BTF here (CONFIG_PROBE_EVENTS_BTF_ARGS off)
-        loc = ctx.flags & FL_LOC_MASK
-        if loc not in (FL_KERNEL | FL_FENTRY, FL_KERNEL | FL_RETURN):
-            raise ctx.err(ctx.offset, "NOSUP_BTFARG")
-        raise ctx.err(ctx.offset, "NOSUP_BTFARG", errno.EOPNOTSUPP)
-    if len(ops) == before:
-        raise ctx.err(ctx.offset, "BAD_FETCH_ARG")
-
-
-def _arg_type(arg: str, parg_count: list, ctx: _Ctx):
-    """``parse_probe_arg_type``: ``(fetcharg, type text or None, fetch type, count)``."""
-    t = None
-    count = 0
-    colon = arg.find(":")
-    if colon >= 0:
-        t = arg[colon + 1:]
-        arg = arg[:colon]
-        bracket = t.find("[")
-        if bracket >= 0:
-            t2 = t[bracket + 1:]
-            t = t[:bracket]
-            close = t2.find("]")
-            t2_at = colon + 1 + bracket + 1
-            if close < 0:
-                raise ctx.err(ctx.offset + t2_at + len(t2), "ARRAY_NO_CLOSE")
-            if t2[close + 1:]:
-                raise ctx.err(ctx.offset + t2_at + close + 1, "BAD_ARRAY_SUFFIX")
-            try:
-                count = _kstrtoul(t2[:close])
-            except OSError:
-                count = 0
-            if not count or count > 0xFFFFFFFF:
-                raise ctx.err(ctx.offset + t2_at, "BAD_ARRAY_NUM")
-            if count > MAX_ARRAY_LEN:
-                raise ctx.err(ctx.offset + t2_at, "ARRAY_TOO_BIG")
-    offs = colon + 1 if colon >= 0 else 0  # the type's first byte (t - arg, after t++)
-    if not ctx.flags & FL_TEVENT and (arg in ("$comm", "$COMM") or arg.startswith('\\"')):
-        if count or (t is not None and t != "string"):
-            raise ctx.err(ctx.offset + offs, "NEED_STRING_TYPE")
-        ftype = FETCH_TYPES["string"]
-    else:
-        ftype = find_fetch_type(t, ctx.flags)
-    if ftype is None:
-        raise ctx.err(ctx.offset + offs, "BAD_TYPE")
-    return arg, t, ftype, count
-
-
-def _bitfield(bf: str, ftype: FetchType) -> bool:
-    """``__parse_bitfield_probe_arg``'s check of ``b<width>@<offset>/<size>``."""
-    m = re.match(r"b(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)@(0[xX][0-9a-fA-F]+|0[0-7]*|"
-                 r"[1-9][0-9]*)/", bf)
-    if not m:
-        return False
-    width, offset = int(m[1], 0), int(m[2], 0)
-    return width != 0 and width + offset <= 8 * ftype.size
-
-
-def _finalize(ops: list, parg: ProbeArg, t: Optional[str], t_off: int, ctx: _Ctx) -> None:
-    """``finalize_fetch_insn``: the store op, the bitfield, the array."""
-    last = ops[-1]
-    if parg.type.is_string:
-        if parg.type.name == "symstr":
-            if last not in ("REG", "STACK", "RETVAL", "ARG", "DEREF", "TP_ARG"):
-                raise ctx.err(ctx.offset + t_off, "BAD_SYMSTRING")
-        elif last not in ("DEREF", "UDEREF", "IMM", "COMM", "DATA", "TP_ARG"):
-            raise ctx.err(ctx.offset + t_off, "BAD_STRING")
-        if parg.type.name == "symstr" or last in ("IMM", "COMM", "DATA", "TP_ARG") or parg.count:
-            if len(ops) >= FETCH_INSN_MAX - 1:
-                raise ctx.err(ctx.offset, "TOO_MANY_OPS")
-            ops.append("ST_STRING")
-        else:
-            ops[-1] = "ST_STRING"
-        store = "ST_STRING"
-    elif last in ("DEREF", "UDEREF"):
-        ops[-1] = store = "ST_MEM"
-    else:
-        if len(ops) >= FETCH_INSN_MAX - 1:
-            raise ctx.err(ctx.offset, "TOO_MANY_OPS", errno.E2BIG)
-        ops.append("ST_RAW")
-        store = "ST_RAW"
-    if t is not None and t[:1] == "b" and not _bitfield(t, parg.type):
-        raise ctx.err(ctx.offset + t_off, "BAD_BITFIELD")
-    if parg.count:
-        if store not in ("ST_MEM", "ST_STRING"):
-            raise ctx.err(ctx.offset + t_off, "BAD_STRING")
-        ops.append("LP_ARRAY")
-
-
-def parse_probe_arg(args: list, i: int, arg: str, flags: int, log: ProbeLog,
-                    offset: int, event_fields=None) -> ProbeArg:
-    """``traceprobe_parse_probe_arg`` of the *i*-th argument word *arg*
-    (*args*: those before it; *offset*: where its data goes)."""
-    ctx = _Ctx(flags, log, event_fields)
-    eq = arg.find("=")
-    if eq >= 0:
-        if eq > MAX_ARG_NAME_LEN:
-            raise log.err(0, "ARG_NAME_TOO_LONG")
-        if eq == 0:
-            raise log.err(0, "NO_ARG_NAME")
-        name, body = arg[:eq], arg[eq + 1:]
-    else:
-        name, body = f"arg{i + 1}", arg
-    if not is_good_name(name):
-        raise log.err(0, "BAD_ARG_NAME")
-    if name in RESERVED or any(a.name == name for a in args):
-        raise log.err(0, "USED_ARG_NAME")
-    ctx.offset = eq + 1 if eq >= 0 else 0
-    if len(body) > MAX_ARGSTR_LEN:
-        raise ctx.err(ctx.offset, "ARG_TOO_LONG", errno.E2BIG)
-    if not body:
-        raise ctx.err(ctx.offset, "NO_ARG_BODY")
-    fetch, t, ftype, count = _arg_type(body, [], ctx)
-    parg = ProbeArg(name, body, ftype, count, offset)
-    _parse_arg(fetch, parg.ops, ctx)
-    _finalize(parg.ops, parg, t, body.find(":") if t is not None else 0, ctx)
-    return parg
-
-
-def same_args(a: list, b: list) -> int:
-    """``trace_probe_compare_arg_type``: 0, or the first differing index + 1."""
-    if len(a) != len(b):
-        return min(len(a), len(b)) + 1
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x.type != y.type or x.count != y.count or x.name != y.name:
-            return i + 1
-    return 0
-
-
-# --- the event: fields, print fmt, output ---------------------------------------------------
-
-def probe_fields(head: list, args: list) -> tuple:
-    """The format's fields: *head* ``(ctype, name, size)`` from offset 8,
-    then each argument packed after it (``traceprobe_define_arg_fields``:
-    no alignment)."""
-    fields, off = [], 8
-    for ctype, name, size in head:
-        fields.append((ctype, name, off, size, 0))
-        off += size
-    for a in args:
-        if a.count and not a.type.is_string:
-            fields.append((a.type.fmttype, f"{a.name}[]", off + a.offset, a.size,
-                           a.type.signed))
-        else:
-            fields.append((a.fmttype, a.name, off + a.offset, a.size, a.type.signed))
-    return tuple(fields)
-
-
-def print_fmt(args: list, kind: str) -> str:
-    """``__set_print_fmt``: *kind* ``normal``, ``return`` or ``event``."""
-    fmt, rec = {"normal": ("(%lx)", f", REC->{FIELD_STRING_IP}"),
-                "return": ("(%lx <- %lx)", f", REC->{FIELD_STRING_FUNC}, REC->{FIELD_STRING_RETIP}"),
-                "event": ("", "")}[kind]
-    out = '"' + fmt
-    for a in args:
-        out += f" {a.name}="
-        out += "{" + ",".join([a.type.fmt] * a.count) + "}" if a.count else a.type.fmt
-    out += '"' + rec
-    for a in args:
-        get = "__get_str({}{})" if a.type.is_string else "REC->{}{}"
-        if a.count:
-            out += "".join(", " + get.format(a.name, f"[{j}]") for j in range(a.count))
-        else:
-            out += ", " + get.format(a.name, "")
-    return out
-
-
-def show_args(rec: dict, args: list, out) -> str:
-    """``trace_probe_print_args`` over a decoded entry."""
-    parts = []
-    for a in args:
-        value = rec.get(a.name)
-        if a.count and not a.type.is_string:
-            raw = value if isinstance(value, (bytes, bytearray)) else b""
-            items = [_one(a.type, int.from_bytes(raw[k * a.type.size:(k + 1) * a.type.size],
-                                                 "little"), out) for k in range(a.count)]
-            parts.append(f" {a.name}={{{','.join(items)}}}")
-        else:
-            parts.append(f" {a.name}={_one(a.type, value, out)}")
-    return "".join(parts)
-
-
-def _one(t: FetchType, value, out) -> str:
-    if t.is_string:
-        return f'"{value}"' if value else "(fault)"
-    v = int(value or 0) & ((1 << (8 * t.size)) - 1)
-    if t.signed and v >> (8 * t.size - 1):
-        v -= 1 << (8 * t.size)
-    if t.name.startswith("x"):
-        return f"0x{v:x}"
-    if t.name == "char":
-        return f"'{chr(v)}'"
-    if t.name == "symbol":
-        return out.sym_offset(v)
-    return str(v)
-
-
-def make_probe_event(system: str, name: str, event_id: int, head: list, args: list,
-                     kind: str, label):
-    """The :class:`~.events.EventType` of a probe: *head* ``(ctype, name,
-    size)`` fields first, then the arguments; ``label(rec)`` is what the
-    kernel's ``print_<type>_event`` writes before the arguments."""
-    from fakedebugfs.engine.ftrace.events import EventType, field_key
-
-    fields = probe_fields(head, args)
-    size = 8 + sum(h[2] for h in head) + sum(a.size for a in args)
-    keys = tuple(field_key(f[1]) for f in fields)
-    arrays = {a.name: a for a in args if a.count and not a.type.is_string}
-
-    def encode(values: tuple) -> dict:
-        vals = dict(zip(keys, values))
-        for key, a in arrays.items():
-            v = vals.get(key)
-            if isinstance(v, (list, tuple)):
-                mask = (1 << (8 * a.type.size)) - 1
-                vals[key] = b"".join((int(x) & mask).to_bytes(a.type.size, "little")
-                                     for x in list(v)[:a.count]).ljust(a.size, b"\0")
-            elif not isinstance(v, (bytes, bytearray)):
-                vals[key] = bytes(a.size)
-        for a in args:
-            if a.type.is_string and not isinstance(vals.get(a.name), (str, bytes)):
-                vals[a.name] = "" if vals.get(a.name) is None else str(vals[a.name])
-        return vals
-
-    def show(rec, out) -> str:
-        return label(rec) + show_args(rec, args, out)
-
-    ev = EventType(system, name, event_id, fields, print_fmt(args, kind), show,
-                   encode_values=encode, size=size,
-                   dyn=tuple(a.name for a in args if a.type.is_string and not a.count),
-                   data_offset=size)
-    return ev
-
-
-__all__ = ["ERRORS", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN", "ProbeArg",
-           "ProbeError", "ProbeLog", "make_probe_event", "find_fetch_type", "is_good_name", "parse_event_name",
-           "parse_probe_arg", "print_fmt", "probe_fields", "same_args", "show_args"]
+__all__ = ["ERRORS", "ERRORS_6_12", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN",
+           "ProbeArg", "ProbeError", "ProbeFacts", "ProbeLog", "find_fetch_type",
+           "is_good_name", "kernel_version", "parse_event_name", "probe_facts"]

@@ -27,8 +27,9 @@ import stat as stat_mod
 
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 from fakedebugfs.engine.ftrace.trace_probe import (FL_RETURN, FL_USER, MAX_EVENT_NAME_LEN,
-    MAX_TRACE_ARGS, ProbeError, ProbeLog, make_probe_event, parse_event_name, parse_probe_arg,
-    same_args)
+    MAX_TRACE_ARGS, ProbeError, ProbeLog, parse_event_name)
+from fakedebugfs.engine.ftrace.trace_probe_parse import parse_probe_arg, same_args
+from fakedebugfs.engine.ftrace.trace_probe_tmpl import make_probe_event
 
 UPROBE_EVENT_SYSTEM = "uprobes"
 

@@ -30,6 +30,7 @@ from fakedebugfs.engine.ftrace.control import DEFAULT_SAVED_CMDLINES
 from fakedebugfs.engine.ftrace.events import FTRACE_EVENTS, KMEM_EVENTS, EventType, field_key
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
 from fakedebugfs.engine.ftrace.profile import Profile
+from fakedebugfs.engine.core.kallsyms_profile import use_profile_kallsyms
 from fakedebugfs.engine.ftrace.registry import install_registry, resolve_profile
 from fakedebugfs.engine.ftrace.trace import (DEFAULT_BUFFER_KB, TRACE_CLOCKS, TRACE_OPTIONS,
     TraceArray)
@@ -58,6 +59,7 @@ class Ftrace(TraceArray):
         self.config = config
         # every event of the kernel profile, built on first use (.registry)
         self.profile = resolve_profile(config.profile)
+        use_profile_kallsyms(engine, self.profile)  # a profile's own symbols, read when used
         events, by_id = install_registry(engine, self.profile, BUILTIN_EVENTS)
         super().__init__(engine, events, by_id, buffer_kb=config.buffer_kb)
         self.instances: dict[str, TraceArray] = {}

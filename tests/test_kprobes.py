@@ -1,0 +1,264 @@
+"""Kprobe, kretprobe, fprobe, tracepoint probe and event probe events on
+the Debian 6.12 profile (``fakedebugfs/profiles/debian-6.12``), through a
+mounted fake: ``kprobe_events``, ``kprobe_profile``, ``dynamic_events``,
+the events they define, ``error_log`` with its caret, and the profile's
+symbols as ``/proc/kallsyms`` under ``fakedebugfs run``.
+
+The expected texts follow the 6.12 kernel (kernel/trace/trace_kprobe.c,
+trace_fprobe.c, trace_eprobe.c, trace_probe.c) over the symbols the
+profile captured from the guest; the syntax-error rows are ftracetest's
+kprobe_syntax_errors.tc, whose carets only depend on the command.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fakedebugfs import Fake
+
+PROFILE = Path(__file__).resolve().parents[1] / "fakedebugfs" / "profiles" / "debian-6.12"
+pytestmark = pytest.mark.skipif(not (PROFILE / "kallsyms").is_file(),
+                                reason="the debian-6.12 profile has no kallsyms")
+
+
+def append(path, line: str):
+    """One ``echo line >> path``: None, or the errno."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, line.encode() + b"\n")
+    except OSError as err:
+        return err.errno
+    finally:
+        os.close(fd)
+    return None
+
+
+def gone(path) -> bool:
+    for _ in range(100):
+        if not os.path.exists(path):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def symbol(name: str):
+    """``(address, size)`` of a function in the profile's kallsyms."""
+    lines = (PROFILE / "kallsyms").read_text().splitlines()
+    for i, line in enumerate(lines):
+        parts = line.split()
+        if parts[2] == name and len(parts) == 3:
+            addr = int(parts[0], 16)
+            nxt = next(int(l.split()[0], 16) for l in lines[i + 1:] if int(l.split()[0], 16) > addr)
+            return addr, nxt - addr
+    raise LookupError(name)
+
+
+@pytest.fixture(scope="module")
+def fk():
+    with Fake(profile=str(PROFILE), clock="virtual", cpus=2) as fake:
+        yield fake
+
+
+@pytest.fixture
+def t(fk):
+    """The fake's tracing/ with no probe events and an empty error_log after the test."""
+    yield fk.tracing
+    for name in os.listdir(fk.tracing / "events"):
+        d = fk.tracing / "events" / name
+        if (d / "enable").exists() and name in ("kprobes", "fprobes", "tracepoints", "eprobes",
+                                                 "g", "foo"):
+            (d / "enable").write_text("0")
+    open(fk.tracing / "dynamic_events", "w").close()
+    open(fk.tracing / "error_log", "w").close()
+
+
+def test_definitions_listings_and_formats(t):
+    assert append(t / "kprobe_events", "p vfs_read") is None
+    assert append(t / "kprobe_events", "r:myr do_sys_openat2 $retval") is None
+    assert append(t / "kprobe_events", "p:g/e vfs_read+4 a=%di:u32 s=+0(%si):string") is None
+    assert append(t / "kprobe_events", "r5 vfs_write%return") is None
+    assert append(t / "dynamic_events", "f vfs_write") is None
+    assert append(t / "dynamic_events", "t sched_switch") is None
+    assert append(t / "dynamic_events", "e:ep sched.sched_switch pid=$prev_pid") is None
+    listing = (t / "kprobe_events").read_text()
+    # register_kretprobe sets maxactive to max(10, 2 x CPUs) when none is given
+    assert listing == ("p:kprobes/p_vfs_read_0 vfs_read\n"
+                       "r10:kprobes/myr do_sys_openat2 arg1=$retval\n"
+                       "p:g/e vfs_read+4 a=%di:u32 s=+0(%si):string\n"
+                       "r5:kprobes/r_vfs_write_0 vfs_write\n")
+    assert (t / "dynamic_events").read_text() == listing + (
+        "f:fprobes/vfs_write__entry vfs_write\n"
+        "t:tracepoints/sched_switch sched_switch\n"
+        "e:eprobes/ep sched.sched_switch pid=$prev_pid\n")
+    assert (t / "kprobe_profile").read_text() == "".join(
+        f"  {name:<44} {0:15} {0:15}\n" for name in ("p_vfs_read_0", "myr", "e", "r_vfs_write_0"))
+    fmt = (t / "events/kprobes/myr/format").read_text()
+    assert fmt.split("\n\n", 1)[1] == (
+        "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n"
+        "\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n"
+        "\tfield:u64 arg1;\toffset:24;\tsize:8;\tsigned:0;\n\n"
+        'print fmt: "(%lx <- %lx) arg1=0x%Lx", REC->__probe_func, REC->__probe_ret_ip, '
+        "REC->arg1\n")
+    fmt = (t / "events/g/e/format").read_text()
+    assert fmt.split("\n\n", 1)[1] == (
+        "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n"
+        "\tfield:u32 a;\toffset:16;\tsize:4;\tsigned:0;\n"
+        "\tfield:__data_loc char[] s;\toffset:20;\tsize:4;\tsigned:1;\n\n"
+        'print fmt: "(%lx) a=%u s=\\"%s\\"", REC->__probe_ip, REC->a, __get_str(s)\n')
+    fmt = (t / "events/eprobes/ep/format").read_text()
+    assert fmt.endswith("\tfield:u64 pid;\toffset:8;\tsize:8;\tsigned:0;\n\n"
+                        'print fmt: " pid=0x%Lx", REC->pid\n')
+    assert sorted(os.listdir(t / "events/kprobes")) == ["enable", "filter", "myr",
+                                                         "p_vfs_read_0", "r_vfs_write_0"]
+    events = (t / "available_events").read_text().split()
+    assert {"kprobes:myr", "fprobes:vfs_write__entry", "tracepoints:sched_switch",
+            "eprobes:ep"} <= set(events)
+
+
+@pytest.mark.parametrize("command", [
+    "p^100 vfs_read", "r^1a111 vfs_read", "r^100000 vfs_read",
+    "p ^non_exist_func", "p ^hoge-fuga", "p ^hoge+1000-1000", "r ^vfs_read+10",
+    "p:^/bar vfs_read",
+    "p:^12345678901234567890123456789012345678901234567890123456789012345/bar vfs_read",
+    "p:^foo.1/bar vfs_read", "p:^ vfs_read",
+    "p:foo/^12345678901234567890123456789012345678901234567890123456789012345 vfs_read",
+    "p:foo/^bar.1 vfs_read", "p vfs_read ^$retval", "p vfs_read ^$stack10000",
+    "p vfs_read ^$arg10000", "p vfs_read ^$none_var", "p vfs_read ^%none_reg",
+    "p vfs_read ^@12345678abcde", "p vfs_read ^@+10", "p vfs_read arg1=\\^x",
+    'p vfs_read arg1=\\"abcd^', "p vfs_read ^+0@0)", "p vfs_read ^+0ab1(@0)",
+    "p vfs_read +0(+0(@0^)", "p vfs_read +0(^$comm)", "p vfs_read ^&1",
+    "p vfs_read +0(^+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(@0))))))))))))))",
+    "p vfs_read +0(@11):u8[10^", "p vfs_read +0(@11):u8[10]^a", "p vfs_read +0(@11):u8[^10a]",
+    "p vfs_read +0(@11):u8[^256]", "p vfs_read @11:^unknown_type",
+    "p vfs_read $stack0:^string", "p vfs_read @11:^b10@a/16",
+    "p vfs_read ^arg123456789012345678901234567890=@11", "p vfs_read ^=@11",
+    "p vfs_read ^var.1=@11", "p vfs_read var1=@11 ^var1=@12",
+    "p vfs_read ^+1234567(+1234567(+1234567(+1234567(+1234567(+1234567(@1234))))))",
+    "p vfs_read arg1=^", "p vfs_read^%hoge", "p ^vfs_read+10%return",
+    "p vfs_read $arg* ^$arg*", "p vfs_read+20 ^$arg*",
+])
+def test_kprobe_syntax_errors(t, command):
+    """kprobe_syntax_errors.tc: refused, and the caret where 6.12 puts it."""
+    pos = command.index("^")
+    cmd = command.replace("^", "")
+    assert append(t / "kprobe_events", cmd) is not None
+    log = (t / "error_log").read_text().splitlines()
+    assert re.fullmatch(r"\[ *\d+\.\d{6}\] trace_kprobe: error: .+", log[-3])
+    assert log[-2] == f"  Command: {cmd}"
+    assert log[-1] == " " * (11 + pos) + "^"
+    assert (t / "kprobe_events").read_text() == ""
+
+
+def test_symbols_modules_and_refusals(t):
+    """What kallsyms and the kprobe rules decide: an unknown symbol, a
+    name two functions share, a module's function (loaded or not), a
+    function with no ftrace site, a blacklisted area."""
+    log = t / "error_log"
+    assert append(t / "kprobe_events", "p no_such_function_here") == errno.EINVAL
+    assert log.read_text().splitlines()[-3].endswith("Invalid probed address or symbol")
+    lines = (PROFILE / "kallsyms").read_text().splitlines()
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tT":
+            counts[parts[2]] = counts.get(parts[2], 0) + 1
+    dup = next(n for n, c in sorted(counts.items()) if c > 1 and not n.startswith("__"))
+    assert append(t / "kprobe_events", f"p {dup}") == errno.EINVAL
+    assert log.read_text().splitlines()[-3].endswith("The symbol is not unique")
+    mod_line = next(l for l in lines if l.endswith("]") and l.split()[1] in "tT"
+                    and not l.split()[2].startswith("__"))
+    mod_sym, mod = mod_line.split()[2], mod_line.split()[3][1:-1]
+    assert append(t / "kprobe_events", f"p {mod}:{mod_sym}") is None
+    assert append(t / "kprobe_events", "p nosuchmodule:nosuchfunc") is None  # waits for it
+    assert append(t / "kprobe_events", "p nosuchmodule:nosuchfunc") == errno.EEXIST
+    assert (t / "kprobe_events").read_text() == (
+        f"p:kprobes/p_{mod}_{mod_sym}_0 {mod}:{mod_sym}\n"
+        "p:kprobes/p_nosuchmodule_nosuchfunc_0 nosuchmodule:nosuchfunc\n")
+    # entry code (x86's __entry_text) is never probed
+    entry = next(l.split()[2] for l in lines[lines.index(next(
+        l for l in lines if l.endswith(" __entry_text_start"))) + 1:]
+        if l.split()[1] in "tT" and not l.split()[2].startswith("__"))
+    assert append(t / "kprobe_events", f"p {entry}") == errno.EINVAL
+    assert log.read_text().splitlines()[-3].endswith("Failed to register probe event")
+
+
+def test_hits_trace_text_and_profile(fk, t):
+    """An injected hit prints as ``print_kprobe_event`` does (``%pS`` of
+    the profile's symbols) and counts in ``kprobe_profile``; enabled, the
+    probe cannot go (EBUSY) and O_TRUNC removes nothing."""
+    addr, size = symbol("vfs_read")
+    ret_addr, _ = symbol("ksys_read")
+    append(t / "kprobe_events", "p:myp vfs_read cnt=%dx:u32")
+    append(t / "kprobe_events", "r:myr vfs_read ret=$retval:s64")
+    (t / "events/kprobes/enable").write_text("1")
+    (t / "trace").write_text("")
+    fk.emit("kprobes:myp", pid=7, comm="cat", __probe_ip=addr, cnt=128)
+    fk.emit("kprobes:myr", pid=7, comm="cat", __probe_func=addr, __probe_ret_ip=ret_addr + 0x4a,
+            ret=-14)
+    lines = [l for l in (t / "trace").read_text().splitlines() if not l.startswith("#")]
+    assert lines[0].endswith(f"myp: (vfs_read+0x0/0x{size:x}) cnt=128")
+    assert re.search(r"myr: \(ksys_read\+0x4a/0x[0-9a-f]+ <- vfs_read\) ret=-14$", lines[1])
+    assert re.search(r"  myp +1 +0\n", (t / "kprobe_profile").read_text())
+    assert append(t / "kprobe_events", "-:myp") == errno.EBUSY
+    with pytest.raises(OSError) as err:
+        open(t / "kprobe_events", "w").close()
+    assert err.value.errno == errno.EBUSY
+    assert len((t / "kprobe_events").read_text().splitlines()) == 2
+    (t / "events/kprobes/enable").write_text("0")
+    assert append(t / "kprobe_events", "-:kprobes/myp") is None
+    assert gone(t / "events/kprobes/myp")
+
+
+def test_fprobe_tprobe_and_eprobe_rules(t):
+    assert append(t / "dynamic_events", "f vfs_read%return $retval") is None
+    assert append(t / "dynamic_events", "f:fp2 vfs_read $retval") is None  # $retval: a return probe
+    assert append(t / "dynamic_events", "f no_such_function_here") == errno.EINVAL
+    assert append(t / "dynamic_events", "f vfs_read %ax") == errno.EINVAL  # no registers
+    assert append(t / "dynamic_events", "t sched_switch $retval") == errno.EINVAL
+    assert append(t / "dynamic_events", "t not_loaded_yet_tp") is None  # may come with a module
+    assert append(t / "dynamic_events", "e:ep1 sched.nosuch") == errno.ENODEV
+    assert append(t / "dynamic_events", "e:ep2 fprobes.vfs_read__exit") == errno.ENODEV
+    assert append(t / "dynamic_events", "e:ep3 sched.sched_switch x=$nosuchfield") == errno.EINVAL
+    assert append(t / "dynamic_events",
+                  "e:ep4 sched.sched_switch c=$next_comm:string if next_pid > 1") is None
+    assert (t / "dynamic_events").read_text() == (
+        "f:fprobes/vfs_read__exit vfs_read%return arg1=$retval\n"
+        "f:fprobes/fp2 vfs_read%return arg1=$retval\n"
+        "t:tracepoints/not_loaded_yet_tp not_loaded_yet_tp\n"
+        "e:eprobes/ep4 sched.sched_switch c=$next_comm:string\n")
+    log = (t / "error_log").read_text()
+    assert "trace_fprobe: error: Failed to register probe event" in log
+    assert "trace_fprobe: error: Invalid $-variable specified" in log
+    assert "trace_fprobe: error: $retval is not available on probe" in log
+    assert "event_probe: error: Attached event does not exist" in log
+    assert append(t / "dynamic_events", "-:eprobes/ep4") is None
+    assert gone(t / "events/eprobes")
+
+
+def test_default_profile_has_no_kprobes():
+    """The shipped 6.18 profile has no kprobe_events: nothing of this appears."""
+    with Fake() as fake:
+        names = os.listdir(fake.tracing)
+        assert "kprobe_events" not in names and "kprobe_profile" not in names
+        assert append(fake.tracing / "dynamic_events", "p vfs_read") == errno.EINVAL
+        assert append(fake.tracing / "dynamic_events", "e sched.sched_switch") == errno.EINVAL
+
+
+def test_proc_kallsyms_under_run():
+    """``fakedebugfs run --profile`` serves the profile's kallsyms as /proc/kallsyms."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--",
+         "sh", "-c", "wc -l < /proc/kallsyms; grep -m1 ' T vfs_read$' /proc/kallsyms"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    count, line = out.stdout.split("\n", 1)
+    assert int(count) == len((PROFILE / "kallsyms").read_text().splitlines())
+    assert line.strip() == f"{symbol('vfs_read')[0]:016x} T vfs_read"
