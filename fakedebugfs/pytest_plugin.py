@@ -39,7 +39,7 @@ server's log is attached to its report ("fakedebugfs log").
 
 ::
 
-    @pytest.mark.fakedebugfs(cpus=4, clock="virtual")
+    @pytest.mark.fakedebugfs(cpus=4, clock="virtual", enable_all=True)  # so it is recorded
     def test_tool_reports_allocations(fakedebugfs):
         fakedebugfs.emit("kmem:kmalloc", cpu=1, pid=42, comm="app", bytes_req=8)
         out = fakedebugfs.run(["mytool", "--once"], capture_output=True, text=True)

@@ -262,3 +262,21 @@ def test_proc_kallsyms_under_run():
     count, line = out.stdout.split("\n", 1)
     assert int(count) == len((PROFILE / "kallsyms").read_text().splitlines())
     assert line.strip() == f"{symbol('vfs_read')[0]:016x} T vfs_read"
+
+
+@pytest.mark.parametrize("command", [
+    "e ^a.", "e ^.b", "e ^a.b", "e syscalls/sys_enter_openat ^foo",
+    "e:^/bar syscalls/sys_enter_openat",
+    "e:^foo.1/bar syscalls/sys_enter_openat", "e:^ syscalls/sys_enter_openat",
+    "e:foo/^bar.1 syscalls/sys_enter_openat", "e:foo/bar syscalls/sys_enter_openat arg=^dfd",
+    "e:foo/bar syscalls/sys_enter_openat arg=^$foo", "e:foo/bar syscalls/sys_enter_openat if ^",
+])
+def test_eprobe_syntax_errors(t, command):
+    """eprobes_syntax_errors.tc: refused, the caret where 6.12 puts it."""
+    pos = command.index("^")
+    cmd = command.replace("^", "")
+    assert append(t / "dynamic_events", cmd) is not None
+    log = (t / "error_log").read_text().splitlines()
+    assert re.fullmatch(r"\[ *\d+\.\d{6}\] event_probe: error: .+", log[-3])
+    assert log[-2] == f"  Command: {cmd.rstrip()}"  # the words re-joined
+    assert log[-1] == " " * (11 + pos) + "^"

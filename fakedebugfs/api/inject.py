@@ -45,11 +45,21 @@ class Injection:
 
     def emit(self, event: str, *, cpu: int = 0, pid: int = 0, comm: Optional[str] = None,
              ts: Optional[int] = None, fields: Optional[dict] = None, strict: bool = False,
-             **more_fields: Any) -> int:
+             repeat: int = 1, **more_fields: Any) -> int:
         """Inject one event (``system:name``); fields as keyword arguments (or
-        in *fields*, for names that clash with the keywords)."""
+        in *fields*, for names that clash with the keywords).  *repeat*: fire
+        it that many times, as ``fakedebugfs emit --repeat N`` (the server
+        repeats it in turns between FUSE requests, no list of copies is
+        built; refused with :class:`RequestError` outside 1..2**32).
+        Returns how many events were emitted."""
+        from fakedebugfs.api.scenario import emit_timeout
+
         ev = Event(event, {**(fields or {}), **more_fields}, cpu, pid, comm, ts)
-        return self.call("emit", events=[ev.wire()], strict=strict)["emitted"]
+        args = {"events": [ev.wire()], "strict": strict}
+        if type(repeat) is not int or repeat != 1:
+            args["repeat"] = repeat  # checked by the server, as the CLI's and a scenario's
+        timeout = emit_timeout(args) if isinstance(repeat, int) else None
+        return self.call("emit", io_timeout=timeout, **args)["emitted"]
 
     def emit_many(self, events: Iterable[Union[Event, dict]], strict: bool = False) -> int:
         """Inject many events at once: all are checked before any is fired."""

@@ -74,10 +74,14 @@ class Waits:
                      proc: Optional[subprocess.Popen] = None) -> float:
         """Wait until every file matching the glob *path* (relative to the
         mount) is held open by some reader: by default, until a recorder
-        such as ``trace-cmd record`` reads every CPU's ``trace_pipe_raw``.
-        The reader is *proc*, else the commands of :meth:`popen` still
-        running: once none runs, :class:`ReaderGone` (a WaitTimeout) is
-        raised at once with its exit status, not after *timeout*."""
+        such as ``trace-cmd record`` reads every CPU's ``trace_pipe_raw``,
+        and only that.  A tool that reads something else is waited for with
+        its file: ``wait_readers(path="tracing/trace_pipe")`` for ``cat
+        trace_pipe``, ``path="ktrace/buffers/cpu*"`` for a ktrace reader.
+        Returns the seconds waited.  The reader is *proc*, else the
+        commands of :meth:`popen` still running: once none runs,
+        :class:`ReaderGone` (a WaitTimeout) is raised at once with its exit
+        status, not after *timeout*."""
         watched = [proc] if proc is not None else \
             [p for p, _ in self._commands if p.poll() is None]
         if not watched:

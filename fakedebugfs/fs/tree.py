@@ -115,6 +115,16 @@ class Dir(Node):
             self._fill()
         return self._children
 
+    @property
+    def made(self) -> bool:
+        """Whether every entry is made (a lazy directory not looked into
+        yet, or only partly, is not)."""
+        return self._populate is None
+
+    def entries(self, make: bool = True) -> dict[str, Node]:
+        """Its entries; without *make*, only those made so far."""
+        return self.children if make else self._children
+
     def get(self, name: str) -> Optional[Node]:
         """The entry *name* (None: there is none), a lazy directory's
         stages made only as far as that takes."""

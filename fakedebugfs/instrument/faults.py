@@ -45,7 +45,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Optional
+from typing import Callable, Optional
 
 TRACERS = ("ftrace", "ktrace", "kmemtrace")
 OPS = ("open", "read", "write", "poll", "ioctl", "any")
@@ -228,6 +228,10 @@ class FaultTable:
         self._lost: dict[int, dict] = {}  # pages overruns: id -> {tracer: events}
         #: True while a file fault is active: the adapter's only test otherwise
         self.active = False
+        #: once mounted, why a file fault's path glob names no file of the
+        #: mount (None: it names one), so that a typo is refused, not a fault
+        #: that never fires (set by the server: fs/pathglob.py unmatched)
+        self.paths: Optional[Callable[[str], Optional[str]]] = None
 
     # --- control ----------------------------------------------------------------
 
@@ -239,6 +243,10 @@ class FaultTable:
         if fault.kind == "overrun" and ncpus is not None and fault.cpu >= ncpus:
             raise ValueError(f"'cpu' {fault.cpu} does not exist "
                              f"(the fake has {ncpus} CPUs: 0-{ncpus - 1})")
+        if fault.kind != "overrun" and self.paths is not None:
+            problem = self.paths(fault.path)
+            if problem:
+                raise ValueError(problem)
         return fault
 
     def add(self, spec: dict) -> dict:

@@ -9,6 +9,7 @@ the way out, whatever happened.
 from __future__ import annotations
 
 import errno
+import functools
 import gc
 import logging
 import os
@@ -25,7 +26,7 @@ from fakedebugfs.errors import MountError
 from fakedebugfs.control.protocol import (MAX_FDS, MAX_LINE, BadRequest, LineReader, decode,
     decode_steps, encode, fds_of, refused, too_long)
 from fakedebugfs.control.service import PEER_OWN, ControlService
-from fakedebugfs.fs import waitqueue
+from fakedebugfs.fs import pathglob, waitqueue
 from fakedebugfs.fs.operations import TreeOperations, settle_heap
 from fakedebugfs.fs.slices import slicer
 from fakedebugfs.engine.kernel import Kernel
@@ -311,6 +312,7 @@ class Server:
     async def run(self, ready: Optional[Callable[[], None]] = None) -> None:
         root = build_root(self.kernel)
         ops = self.ops = TreeOperations(root, uid=self.uid, gid=self.gid, faults=self.faults)
+        self.faults.paths = functools.partial(pathglob.unmatched, root)  # typos refused
         ops.on_write = self.before_write
         options = set(pyfuse3.default_options) | fuse_options()
         paths = runstate.paths(self.mountpoint)

@@ -60,8 +60,7 @@ def _parse_vars(arg: str, ops: list, ctx: _Ctx) -> None:
         if var in ("comm", "COMM"):
             ops.append("COMM")
             return
-        ctx.offset = 0
-        raise ctx.err(ctx.offset, err)
+        raise ctx.err(ctx.offset, err)  # at the argument's body (eprobes_syntax_errors.tc)
     if var.startswith("retval"):
         if not ctx.flags & FL_RETURN:
             raise ctx.err(ctx.offset, "RETVAL_ON_PROBE")
