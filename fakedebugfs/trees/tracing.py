@@ -45,6 +45,7 @@ from fakedebugfs.fs.tree import Dir
 from fakedebugfs.fs.waitqueue import WaitQueue
 from fakedebugfs.trees.readme import readme_text
 from fakedebugfs.trees.tracing_events import HEADER_EVENT, HEADER_PAGE, EventsDir
+from fakedebugfs.trees.tracing_functions import add_function_files, remove_functions
 from fakedebugfs.trees.tracing_marker import Marker
 from fakedebugfs.trees.tracing_options import OptionsDir
 from fakedebugfs.trees.tracing_pipes import TracePipe, TracePipeRaw, TraceText
@@ -184,6 +185,7 @@ class TracingTree(EventsDir, OptionsDir):
             root.file(f"{kind}_profile", RO, SeqFile(lambda kind=kind: dyn.profile(kind)))
         root.file("tracing_thresh", RW, ValueFile(
             lambda: f"{self.top.thresh_ns // 1000}\n", self._thresh))
+        add_function_files(self, root)  # the function tracer's, where the profile has them
         root.add(self.create_events())
         root.add(self.create_per_cpu())
         return root
@@ -284,6 +286,7 @@ class Instances:
     def rmdir(self, name: str) -> None:
         tr = self.tree.top.instances.get(name)
         self.tree.top.remove_instance(name)  # ENOENT, EBUSY
+        remove_functions(self.tree.top, tr)  # its function tracer and probes
         for buf in tr.buffers:  # its memory back now (ring_buffer_free)
             buf.release()
         sub = self.trees.pop(name, None)

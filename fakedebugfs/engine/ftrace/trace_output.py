@@ -57,7 +57,11 @@ class TraceOutput:
 
     def format_line(self, cpu: int, ev: Event) -> str:
         """``print_trace_line``: the tracer's ``print_line`` first, else the
-        context and the event's own output."""
+        context and the event's own output; a tracer that prints from
+        more than one entry (``function_graph``) reads on by itself."""
+        own = getattr(self.tracer, "format_event", None)
+        if own is not None:
+            return own(self, cpu, ev)
         return self.format_lines(((ev.ts, cpu, ev.payload),))
 
     def format_lines(self, events) -> str:
@@ -148,7 +152,12 @@ class TraceOutput:
 
     def text_chunks(self, events: Iterator[tuple], lines: int = CHUNK_LINES) -> Iterator[str]:
         """The lines of *events* (``(ts, cpu, payload)``, merged), *lines*
-        at a time (:meth:`format_lines`): one ``next`` is one short step."""
+        at a time (:meth:`format_lines`): one ``next`` is one short step;
+        a tracer with its own ``text_chunks`` makes them."""
+        own = getattr(self.tracer, "text_chunks", None)
+        if own is not None:
+            yield from own(self, events, lines)
+            return
         events = iter(events)
         while True:
             run = list(islice(events, lines))

@@ -1,0 +1,183 @@
+"""Where the function tracers' calls come from: call trees of the profile's
+kernel, expanded when what the fake does fires (the fake has no kernel
+text to hook; docs/function-tracing.md).
+
+A profile's ``calltrees`` file holds trees recorded on its kernel with
+``function_graph``, each under the event that starts it::
+
+    ### raw_syscalls:sys_enter id=0
+    0 0 2310 __x64_sys_read
+    1 95 2104 ksys_read
+    2 160 1950 vfs_read
+
+``### <system>:<event> [<arg>=<value> ...]`` names the tracepoint and, if
+given, the values its arguments must have (an engine tracepoint's
+argument names); the first section that fits a firing is used.  Each line
+is ``<depth> <start ns> <duration ns> <function>``: the start from the
+event's time, depth 0 the outermost call.
+
+:class:`FunctionCalls` is ``ftrace_ops_list`` with the fake's source of
+calls: while some ``ftrace_ops`` is registered (a trace array's function
+or graph tracer, a function probe) it attaches to the tracepoints the
+trees start at, and each firing hands the tree to every registered user,
+with the CPU, the task and the time of the firing (the virtual clock makes
+it the same on every run).  :meth:`FunctionCalls.call` runs a tree given
+directly (the injection API).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+RETURN_OFFSET = 0x2C  # how far into a caller its call returns (parent_ip), at most
+
+
+class Tree:
+    """One recorded call tree: nodes in call order, each ``(depth, start,
+    duration, name, parent)`` (parent: the index of the caller, -1 for an
+    outermost call)."""
+
+    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends")
+
+    def __init__(self, nodes):
+        stack: list = []
+        out = []
+        for depth, start, dur, name in nodes:
+            del stack[depth:]
+            parent = stack[-1] if stack else -1
+            out.append((depth, start, dur, name, parent))
+            stack.append(len(out) - 1)
+        self.nodes = out
+        self.recs: Optional[list] = None  # record index of each node (None: not traceable)
+        self.addrs: Optional[list] = None  # its address in the engine's kallsyms
+        self.rets: Optional[list] = None  # a return address inside each function
+        self._ends = None  # where each subtree ends (function_graph)
+
+
+def parse_calltrees(text: str) -> dict:
+    """``{tracepoint key: [(selector dict, Tree), ...]}`` of a ``calltrees``
+    text; ValueError names the line that is not one."""
+    out: dict = {}
+    nodes = None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#") and not line.startswith("### "):
+            continue
+        if line.startswith("### "):
+            words = line[4:].split()
+            sel = {}
+            for w in words[1:]:
+                k, _, v = w.partition("=")
+                sel[k] = int(v, 0) if v.lstrip("-").isdigit() or v.startswith("0x") else v
+            nodes = []
+            out.setdefault(words[0], []).append((sel, nodes))
+            continue
+        parts = line.split()
+        if nodes is None or len(parts) != 4:
+            raise ValueError(f"calltrees line {n}: {line!r}")
+        nodes.append((int(parts[0]), int(parts[1]), int(parts[2]), parts[3]))
+    return {key: [(sel, Tree(nodes)) for sel, nodes in trees] for key, trees in out.items()}
+
+
+class FunctionCalls:
+    """``ftrace_ops_list`` and the calls the fake makes: users are
+    ``user(tree, cpu, pid, ts)`` callables (one per registered ops)."""
+
+    def __init__(self, engine, records, trees: dict):
+        self.engine = engine
+        self.records = records
+        self.trees = trees
+        self.users: list[Callable] = []
+        self._probes: dict = {}
+        self._addr: dict = {}
+        self._kallsyms_len = -1
+
+    # --- registration (register_ftrace_function / unregister_ftrace_function) ----------
+
+    def register(self, user: Callable) -> None:
+        if user not in self.users:
+            self.users.append(user)
+        if len(self.users) == 1:
+            self._attach()
+
+    def unregister(self, user: Callable) -> None:
+        if user in self.users:
+            self.users.remove(user)
+        if not self.users:
+            self._detach()
+
+    def _attach(self) -> None:
+        for key, trees in self.trees.items():
+            tp = self.engine.tracepoints.get(key)
+            if tp is None:
+                continue
+            probe = self._probe(tp, trees)
+            self._probes[key] = probe
+            tp.register(probe)
+
+    def _detach(self) -> None:
+        for key, probe in self._probes.items():
+            tp = self.engine.tracepoints.get(key)
+            if tp is not None:
+                tp.unregister(probe)
+        self._probes = {}
+
+    def _probe(self, tp, trees):
+        sels = []
+        for sel, tree in trees:
+            try:
+                sels.append(([(tp.index(k), v) for k, v in sel.items()], tree))
+            except ValueError:  # a selector on an argument the tracepoint lacks
+                continue
+
+        def probe(cpu, pid, ts, values):
+            for pairs, tree in sels:
+                if all(i < len(values) and values[i] == v for i, v in pairs):
+                    self.run(tree, cpu, pid, ts)
+                    return
+        return probe
+
+    # --- calls ----------------------------------------------------------------------------
+
+    def run(self, tree: Tree, cpu: int, pid: int, ts: int) -> None:
+        """Every registered user sees the calls of *tree*."""
+        if tree.recs is None:
+            self.resolve(tree)
+        for user in tuple(self.users):
+            user(tree, cpu, pid, ts)
+
+    def call(self, nodes, cpu: int, pid: int, ts: Optional[int] = None) -> None:
+        """A tree given as ``(depth, start, duration, name)`` nodes, at *ts*
+        (default: now)."""
+        self.run(Tree(nodes), cpu, pid, self.engine.clock.now() if ts is None else ts)
+
+    def resolve(self, tree: Tree) -> None:
+        """Each node's record and address: its name's address in the
+        engine's kallsyms, functions it lacks added to it (the fake's own
+        text layout; ``available_filter_functions_addrs`` keeps the
+        profile's addresses)."""
+        names = [n[3] for n in tree.nodes]
+        tree.recs = [self.records.index_of(n) for n in names]
+        tree.addrs = [self.address(n) for n in names]
+        ks = self.engine.kallsyms
+        rets = []  # where a call in each function returns to (a parent_ip)
+        for addr in tree.addrs:
+            found = ks.lookup(addr)
+            size = found[2] if found else 0x100
+            rets.append(addr + min(RETURN_OFFSET, max(1, size // 2)))
+        tree.rets = rets
+
+    def address(self, name: str) -> int:
+        ks = self.engine.kallsyms
+        if len(ks.names) != self._kallsyms_len:
+            self._addr = dict(zip(ks.names, ks.addrs))
+            self._kallsyms_len = len(ks.names)
+        addr = self._addr.get(name)
+        if addr is None:
+            ks.extend([(name, 0x100)])
+            self._addr = dict(zip(ks.names, ks.addrs))
+            self._kallsyms_len = len(ks.names)
+            addr = self._addr.get(name, 0)
+        return addr
+
+
+__all__ = ["FunctionCalls", "Tree", "parse_calltrees"]

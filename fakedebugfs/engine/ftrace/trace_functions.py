@@ -1,0 +1,412 @@
+"""The ``function`` tracer (kernel/trace/trace_functions.c, 6.12) and the
+dynamic ftrace state it runs on (kernel/trace/ftrace.c).
+
+:class:`FunctionTrace` is what a kernel with ``CONFIG_DYNAMIC_FTRACE`` has
+once: the records (:class:`~.ftrace.FtraceRecords`), the calls
+(:class:`~.calltree.FunctionCalls`), each trace array's ``ftrace_ops``
+(its hashes, ``:mod:`` lists, probes, function pid lists), the graph
+filter (``set_graph_function``/``set_graph_notrace``,
+``max_graph_depth``) and what ``enabled_functions``/``touched_functions``
+show.  :func:`attach` makes it for a top-level trace array whose profile
+lists the tracers, and gives each trace array the tracers it allows
+(:func:`add_tracers`).
+
+:class:`FunctionTracer` is ``function_trace``: an ``ftrace:function``
+entry per call its trace array's ops hooks, for the tasks its pid lists
+let through (``ftrace_trace_task``), with the ``func_stack_trace`` (a
+``kernel_stack`` entry of the callers after each) and ``func-no-repeats``
+(a ``func_repeats`` entry for a run of the same call) flags, which, as
+the kernel's ``func_flags``, all trace arrays share.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+from fakedebugfs.engine.ftrace.calltree import FunctionCalls, parse_calltrees
+from fakedebugfs.engine.ftrace.ftrace import FtraceOps, FtraceRecords
+from fakedebugfs.engine.ftrace.ftrace_probe import COMMANDS, clear_probes
+
+TRACE_FN, TRACE_STACK, TRACE_FUNC_REPEATS = 1, 4, 19
+FTRACE_STACK_ENTRIES = 8
+U16_MAX = 0xFFFF
+TRAMPOLINE_BASE = 0xFFFFFFFFC0200000  # ops trampolines: module-area pages
+# the callbacks enabled_functions names (their sizes: the profile's kallsyms)
+LIST_FUNC = "arch_ftrace_ops_list_func"
+
+
+class FunctionTrace:
+    """Dynamic ftrace for one kernel (the top-level trace array *top*)."""
+
+    def __init__(self, top):
+        self.top = top
+        path = top.profile.path
+        self.records = FtraceRecords(path)
+        trees = path / "calltrees"
+        text = trees.read_text() if trees.is_file() else ""
+        self.calls = FunctionCalls(top.engine, self.records, parse_calltrees(text))
+        self.graph_ops = FtraceOps(self.records)  # set_graph_function / set_graph_notrace
+        self.max_graph_depth = 0
+        self.func_flags = {"func_stack_trace": False, "func-no-repeats": False}
+        self.touched = bytearray()  # FTRACE_FL_TOUCHED per record
+        self.users: list = []  # (ops, callback) registered
+        self._tramps = 0
+        self._sizes: Optional[dict] = None
+        self._fork = None
+
+    # --- the ops of a trace array -------------------------------------------------------
+
+    def ops(self, tr) -> FtraceOps:
+        """``tr->ops``: made with the trace array (``ftrace_allocate_ftrace_ops``)."""
+        ops = tr.__dict__.get("ftrace_ops")
+        if ops is None:
+            ops = tr.ftrace_ops = FtraceOps(self.records, tr, COMMANDS)
+            tr.ftrace_pids = None  # set_ftrace_pid (None: "no pid")
+            tr.ftrace_no_pids = None  # set_ftrace_notrace_pid
+            ops.on_change.append(lambda: self._probes_changed(ops))
+        return ops
+
+    def _probes_changed(self, ops) -> None:
+        """Function probes are ``ftrace_ops`` of their own: registered while
+        one hooks a function (``ftrace_startup``)."""
+        user = ops.__dict__.get("probe_user")
+        live = any(p.funcs for p in ops.probes)
+        if live and user is None:
+            user = ops.probe_user = self._probe_user(ops)
+            self.register(None, user)
+        elif not live and user is not None:
+            self.unregister(user)
+            ops.probe_user = None
+        if live:
+            for p in ops.probes:
+                self.touch(p.funcs)
+
+    def _probe_user(self, ops):
+        def user(tree, cpu, pid, ts):
+            recs = tree.recs
+            for k, node in enumerate(tree.nodes):
+                i = recs[k]
+                if i is None:
+                    continue
+                for p in tuple(ops.probes):
+                    if i in p.funcs:
+                        p.hit(ops.tr, i, cpu, pid, ts + node[1])
+        user.hooks = lambda: {i for p in ops.probes for i in p.funcs}
+        return user
+
+    # --- registration ------------------------------------------------------------------
+
+    def register(self, hooks, user, func: str = "function_trace_probe_call") -> None:
+        """``register_ftrace_function``: *user* sees every call; *hooks*
+        (an ops, or None when the user says itself) says what it hooks;
+        *func* is the ops' callback, which its trampoline calls (a new
+        trampoline page in the module area, ``create_trampoline``)."""
+        if hooks is not None:
+            user.hooks = hooks.hooked
+        user.func = func
+        self._tramps += 1
+        user.tramp = TRAMPOLINE_BASE + 0x1000 * self._tramps
+        self.users.append(user)
+        self.calls.register(user)
+        self.touch(user.hooks())
+
+    def unregister(self, user) -> None:
+        if user in self.users:
+            self.users.remove(user)
+        self.calls.unregister(user)
+
+    def touch(self, recs) -> None:
+        if len(self.touched) != len(self.records):
+            self.touched = bytearray(len(self.records))
+        for i in recs:
+            self.touched[i] = 1
+
+    # --- pid lists (set_ftrace_pid, set_ftrace_notrace_pid) ------------------------------
+
+    def trace_task(self, tr, pid: int) -> bool:
+        """``ftrace_trace_task``: not in ``set_ftrace_notrace_pid``, and in
+        ``set_ftrace_pid`` when it has pids."""
+        no = tr.__dict__.get("ftrace_no_pids")
+        if no and pid in no:
+            return False
+        pids = tr.__dict__.get("ftrace_pids")
+        return pids is None or pid in pids
+
+    def follow_fork(self) -> None:
+        """``ftrace_pid_follow_fork``: with ``function-fork`` a child joins
+        the function pid lists its parent is in, an exiting task leaves
+        them (probes on the process tracepoints, checked per trace array)."""
+        if self._fork is not None:
+            return
+        eng = self.top.engine
+        fork = eng.tracepoints.get("sched:sched_process_fork")
+        gone = eng.tracepoints.get("sched:sched_process_exit")
+        if fork is None or gone is None:
+            return
+        pi, ci, xi = fork.index("parent_pid"), fork.index("child_pid"), gone.index("pid")
+
+        def on_fork(cpu, pid, ts, values):
+            for tr in self.top.arrays():
+                if tr.options.get("function-fork"):
+                    for pids in (tr.__dict__.get("ftrace_pids"), tr.__dict__.get("ftrace_no_pids")):
+                        if pids and values[pi] in pids:
+                            pids.add(values[ci])
+
+        def on_exit(cpu, pid, ts, values):
+            for tr in self.top.arrays():
+                if tr.options.get("function-fork"):
+                    for pids in (tr.__dict__.get("ftrace_pids"), tr.__dict__.get("ftrace_no_pids")):
+                        if pids:
+                            pids.discard(values[xi])
+        self._fork = (on_fork, on_exit)
+        fork.register(on_fork)
+        gone.register(on_exit)
+
+    # --- what the files show ----------------------------------------------------------------
+
+    def enabled_functions(self, touched: bool = False) -> list:
+        """``enabled_functions`` (records hooked now, with how many ops hook
+        each) or ``touched_functions`` (records ever hooked): ``name (n)``
+        and the flag columns (``t_show``)."""
+        counts = [0] * len(self.records) if self.users else []
+        owner: dict = {}
+        for user in self.users:
+            for i in user.hooks():
+                counts[i] += 1
+                owner[i] = user
+        out = []
+        show = self.records.show
+        for i, n in enumerate(counts if not touched else self.touched):
+            if not n:
+                continue
+            n = counts[i] if counts else 0
+            out.append(f"{show(i)} ({n})" + " " * 11 + self._tramp_text(n, owner.get(i)) + "\n")
+        return out
+
+    def _tramp_text(self, n: int, user) -> str:
+        """What calls a record's hooks: one ops' trampoline (``tramp: ...``
+        and the callback it calls), or, shared, the list function."""
+        if n == 1 and user is not None:
+            func = self._sym(user.func)
+            return f"\ttramp: 0x{user.tramp:x} ({func}) ->{func}"
+        return " ->" + self._sym(LIST_FUNC) if n else ""
+
+    def _sym(self, name: str) -> str:
+        """``%pS`` of a tracer callback at its start: its size from the
+        profile's kallsyms (the distance to the next symbol)."""
+        if self._sizes is None:
+            self._sizes = _callback_sizes(self.top.profile.path / "kallsyms")
+        return f"{name}+0x0/0x{self._sizes.get(name, 0x100):x}"
+
+    def remove_instance(self, tr) -> None:
+        """An instance goes: its probes and tracer with it."""
+        tr.tracer.reset(tr)
+        tr.tracer = tr.tracers["nop"]
+        ops = tr.__dict__.get("ftrace_ops")
+        if ops is not None:
+            clear_probes(ops)
+
+
+def _callback_sizes(path) -> dict:
+    """The sizes of the tracer callbacks in a ``/proc/kallsyms`` text."""
+    want = {LIST_FUNC, "function_trace_call", "function_stack_trace_call",
+            "function_no_repeats_trace_call", "function_stack_no_repeats_trace_call",
+            "function_trace_probe_call", "ftrace_graph_func", "stack_trace_call"}
+    out: dict = {}
+    if not path.is_file():
+        return out
+    prev = None
+    with open(path, encoding="utf-8", errors="replace") as fp:
+        for line in fp:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            addr = int(parts[0], 16)
+            if prev is not None and addr > prev[1]:
+                out[prev[0]] = addr - prev[1]
+                prev = None
+            if parts[2] in want:
+                prev = (parts[2], addr)
+    return out
+
+
+def attach(top) -> Optional[FunctionTrace]:
+    """The kernel's dynamic ftrace, when the profile's kernel has it (its
+    ``available_filter_functions``)."""
+    prof = top.profile
+    if prof is None:
+        return None
+    have = top.__dict__.get("function_trace")
+    if have is not None:
+        return have
+    if not ((prof.path / "available_filter_functions").is_file()
+            or (prof.path / "available_filter_functions_addrs").is_file()):
+        return None
+    ft = top.function_trace = FunctionTrace(top)
+    _profile_entries(top)
+    return ft
+
+
+def _profile_entries(top) -> None:
+    """The ``ftrace`` entries as the profile's kernel lays them out (6.12's
+    ``function`` has no ``args``), printed as trace_output.c prints them."""
+    from fakedebugfs.engine.ftrace.format_text import event_from_format
+
+    texts = top.profile.formats
+    for name, show in (("function", show_fn), ("func_repeats", show_repeats)):
+        text = texts.get(f"ftrace:{name}")
+        if text is None:
+            continue
+        ev = event_from_format(text, "ftrace")
+        ev.show = show
+        top.events[ev.key] = ev
+        top.by_id[ev.id] = ev
+
+
+def sym_text(tr, addr: int) -> str:
+    """``seq_print_ip_sym``: 0, or the symbol (with ``sym-offset``:
+    ``+off/size``; with ``sym-addr``: `` <addr>``)."""
+    if not addr:
+        return "0"
+    out = tr.out.sym_offset(addr) if tr.options.get("sym-offset") else tr.out.sym(addr)
+    if tr.options.get("sym-addr"):
+        out += f" <{addr:016x}>"
+    return out
+
+
+def show_fn(rec, tr) -> str:
+    """``trace_fn_trace``: ``func <-parent`` (the parent with ``print-parent``)."""
+    text = sym_text(tr, rec["ip"])
+    if tr.options.get("print-parent") and rec["parent_ip"]:
+        text += " <-" + sym_text(tr, rec["parent_ip"])
+    return text
+
+
+def show_repeats(rec, tr) -> str:
+    """``trace_func_repeats_print``: the call, then how often it repeated."""
+    return show_fn(rec, tr) + f" (repeats: {rec['count']}, last_ts: ...)"
+
+
+# select_trace_function: (func_stack_trace, func-no-repeats) -> the ops' callback
+_CALLBACKS = {(False, False): "function_trace_call", (True, False): "function_stack_trace_call",
+              (False, True): "function_no_repeats_trace_call",
+              (True, True): "function_stack_no_repeats_trace_call"}
+
+
+class FunctionTracer:
+    """``function_trace``: allowed in instances."""
+
+    name = "function"
+
+    def __init__(self, fn: FunctionTrace):
+        self.fn = fn
+        self.flags = fn.func_flags  # func_flags: one for every trace array
+        self._user = None
+
+    def set_flag(self, name: str, on: bool) -> None:
+        """``func_set_flag``: the callback changes with the flags."""
+        self.flags[name] = on
+        if self._user is not None:
+            self._user.func = _CALLBACKS[self.flags["func_stack_trace"],
+                                         self.flags["func-no-repeats"]]
+
+    def init(self, tr) -> None:
+        """``function_trace_init``: the buffers reset (``tracer_init``),
+        the ops registered."""
+        tr.reset()
+        ops = self.fn.ops(tr)
+        self._user = self._make_user(tr, ops)
+        self.fn.register(ops, self._user, _CALLBACKS[self.flags["func_stack_trace"],
+                                                     self.flags["func-no-repeats"]])
+        self.fn.follow_fork()
+
+    def reset(self, tr) -> None:
+        if self._user is not None:
+            self.fn.unregister(self._user)
+            self._user = None
+
+    def print_header(self, tr):
+        return None
+
+    def print_line(self, tr, etype, rec):
+        return None  # the entries' own output (trace_fn_trace); none kept as text
+
+    def _make_user(self, tr, ops):
+        fn = self.fn
+        fn_ev = tr.by_id[TRACE_FN]
+        pack = struct.Struct("<HBBiQQ").pack
+        last: dict = {}  # cpu -> [ip, parent, count, ts] (func-no-repeats)
+
+        def user(tree, cpu, pid, ts):
+            if not tr.tracing_on or not fn.trace_task(tr, pid):
+                return
+            flags = self.flags
+            stack = flags["func_stack_trace"]
+            norep = flags["func-no-repeats"]
+            recs, addrs, nodes, rets = tree.recs, tree.addrs, tree.nodes, tree.rets
+            for k, node in enumerate(nodes):
+                i = recs[k]
+                if i is None or not ops.traces(i):
+                    continue
+                parent = node[4]
+                pip = rets[parent] if parent >= 0 else 0
+                at = ts + node[1]
+                ip = addrs[k]
+                if norep:
+                    info = last.get(cpu)
+                    if info is not None and info[0] == ip and info[1] == pip \
+                            and info[2] < U16_MAX:
+                        info[2] += 1
+                        info[3] = at
+                        continue
+                    if info is not None and info[2]:
+                        self._repeats(tr, cpu, pid, at, info)
+                    last[cpu] = [ip, pip, 0, at]
+                tr.commit(cpu, at, pack(fn_ev.id, 0, 0, pid, ip, pip))
+                if stack:
+                    self._stack(tr, tree, k, cpu, pid, at)
+        return user
+
+    def _repeats(self, tr, cpu, pid, ts, info) -> None:
+        """``trace_last_func_repeats``: the run of the last call."""
+        ev = tr.by_id.get(TRACE_FUNC_REPEATS)
+        if ev is None or ev.system != "ftrace":
+            return
+        delta = max(0, ts - info[3])
+        tr.commit(cpu, ts, ev.pack(pid, {"ip": info[0], "parent_ip": info[1],
+                                         "count": info[2], "top_delta_ts": delta >> 32 & U16_MAX,
+                                         "bottom_delta_ts": delta & 0xFFFFFFFF}))
+
+    def _stack(self, tr, tree, k: int, cpu: int, pid: int, ts: int) -> None:
+        """The ``kernel_stack`` entry of ``func_stack_trace``: the call and
+        its callers, innermost first."""
+        ev = tr.by_id.get(TRACE_STACK)
+        if ev is None:
+            return
+        chain = []
+        while k >= 0 and len(chain) < FTRACE_STACK_ENTRIES:
+            chain.append(tree.rets[k])
+            k = tree.nodes[k][4]
+        caller = b"".join(a.to_bytes(8, "little") for a in chain)
+        payload = ev.pack(pid, {"size": len(chain), "caller": caller.ljust(64, b"\0")})
+        tr.commit(cpu, ts, payload[:16 + 8 * len(chain)])
+
+
+def add_tracers(fn: FunctionTrace, tr, names) -> None:
+    """The tracers of *names* (the profile's ``available_tracers``, in its
+    order) that this module and :mod:`.trace_functions_graph` make, put
+    into *tr*'s table in the profile's order among the others."""
+    from fakedebugfs.engine.ftrace.trace_functions_graph import GraphTracer
+
+    made = {"function": lambda: FunctionTracer(fn), "function_graph": lambda: GraphTracer(fn)}
+    new = {n: made[n]() for n in names if n in made and n not in tr.tracers}
+    if not new:
+        return
+    order = [n for n in names if n in new or n in tr.tracers]
+    rest = [n for n in tr.tracers if n not in order]
+    table = {**tr.tracers, **new}
+    tr.tracers = {n: table[n] for n in rest + order}
+
+
+__all__ = ["FunctionTrace", "FunctionTracer", "attach", "add_tracers", "show_fn"]
