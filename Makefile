@@ -1,6 +1,8 @@
 # fakedebugfs: `make run` mounts with a default workload, `make test` runs the suite.
 # Both install what they need first (Debian packages, .venv, patched pyfuse3).
 # `make dist` puts the two wheels another project installs into dist/.
+# Nothing outside the checkout changes (but Debian packages, when missing)
+# unless asked: `make install-system` links the command into /usr/local/bin.
 
 PYTHON      ?= python3
 VENV        := .venv
@@ -14,13 +16,14 @@ PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk
-MNT         ?= /tmp/fakedebugfs
+# where `make run` mounts its fake: private to this checkout (MNT=DIR for another)
+MNT         ?= $(CURDIR)/build/mnt
 NATIVE      := $(BUILD)/native
 DIST        ?= dist
 
-.PHONY: install run stop test bench clean debs venv pyfuse3 native mount-helper dist
+.PHONY: install run stop test bench clean debs venv pyfuse3 native install-system dist
 
-install: $(STAMPS)/package native mount-helper
+install: $(STAMPS)/package native
 
 debs: $(STAMPS)/debs
 $(STAMPS)/debs:
@@ -89,16 +92,22 @@ native: $(STAMPS)/package
 	$(VENV)/bin/fakedebugfs build-native --quiet
 
 # mount(8) remounts a fake (-o remount,gid=N) through mount.fuse3, which runs
-# `fakedebugfs` with the default PATH: link the command where it looks
-# (root only; an existing file of another origin is left alone).
-mount-helper: $(STAMPS)/package
+# `fakedebugfs` with the default PATH: link this checkout's command where it
+# looks. Asked for by name only (it changes the host: one checkout's link for
+# all), root only; an existing file of another origin is left alone.
+install-system: $(STAMPS)/package
 	@link=/usr/local/bin/fakedebugfs; \
-	if [ -w /usr/local/bin ] && { [ -L $$link ] || [ ! -e $$link ]; }; then \
-	  ln -sfn $(CURDIR)/$(VENV)/bin/fakedebugfs $$link; fi
+	if [ ! -w /usr/local/bin ]; then echo "install-system: /usr/local/bin is not writable (root?)"; exit 1; \
+	elif [ -e $$link ] && [ ! -L $$link ]; then echo "install-system: $$link is not a link: left alone"; exit 1; \
+	else ln -sfn $(CURDIR)/$(VENV)/bin/fakedebugfs $$link && echo "$$link -> $(CURDIR)/$(VENV)/bin/fakedebugfs"; fi
 
+# is a fake mounted at $(MNT)? (anything else mounted there is left alone)
+FAKE_AT_MNT := awk -v m="$(MNT)" '$$2 == m && $$1 == "fakedebugfs" { f = 1 } END { exit !f }' /proc/self/mounts
+
+# a fake mounted at $(MNT) before (by `make run`) is unmounted first
 run: install
 	@mkdir -p $(MNT)
-	$(VENV)/bin/fakedebugfs umount $(MNT) 2>/dev/null || true
+	@if $(FAKE_AT_MNT); then $(VENV)/bin/fakedebugfs umount $(MNT); fi
 	$(VENV)/bin/fakedebugfs mount $(MNT) --workload default --rate 2000 --enable-all
 	@echo "mounted at $(MNT): try 'cat $(MNT)/ktrace/info'; 'make stop' unmounts"
 
@@ -112,4 +121,5 @@ bench: install
 	$(PY) -m bench
 
 clean:
+	@if $(FAKE_AT_MNT); then $(VENV)/bin/fakedebugfs umount $(MNT); fi
 	rm -rf $(BUILD) $(VENV) $(DIST) *.egg-info .pytest_cache

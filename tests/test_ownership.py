@@ -4,7 +4,10 @@ chgrp wins over the mount's; files under ``instances/`` follow the
 ``instances`` directory (``set_tracefs_inode_owner``, ``instance_inode``).
 
 mount(8) reaches the fake through mount.fuse3, which runs ``fakedebugfs``
-found on the default PATH (``make install`` links it into /usr/local/bin).
+found on the default PATH (``make install-system`` links it into
+/usr/local/bin).  The tests run mount(8) in a private mount namespace whose
+/usr/local/bin holds this checkout's command: the one tested, and the
+host's /usr/local/bin is left as it is.
 """
 
 from __future__ import annotations
@@ -15,21 +18,28 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli
-
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from conftest import FAKEDEBUGFS, run_cli
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("fakedebugfs", path=DEFAULT_PATH) is None or shutil.which("mount.fuse3") is None,
-    reason="mount(8) cannot reach fakedebugfs: run `make install` (it links the command "
-           "into /usr/local/bin; fuse3 provides mount.fuse3)")
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount.fuse3") is None,
+    reason="mount(8) with the fuse3 package's mount.fuse3, as root, in a private mount "
+           "namespace (unshare)")
+
+# mount(8) with this checkout's fakedebugfs where mount.fuse3 looks for it
+MOUNT8 = ('mount -t tmpfs -o mode=0755 fakedebugfs-bin /usr/local/bin && '
+          'ln -s "$1" /usr/local/bin/fakedebugfs && shift && exec mount "$@"')
+
+
+def mount8(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", MOUNT8,
+                           "sh", FAKEDEBUGFS, *map(str, args)], capture_output=True, text=True,
+                          timeout=60)
 
 ENABLE = "events/sched/sched_switch/enable"
 
 
 def remount(mnt, options: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mount", "-o", f"remount,{options}", str(mnt)], capture_output=True,
-                          text=True, timeout=60)
+    return mount8("-o", f"remount,{options}", mnt)
 
 
 def gid(path) -> int:
@@ -72,8 +82,7 @@ def test_bad_ids_and_plain_mounts_are_refused(fake):
     assert gid(mnt / "tracing") == 0
     other = mnt.parent / "elsewhere"
     other.mkdir()
-    p = subprocess.run(["mount", "-t", "fuse.fakedebugfs", "fakedebugfs", str(other)],
-                       capture_output=True, text=True, timeout=60)
+    p = mount8("-t", "fuse.fakedebugfs", "fakedebugfs", other)
     assert p.returncode != 0
     assert "fakedebugfs mount DIR" in p.stderr
     assert not os.path.ismount(other)
