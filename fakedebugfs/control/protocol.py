@@ -61,12 +61,18 @@ Commands (arguments -> results):
 ``watch`` ``pid``, ``parent``, ``parent_comm`` -> ``pid``: inject the fork, exec,
     exit and context switches of *pid* (forked by *parent*, not yet exec'd) and
     its descendants from then on (``fakedebugfs run`` sends it; kind ``watch``
-    where the kernel refuses perf_event_open)
+    where the kernel refuses perf_event_open); with ``fds`` (a list of CPUs),
+    the perf events come with it (SCM_RIGHTS: the proc of the command's PID
+    namespace, then each CPU's ring and switch events), opened by the
+    command's init in its namespace, and *pid*, *parent* are pids of it
+``admit`` ``pid`` -> ``pid``: the processes of *pid*'s PID namespace may use
+    this socket (asked from the server's own namespace only: server/peers.py)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Iterator, Optional
 
@@ -74,7 +80,10 @@ PROTOCOL_VERSION = 1
 MAX_LINE = 64 << 20  # bytes of one request line (a large bulk emit fits)
 MAX_DEPTH = 16  # nesting of arrays and objects in a request (an emit needs 4)
 MAX_REPEAT = 1 << 32  # an emit's ``repeat``
-MAX_FDS = 4  # file descriptors (SCM_RIGHTS) a connection may hold unused
+# file descriptors (SCM_RIGHTS) a connection may hold unused: a replay's
+# recording, or ``watch``'s proc and two perf events per CPU (up to
+# SCM_MAX_FD, 253, in one message)
+MAX_FDS = min(253, max(4, 2 * (os.cpu_count() or 1) + 1))
 
 
 class BadRequest(ValueError):

@@ -279,6 +279,8 @@ class ControlService(WaitRequests, ScenarioRequests):
         for name, value in (("pid", pid), ("parent", parent)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise Refused("request", f"{name} must be a process id > 0, got {value!r}")
+        if req.get("fds") is not None:
+            return self._watch_opened(req, pid, parent)
         if pid == os.getpid():  # pid 0 or -1 would be this server, or every task
             raise Refused("request", "the server does not watch itself")
         if not PEER_OWN.get():  # (a pid of this server's namespace)
@@ -287,6 +289,29 @@ class ControlService(WaitRequests, ScenarioRequests):
             self.server.watch(pid, parent, str(req.get("parent_comm", "")))
         except OSError as err:
             raise Refused("watch", f"cannot watch pid {pid}: {err.strerror or err}") from None
+        return {"pid": pid}
+
+    def _watch_opened(self, req, pid: int, parent: int) -> dict:
+        """``watch`` with the perf events opened by ``run``'s command init in
+        the command's PID namespace (*fds*: their CPUs), sent with the proc
+        of that namespace: pids are the command's, and nothing is opened
+        here on a pid of another namespace."""
+        cpus = req["fds"]
+        if not isinstance(cpus, list) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
+            raise Refused("request", "fds must be a list of CPU numbers")
+        if len(self.fds) < 1 + 2 * len(cpus):
+            raise Refused("request", f"fds: {1 + 2 * len(cpus)} file descriptors expected "
+                                     f"(the proc, then each CPU's ring and switches)")
+        taken = [self.fds.pop(0) for _ in range(1 + 2 * len(cpus))]
+        proc_fd, rest = taken[0], taken[1:]
+        opened = [(cpu, rest[2 * i], rest[2 * i + 1]) for i, cpu in enumerate(cpus)]
+        try:
+            self.server.watch(pid, parent, str(req.get("parent_comm", "")), opened,
+                              f"/proc/self/fd/{proc_fd}")
+        except (OSError, ValueError) as err:  # (the perf events were closed by then)
+            os.close(proc_fd)
+            raise Refused("watch", f"cannot watch pid {pid}: {err}") from None
         return {"pid": pid}
 
     # --- mount options ----------------------------------------------------------------

@@ -10,8 +10,11 @@ and its init, the namespace's /proc, the fake at /sys/kernel/tracing and
 /sys/kernel/debug, /proc/kallsyms, the mount helper); then init, the
 *holder*, confines itself as a sealed command is confined
 (:func:`fakedebugfs.sandbox.confine.confine`: /proc/sys and /sys
-read-only, the sysctl copies, other fakes' sockets hidden) and waits,
-reaping what it adopts.  A joined command enters the holder's namespaces:
+read-only, the sysctl copies, other fakes' sockets hidden), keeps no
+descriptor but pipes, seals itself (:mod:`fakedebugfs.sandbox.seal`) and
+waits, reaping what it adopts: the commands' PID 1 is then no way out of
+their seal (:mod:`fakedebugfs.sandbox.cmdinit`), and the keeper and the
+fake's server are outside their PID namespace.  A joined command enters the holder's namespaces:
 it is a process of the same PID namespace (init reaps what it leaves),
 with the same mounts.
 
@@ -45,7 +48,7 @@ import sys
 import tempfile
 
 from fakedebugfs.control import runstate
-from fakedebugfs.sandbox import run, seal
+from fakedebugfs.sandbox import cmdinit, run, seal
 from fakedebugfs.sandbox.run import RunError
 from fakedebugfs.server.launcher import wait_gone
 
@@ -65,6 +68,15 @@ def _hold_as_init(confine, ready: int) -> None:
     keeper's start)."""
     try:
         confine()
+        # as the command's init of a run (sandbox/cmdinit.py): nothing of the
+        # keeper's namespace through /proc/1/fd, and sealed, so that a
+        # command that takes it over (ptrace) gets nothing it has not
+        cmdinit.close_inherited()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1):  # (the keeper's pipes to the fake: not the holder's to keep)
+            os.dup2(null, fd)
+        os.close(null)
+        seal.install_filter()
         os.write(ready, b"ok")
     except BaseException as err:  # reported to the keeper, which says it on stdout
         os.write(ready, f"cannot confine the holder: {err}".encode())

@@ -72,10 +72,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from fakedebugfs.engine.core.kallsyms import PROC_FILE
 from fakedebugfs.native import libc
 from fakedebugfs.control import runstate
-from fakedebugfs.sandbox import confine, helper, seal, userns
+from fakedebugfs.sandbox import cmdinit, confine, helper, seal, userns
+from fakedebugfs.sandbox.cmdinit import RunError, bind_kallsyms, mount_proc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -95,8 +95,6 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 WATCHED = frozenset(FORWARDED) | {signal.SIGCHLD}
 
 
-class RunError(Exception):
-    pass
 
 
 mount = libc.mount
@@ -149,7 +147,7 @@ def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> 
                 pass
 
 
-def fork_init(body, admit: str | None = None) -> tuple[int, int, int]:
+def fork_init(body, admit: str | None = None, restore: bool = False) -> tuple[int, int, int]:
     """unshare(CLONE_NEWPID) and fork the new PID namespace's first process,
     its init, which runs *body()* and exits with the status it returns.
     *admit*: the mount point of a fake whose control socket the new
@@ -159,7 +157,11 @@ def fork_init(body, admit: str | None = None) -> tuple[int, int, int]:
     which init writes a RunError's arguments (JSON) before exiting; init
     dies with us (PR_SET_PDEATHSIG), *alive* being the pipe it checks to
     see whether we died before the prctl took hold (and, with *admit*,
-    reads a byte from once the namespace is admitted)."""
+    reads a byte from once the namespace is admitted).  *restore*: this
+    process's later children are of its own PID namespace again (setns),
+    not of the new one (an init that forks more: once the new one's init is
+    gone, fork would fail there)."""
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if restore else None
     try:
         libc.unshare(CLONE_NEWPID, "unshare(CLONE_NEWPID)")
     except OSError as err:
@@ -167,11 +169,16 @@ def fork_init(body, admit: str | None = None) -> tuple[int, int, int]:
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     live_r, live_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
+    if pid and own is not None:
+        libc.check(libc.LIBC.setns(own, CLONE_NEWPID), "setns(CLONE_NEWPID)")
+        os.close(own)
     if pid == 0:
         code = 1
         try:
             os.close(err_r)
             os.close(live_w)
+            if own is not None:
+                os.close(own)
             libc.set_pdeathsig(signal.SIGKILL)
             if admit is not None:
                 if os.read(live_r, 1) != b"1":  # EOF: run is gone, or could not admit us
@@ -205,6 +212,19 @@ def fork_init(body, admit: str | None = None) -> tuple[int, int, int]:
     return pid, err_r, live_w
 
 
+def run_nested(argv: list[str], env: dict, mnt: str, work: str, rootless: bool,
+               sealed: bool, watching: bool) -> int:
+    """As run's init (the keeper of the fake's namespaces): COMMAND under an
+    init of its own, in a PID namespace of its own
+    (:mod:`fakedebugfs.sandbox.cmdinit`); its exit status."""
+    def body() -> int:
+        cmdinit.enter(mnt, work, rootless, sealed)
+        watch = (lambda pid: cmdinit.watch_command(pid, mnt)) if watching else None
+        return start_command(argv, env, False, watch, None)
+
+    return wait_init(*fork_init(body, admit=mnt, restore=True))
+
+
 def admit_namespace(mnt: str, pid: int) -> None:
     """Let the PID namespace of *pid* use the control socket of the fake at
     *mnt* (server/peers.py: its commands are root, and no other run's
@@ -235,18 +255,6 @@ def wait_init(pid: int, errors: int, alive: int) -> int:
     if report:
         raise RunError(*json.loads(report))
     return status
-
-
-def mount_proc() -> None:
-    """As init: a mount namespace of its own (a child of run's) and, over
-    /proc, the proc of this PID namespace: the command sees its own
-    processes only, and the server reads the command's by the pids it sees."""
-    libc.unshare(CLONE_NEWNS, "unshare(CLONE_NEWNS)")
-    try:
-        mount("proc", PROC, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except OSError as err:
-        raise RunError(f"cannot mount the command's /proc ({err.strerror}): this system "
-                       f"hides parts of /proc (a container's masked paths?)") from None
 
 
 def end_namespace(keep=()) -> None:
@@ -293,26 +301,6 @@ def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
         except OSError as err:
             raise RunError(f"cannot mount a mount table over /proc/mounts ({err.strerror}): "
                            f"trace-cmd would not find the fake") from None
-
-
-def bind_kallsyms(mnt: str, work: str) -> None:
-    """The fake's live symbol table (:mod:`fakedebugfs.trees.kallsyms`)
-    over /proc/kallsyms; a fake without it gets a copy of its symbols now."""
-    source = os.path.join(mnt, PROC_FILE)
-    if not os.path.exists(source):
-        from fakedebugfs.control.client import ControlClient
-        from fakedebugfs.errors import FakeError
-
-        source = os.path.join(work, "kallsyms")
-        try:
-            with ControlClient(mnt) as client:
-                text = client.call("kallsyms")["text"]
-        except FakeError as err:
-            raise RunError(f"{mnt}: {err}") from None
-        with open(source, "w") as fp:
-            fp.write(text)
-    if os.path.exists(KALLSYMS):
-        mount(source, KALLSYMS, None, MS_BIND)
 
 
 def _tracing_source(mnt: str, work: str) -> str:
@@ -388,8 +376,10 @@ def replace_tracing_mounts(mnt: str, work: str) -> list[str]:
 
 # --- the server -------------------------------------------------------------------
 
-def start_server(server, mnt: str, log_path: str) -> int:
-    """Fork the server (in this namespace); return its pid once mounted."""
+def start_server(server, mnt: str, log_path: str, nested: bool = False) -> int:
+    """Fork the server (in this namespace); return its pid once mounted.
+    *nested*: the command runs in a PID namespace under this one, and the
+    fake shows its tasks' pids as it sees them (fs/pidview.py)."""
     from fakedebugfs.server.launcher import fork_server, wait_gone
 
     parent = os.getpid()
@@ -400,6 +390,10 @@ def start_server(server, mnt: str, log_path: str) -> int:
         libc.set_pdeathsig(signal.SIGTERM)
         if os.getppid() != parent:  # init died before the prctl took hold
             os._exit(1)
+        if nested:
+            from fakedebugfs.fs import pidview
+
+            pidview.INNERMOST = True
 
     pid, message = fork_server(server, log_path, prepare)
     if message != "ok":
@@ -632,16 +626,22 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
         server = build_server(options, mnt)
         env = command_env(preload, mnt)
 
+        # --mirror's server follows the command by the pids of its own
+        # namespace: the command stays in it (docs/cli.md#the-seal)
+        nested = not getattr(options, "mirror", None)
+
         def init() -> int:
             mount_proc()
-            server_pid = start_server(server, mnt, os.path.join(work, "server.log"))
+            server_pid = start_server(server, mnt, os.path.join(work, "server.log"), nested)
             try:
                 arrange_namespace(mnt, work, rootless)
-                engine = server.kernel.engine
+                # real processes' events have real timing: not in a deterministic run
+                watching = not getattr(server.kernel.engine.clock, "deterministic", False)
+                if nested:
+                    return run_nested(argv, env, mnt, work, rootless, not unsealed, watching)
 
                 def watch(pid):
-                    # real processes' events have real timing: not in a deterministic run
-                    if not getattr(engine.clock, "deterministic", False):
+                    if watching:
                         watch_command(pid, mnt)
 
                 return start_command(argv, env, not unsealed, watch,

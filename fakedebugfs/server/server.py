@@ -89,9 +89,12 @@ class Server:
         self.nursery: Optional[trio.Nursery] = None  # once mounted
         self.watches = None  # server.watch.Watches: `run`'s command, once watched
 
-    def watch(self, pid: int, parent: int, parent_comm: str) -> None:
+    def watch(self, pid: int, parent: int, parent_comm: str, opened=None,
+              proc: str = "/proc") -> None:
         """Inject the process events and context switches of *pid* and its
-        descendants (:mod:`fakedebugfs.server.watch`); OSError if refused."""
+        descendants (:mod:`fakedebugfs.server.watch`); OSError if refused.
+        *opened*, *proc*: its perf events, opened in the command's PID
+        namespace, and that namespace's proc (``run``'s command init)."""
         if self.watches is None:
             from fakedebugfs.server.watch import Watches  # `run`'s: not needed by a mount
 
@@ -100,8 +103,8 @@ class Server:
                 self.nursery.start_soon(self.watches.follow)
         if self.mirror is not None:  # what it mirrors is not made up as well
             self.watches.mirrored = self.mirror.opened
-        self.watches.add(pid, parent, parent_comm)
-        if self.mirror is not None and self.mirror.mode == "tree":
+        self.watches.add(pid, parent, parent_comm, opened, proc)
+        if self.mirror is not None and self.mirror.mode == "tree" and opened is None:
             self.mirror.follow(pid)
         if self.ops is not None:
             self.ops.on_open = self.sync_sources

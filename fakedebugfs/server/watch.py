@@ -78,14 +78,20 @@ class Watches:
         self.mirrored = ()  # events --mirror takes from the kernel itself (not injected)
         self.poller = select.epoll()  # the rings' fds, and the kick
         self.kick = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.proc = "/proc"  # the proc of the PID namespace the watched pids are of
         self.poller.register(self.kick, select.EPOLLIN)
         self.hooked = None  # the ftrace whose on_enable_change calls enable_change
         self._listened, self._listened_at = False, None  # listened()'s answer, and when
 
-    def add(self, pid: int, parent: int, parent_comm: str) -> ProcessEvents:
+    def add(self, pid: int, parent: int, parent_comm: str, opened=None,
+            proc: str = "/proc") -> ProcessEvents:
         """Watch *pid* (forked by *parent*, not yet exec'd); OSError where
-        the kernel refuses (perf_event_paranoid, seccomp)."""
-        pe = ProcessEvents(pid, self.nr_cpus)
+        the kernel refuses (perf_event_paranoid, seccomp).  *opened*: its
+        perf events, opened in the command's PID namespace
+        (:func:`~fakedebugfs.sources.procevents.open_watch`), whose proc is
+        *proc*."""
+        pe = ProcessEvents(pid, self.nr_cpus, opened, proc)
+        self.proc = proc
         self.watched.append(pe)
         for fd in pe.fds():
             self.poller.register(fd, select.EPOLLIN)
@@ -204,7 +210,8 @@ class Watches:
         out = []
         comm = ev.get("comm") or ""
         for probe in exec_hits(self._dyn(), (st.st_dev, st.st_ino)):
-            ip = mapped_address(ev["pid"], st.st_ino, probe.offset, ev.get("mapping"))
+            ip = mapped_address(ev["pid"], st.st_ino, probe.offset, ev.get("mapping"),
+                                self.proc)
             for fields in (hit_fields(probe, ip, comm), {"__probe_ip": ip}):
                 try:
                     out.append(self.injector.prepare(probe.key, cpu=ev["cpu"], pid=ev["pid"],
@@ -258,7 +265,7 @@ class Watches:
             os.close(self.kick)
 
 
-def mapped_address(pid: int, ino: int, offset: int, mapping=None) -> int:
+def mapped_address(pid: int, ino: int, offset: int, mapping=None, proc: str = "/proc") -> int:
     """The address at which task *pid* mapped the file offset *offset* of
     the file of inode *ino*: in *mapping* (the exec's first executable
     mapping of it, (addr, len, pgoff)), else in ``/proc/PID/maps`` (start,
@@ -268,7 +275,7 @@ def mapped_address(pid: int, ino: int, offset: int, mapping=None) -> int:
         if pgoff <= offset < pgoff + length:
             return addr + offset - pgoff
     try:
-        with open(f"/proc/{pid}/maps") as fp:
+        with open(f"{proc}/{pid}/maps") as fp:
             lines = fp.read().splitlines()
     except OSError:
         return offset

@@ -144,32 +144,61 @@ def open_task_events(pid: int, cpu: int) -> int:
                       "perf_event_open")
 
 
-def open_switch_events(pid: int, cpu: int, ring_fd: int) -> int:
+def open_switch_events(pid: int, cpu: int, ring_fd: int | None) -> int:
     """The context switches (PERF_RECORD_SWITCH) of *pid* and its
-    descendants on *cpu*, written into *ring_fd*'s ring; disabled until
+    descendants on *cpu*, written into *ring_fd*'s ring (mapped already:
+    the kernel refuses PERF_EVENT_IOC_SET_OUTPUT to an event with no
+    buffer; None: the caller sets it once it is); disabled until
     ``PERF_EVENT_IOC_ENABLE`` (which reaches every inherited copy)."""
     attr = _task_attr(ATTR_CONTEXT_SWITCH | ATTR_DISABLED)
     fd = libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC),
                     "perf_event_open")
     try:
-        fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd)
+        if ring_fd is not None:
+            fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd)
     except OSError:
         os.close(fd)
         raise
     return fd
 
 
-def comm_of(pid: int) -> str:
+def open_watch(pid: int) -> list[tuple[int, int, int]]:
+    """``(cpu, ring fd, switch fd)`` for each online CPU: what
+    :class:`ProcessEvents` opens, opened here, for a watcher that reads them
+    elsewhere.  ``run``'s command init opens them in the command's PID
+    namespace, so that the records number tasks as the command does, and
+    hands them to the server outside it (sandbox/cmdinit.py)."""
+    opened: list[tuple[int, int, int]] = []
     try:
-        with open(f"/proc/{pid}/comm") as fp:
+        for cpu in range(os.cpu_count() or 1):
+            try:
+                fd = open_task_events(pid, cpu)
+            except OSError as err:
+                if err.errno == errno.ENODEV:  # an offline CPU
+                    continue
+                raise
+            opened.append((cpu, fd, -1))
+            opened[-1] = (cpu, fd, open_switch_events(pid, cpu, None))  # (set by the reader)
+    except OSError:
+        for _, ring_fd, switch_fd in opened:
+            os.close(ring_fd)
+            if switch_fd >= 0:
+                os.close(switch_fd)
+        raise
+    return opened
+
+
+def comm_of(pid: int, proc: str = "/proc") -> str:
+    try:
+        with open(f"{proc}/{pid}/comm") as fp:
             return fp.read().rstrip("\n")
     except OSError:
         return ""
 
 
-def _exe_of(pid: int, comm: str) -> str:
+def _exe_of(pid: int, comm: str, proc: str = "/proc") -> str:
     try:
-        return os.readlink(f"/proc/{pid}/exe")
+        return os.readlink(f"{proc}/{pid}/exe")
     except OSError:
         return comm
 
@@ -254,13 +283,35 @@ class ProcessEvents:
     sees it, as on the kernel; the switches are recorded only while asked
     (:meth:`switches`)."""
 
-    def __init__(self, pid: int, nr_cpus: int):
-        self.pid, self.nr_cpus = pid, nr_cpus
+    def __init__(self, pid: int, nr_cpus: int, opened=None, proc: str = "/proc"):
+        """*opened*: the perf events, opened already (:func:`open_watch`,
+        taken over here); *proc*: the proc of the PID namespace they number
+        tasks in."""
+        self.pid, self.nr_cpus, self.proc = pid, nr_cpus, proc
         self.comms: dict[int, str] = {}
         self.pending: dict[int, tuple[int, str]] = {}  # pid -> (cpu, comm) of an exec
         self.rings: list[Ring] = []
         self.switch_fds: list[int] = []  # the context switches' events, one per CPU
         self.switching = False  # they are enabled
+        if opened is not None:  # taken over: closed here whatever happens
+            done = 0
+            try:
+                for cpu, fd, switch_fd in opened:
+                    self.switch_fds.append(switch_fd)
+                    done += 1
+                    try:
+                        self.rings.append(Ring(fd, cpu))
+                    except OSError:
+                        os.close(fd)
+                        raise
+                    fcntl.ioctl(switch_fd, PERF_EVENT_IOC_SET_OUTPUT, fd)
+            except OSError:
+                self.close()
+                for _, fd, switch_fd in opened[done:]:
+                    os.close(fd)
+                    os.close(switch_fd)
+                raise
+            return
         try:
             for cpu in range(os.cpu_count() or 1):
                 try:
@@ -333,7 +384,7 @@ class ProcessEvents:
         where the task's uprobes on the file are (server/watch.py)."""
         cpu, comm = self.pending.pop(pid)
         return {"event": "sched:sched_process_exec", "cpu": cpu, "pid": pid, "comm": comm,
-                "fields": {"filename": filename or _exe_of(pid, comm), "pid": pid,
+                "fields": {"filename": filename or _exe_of(pid, comm, self.proc), "pid": pid,
                            "old_pid": pid}, "mapping": mapping if filename else None}
 
     def events(self, kind: int, misc: int, body: bytes, cpu: int) -> list[dict]:
@@ -361,13 +412,13 @@ class ProcessEvents:
         r = perf_record_task.parse(body)
         out = [self._exec_event(p) for p in {r.pid, r.ptid} if p in self.pending]
         if kind == PERF_RECORD_FORK:
-            comm = self.comms.get(r.ptid) or comm_of(r.ptid)  # fork copies the comm
+            comm = self.comms.get(r.ptid) or comm_of(r.ptid, self.proc)  # fork copies the comm
             self.comms[r.tid] = comm
             out.append({"event": "sched:sched_process_fork", "cpu": cpu, "pid": r.ptid,
                         "comm": comm, "fields": {"parent_comm": comm, "parent_pid": r.ptid,
                                                  "child_comm": comm, "child_pid": r.tid}})
         else:
-            comm = self.comms.pop(r.tid, None) or comm_of(r.tid)
+            comm = self.comms.pop(r.tid, None) or comm_of(r.tid, self.proc)
             out.append({"event": "sched:sched_process_exit", "cpu": cpu, "pid": r.tid,
                         "comm": comm, "fields": {"comm": comm, "pid": r.tid,
                                                  "prio": DEFAULT_PRIO}})
@@ -378,7 +429,7 @@ class ProcessEvents:
         tid = _SAMPLE_ID.unpack_from(body, len(body) - SAMPLE_ID_SIZE)[1]
         comm = self.comms.get(tid)
         if comm is None:
-            comm = self.comms[tid] = comm_of(tid)
+            comm = self.comms[tid] = comm_of(tid, self.proc)
         idle = (f"swapper/{cpu}", 0, DEFAULT_PRIO)
         task = (comm, tid, DEFAULT_PRIO)
         if misc & PERF_RECORD_MISC_SWITCH_OUT:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from fakedebugfs.fs import pidview
 from fakedebugfs.fs.fops import FileOperations, OpenFile, writer_pid
 
 
@@ -32,19 +33,21 @@ class Marker(FileOperations):
         self.raw = raw
 
     async def write(self, f: OpenFile, off: int, data: bytes) -> int:
-        pid = writer_pid(f)  # tracing_mark_write records current, the writer
-        _learn_comm(self.tree.ft.engine, pid)
-        cpu = writer_cpu(pid, self.tree.ft.engine.nr_cpus)  # on current's CPU
+        local = writer_pid(f)  # tracing_mark_write records current, the writer
+        pid = pidview.shown(local)  # as the writer sees itself (fs/pidview.py)
+        _learn_comm(self.tree.ft.engine, pid, local)
+        cpu = writer_cpu(local, self.tree.ft.engine.nr_cpus)  # on current's CPU
         n = self.tree.ft.marker(pid, data, raw=self.raw, cpu=cpu)
         self.tree.wake()
         return n
 
 
-def _learn_comm(engine, pid: int) -> None:
-    """``tracing_record_cmdline`` for a writer: its comm from /proc."""
+def _learn_comm(engine, pid: int, local: int) -> None:
+    """``tracing_record_cmdline`` for a writer: its comm from /proc
+    (*local*: its pid there)."""
     if pid and pid not in engine.comms:
         try:
-            with open(f"/proc/{pid}/comm") as fp:
+            with open(f"/proc/{local}/comm") as fp:
                 engine.set_comm(pid, fp.read().strip())
         except OSError:
             pass
