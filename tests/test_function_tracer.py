@@ -1,0 +1,286 @@
+"""Function tracing as the Debian 6.12 profile's kernel has it (issue 32):
+the function filter files, the function commands, the pid files,
+``enabled_functions``, and the ``function``/``function_graph`` tracers fed
+by call trees, on real mounts read and written as ``cat``/``echo`` and
+trace-cmd do.  The call trees are the tests' own (``CALLTREES``: a profile
+made of the shipped one plus a ``calltrees`` file), not the engine's."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import errno_of, read, run_cli
+
+PROFILE = Path(__file__).resolve().parent.parent / "fakedebugfs" / "profiles" / "debian-6.12"
+DEFAULT_PROFILE = PROFILE.parent / "linux-6.18"
+
+# read(2) and openat(2), as function_graph shows them on the profile's kernel
+# (functions the kernel cannot trace, such as __fdget_pos, are left out by it)
+CALLTREES = """\
+### raw_syscalls:sys_enter id=0
+0 0 5200 __x64_sys_read
+1 100 5000 ksys_read
+2 200 400 __fdget_pos
+2 700 4400 vfs_read
+3 800 600 rw_verify_area
+4 900 200 security_file_permission
+3 1500 3500 seq_read
+4 1600 3300 seq_read_iter
+5 1700 250 mutex_lock
+5 4600 200 mutex_unlock
+### raw_syscalls:sys_enter id=257
+0 0 9000 __x64_sys_openat
+1 100 8800 do_sys_openat2
+2 200 1200 getname
+3 300 1000 getname_flags
+2 1500 7000 do_filp_open
+3 1600 6800 path_openat
+"""
+
+
+def write(path, data: str, append: bool = False) -> None:
+    with open(path, "a" if append else "w") as fp:
+        fp.write(data)
+
+
+def lines(path) -> list[str]:
+    return read(path).splitlines()
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    """The shipped 6.12 profile with the tests' call trees."""
+    if not (PROFILE / "available_filter_functions").is_file():
+        pytest.skip("no debian-6.12 profile with function records")
+    out = tmp_path_factory.mktemp("profile")
+    for f in PROFILE.iterdir():
+        (out / f.name).symlink_to(f)
+    (out / "calltrees").write_text(CALLTREES)
+    return out
+
+
+@pytest.fixture
+def tracing(fake, profile):
+    mnt = fake("--workload", "none", "--clock", "virtual", "--cpus", "2", "--profile", profile)
+    return mnt / "tracing"
+
+
+def emit_syscall(tracing, nr: int, pid: int = 42, comm: str = "cat", cpu: int = 1) -> None:
+    run_cli("emit", tracing.parent, "raw_syscalls:sys_enter", f"id={nr}", "--pid", pid,
+            "--comm", comm, "--cpu", cpu)
+
+
+# --- the lists ------------------------------------------------------------------------------
+
+def test_available_filter_functions_are_the_profiles(tracing):
+    assert (tracing / "available_filter_functions").read_bytes() == \
+        (PROFILE / "available_filter_functions").read_bytes()
+    assert (tracing / "available_filter_functions_addrs").read_bytes() == \
+        (PROFILE / "available_filter_functions_addrs").read_bytes()
+    n = len((PROFILE / "available_filter_functions").read_text().splitlines())
+    assert read(tracing / "dyn_ftrace_total_info").startswith(f"{n} pages:")
+    assert read(tracing / "available_tracers").split()[-3:] == ["function_graph", "function", "nop"]
+
+
+def test_the_default_profile_has_no_function_tracing(fake):
+    tracing = fake("--workload", "none") / "tracing"
+    for name in ("set_ftrace_filter", "available_filter_functions", "set_graph_function",
+                 "max_graph_depth", "enabled_functions"):
+        assert not (tracing / name).exists(), name
+    assert "function" not in read(tracing / "available_tracers").split()
+
+
+# --- set_ftrace_filter / set_ftrace_notrace ---------------------------------------------------
+
+def test_filter_globs_append_negation_and_truncation(tracing):
+    f = tracing / "set_ftrace_filter"
+    assert lines(f) == ["#### all functions enabled ####"]
+    assert lines(tracing / "set_ftrace_notrace") == ["#### no functions disabled ####"]
+    write(f, "vfs_rea*\n")
+    assert lines(f) == ["vfs_readv", "vfs_read", "vfs_readlink"]  # record order
+    write(f, "*sys_openat2\n", append=True)
+    assert {"vfs_read", "do_sys_openat2", "__x64_sys_openat2"} <= set(lines(f))
+    write(f, "!vfs_readv\n", append=True)
+    assert "vfs_readv" not in lines(f) and "vfs_read" in lines(f)
+    write(f, "vfs_r?ad vfs_write\n")  # two words, one write: both applied, truncated first
+    assert lines(f) == ["vfs_read", "vfs_write"]
+    # a name that matches no function is EINVAL (and the truncation stays)
+    assert errno_of(write, f, "no_such_function_xyz\n") == errno.EINVAL
+    assert lines(f) == ["#### all functions enabled ####"]
+    write(tracing / "set_ftrace_notrace", "rcu_*\n")
+    assert lines(tracing / "set_ftrace_notrace")[0].startswith("rcu_")
+
+
+def test_filter_by_index_and_module(tracing):
+    f = tracing / "set_ftrace_filter"
+    first = (PROFILE / "available_filter_functions").read_text().splitlines()[0]
+    write(f, "1\n")
+    assert lines(f) == [first]
+    mods = [ln for ln in (PROFILE / "available_filter_functions").read_text().splitlines()
+            if ln.endswith("]")]
+    if mods:
+        name, mod = mods[0].split()
+        write(f, f"*:mod:{mod[1:-1]}\n")
+        assert all(ln.endswith(mod) for ln in lines(f))
+    # a module not loaded: the command is kept for when it loads
+    write(f, "foo:mod:no_such_module\n")
+    assert lines(f)[-1] == "foo:mod:no_such_module"
+
+
+def test_function_commands_with_counts(tracing):
+    f = tracing / "set_ftrace_filter"
+    write(f, "schedule:traceoff:3\n")
+    write(f, "vfs_read:enable_event:sched:sched_switch\n", append=True)
+    write(f, "vfs_write:stacktrace\n", append=True)
+    assert lines(f) == ["#### all functions enabled ####",
+                        "vfs_write:stacktrace:unlimited",
+                        "vfs_read:enable_event:sched:sched_switch:unlimited",
+                        "schedule:traceoff:count=3"]
+    assert read(tracing / "events/sched/sched_switch/enable") == "0*\n"  # soft mode
+    # the same probe on the same function again adds nothing: EINVAL
+    assert errno_of(write, f, "vfs_write:stacktrace\n", True) == errno.EINVAL
+    # the unlimited traceoff was never set: ENODEV; the counted one is removed with a count
+    assert errno_of(write, f, "!schedule:traceoff\n", True) == errno.ENODEV
+    write(f, "!schedule:traceoff:0\n", append=True)
+    write(f, "!vfs_read:enable_event:sched:sched_switch\n", append=True)
+    assert read(tracing / "events/sched/sched_switch/enable") == "0\n"
+    assert errno_of(write, f, "vfs_read:no_such_command\n", True) == errno.EINVAL
+    assert errno_of(write, tracing / "set_ftrace_notrace", "vfs_read:traceoff\n") == errno.EINVAL
+
+
+def test_traceoff_fires_on_the_call(tracing):
+    write(tracing / "set_ftrace_filter", "vfs_read:traceoff:1\n")
+    assert read(tracing / "tracing_on") == "1\n"
+    emit_syscall(tracing, 0)
+    assert read(tracing / "tracing_on") == "0\n"
+    assert lines(tracing / "set_ftrace_filter")[-1] == "vfs_read:traceoff:count=0"
+    write(tracing / "tracing_on", "1\n")
+    emit_syscall(tracing, 0)
+    assert read(tracing / "tracing_on") == "1\n"
+
+
+# --- pid files, enabled_functions -------------------------------------------------------------
+
+def test_pid_files(tracing):
+    for name in ("set_ftrace_pid", "set_ftrace_notrace_pid"):
+        p = tracing / name
+        assert read(p) == "no pid\n"
+        write(p, "7 3\n")
+        assert lines(p) == ["3", "7"]
+        write(p, "9\n", append=True)
+        assert lines(p) == ["3", "7", "9"]
+        write(p, "\n")
+        assert read(p) == "no pid\n"
+
+
+def test_enabled_and_touched_functions(tracing):
+    assert read(tracing / "enabled_functions") == ""
+    write(tracing / "set_ftrace_filter", "vfs_read\n")
+    write(tracing / "current_tracer", "function\n")
+    got = lines(tracing / "enabled_functions")
+    assert len(got) == 1 and got[0].startswith("vfs_read (1)           \ttramp: 0x")
+    assert "(function_trace_call+0x0/0x" in got[0]
+    write(tracing / "set_ftrace_filter", "vfs_read:traceon\n", append=True)
+    assert lines(tracing / "enabled_functions")[0].startswith(
+        "vfs_read (2)            ->arch_ftrace_ops_list_func+0x0/0x")
+    write(tracing / "current_tracer", "nop\n")
+    write(tracing / "set_ftrace_filter", "!vfs_read:traceon\n", append=True)
+    assert read(tracing / "enabled_functions") == ""
+    assert lines(tracing / "touched_functions")[0].startswith("vfs_read (0)")
+
+
+# --- the tracers -----------------------------------------------------------------------------
+
+def test_function_tracer_text(tracing):
+    write(tracing / "set_ftrace_filter", "vfs_* seq_read*\n")
+    write(tracing / "current_tracer", "function\n")
+    emit_syscall(tracing, 0)
+    text = read(tracing / "trace")
+    assert text.startswith("# tracer: function\n#\n# entries-in-buffer/entries-written: 3/3   #P:2\n")
+    body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert [ln.split(": ", 1)[1] for ln in body] == [
+        "vfs_read <-ksys_read", "seq_read <-vfs_read", "seq_read_iter <-seq_read"]
+    assert all(ln.split()[0] == "cat-42" and ln.split()[1] == "[001]" for ln in body)
+    write(tracing / "options/print-parent", "0\n")
+    assert read(tracing / "trace").splitlines()[-1].endswith(": seq_read_iter")
+
+
+def test_function_pid_filter_and_notrace(tracing):
+    write(tracing / "current_tracer", "function\n")
+    write(tracing / "set_ftrace_pid", "42\n")
+    write(tracing / "set_ftrace_notrace", "*verify* security_*\n")
+    emit_syscall(tracing, 0, pid=42)
+    emit_syscall(tracing, 0, pid=43, comm="other")
+    body = [ln for ln in lines(tracing / "trace") if not ln.startswith("#")]
+    assert body and all("-42 " in ln for ln in body)
+    assert not any("rw_verify_area" in ln or "security_file_permission" in ln for ln in body)
+
+
+def test_function_graph_text_depth_and_graph_function(tracing):
+    write(tracing / "current_tracer", "function_graph\n")
+    emit_syscall(tracing, 0)
+    text = read(tracing / "trace")
+    assert text.startswith("# tracer: function_graph\n#\n"
+                           "# CPU  DURATION                  FUNCTION CALLS\n"
+                           "# |     |   |                     |   |   |   |\n")
+    body = text.splitlines()[4:]
+    assert body[0] == " 1)               |  __x64_sys_read() {"
+    assert " 1)   0.200 us    |          security_file_permission();" in body
+    assert body[-1] == " 1)   5.200 us    |  }"
+    # set_graph_function and max_graph_depth: the graph starts at the function
+    write(tracing / "trace", "")
+    write(tracing / "set_graph_function", "do_sys_openat2\n")
+    write(tracing / "max_graph_depth", "2\n")
+    emit_syscall(tracing, 257)
+    body = read(tracing / "trace").splitlines()[4:]
+    assert body == [" 1)               |  do_sys_openat2() {",
+                    " 1)   1.200 us    |    getname();",
+                    " 1)   7.000 us    |    do_filp_open();",
+                    " 1)   8.800 us    |  }"]
+    write(tracing / "options/funcgraph-proc", "1\n")
+    assert read(tracing / "trace").splitlines()[2] == \
+        "# CPU  TASK/PID         DURATION                  FUNCTION CALLS"
+
+
+def test_instances_trace_functions_too(tracing):
+    inst = tracing / "instances" / "fn"
+    inst.mkdir()
+    try:
+        assert "function" in read(inst / "available_tracers").split()
+        write(inst / "set_ftrace_filter", "getname*\n")
+        write(inst / "current_tracer", "function\n")
+        emit_syscall(tracing, 257)
+        body = [ln for ln in lines(inst / "trace") if not ln.startswith("#")]
+        assert [ln.split(": ", 1)[1] for ln in body] == [
+            "getname <-do_sys_openat2", "getname_flags <-getname"]
+        assert [ln for ln in lines(tracing / "trace") if not ln.startswith("#")] == []
+    finally:
+        inst.rmdir()
+
+
+@pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="needs trace-cmd")
+def test_trace_cmd_records_function_entries(profile, tmp_path):
+    """``trace-cmd record -p function -l 'vfs_*'`` reads the entries from
+    trace_pipe_raw; ``trace-cmd report`` prints them."""
+    from fakedebugfs import Fake
+
+    with Fake(profile=str(profile), clock="virtual", cpus=2) as fk:
+        out = str(tmp_path / "t.dat")
+        rec = fk.popen(["trace-cmd", "record", "-p", "function", "-l", "vfs_*", "-o", out],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        fk.wait_readers()
+        for _ in range(3):
+            fk.emit("raw_syscalls:sys_enter", cpu=1, pid=42, comm="cat", id=0)
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=60)
+        report = fk.run(["trace-cmd", "report", "-O", "parent=1", "-i", out], capture_output=True, text=True)
+    calls = [ln for ln in report.stdout.splitlines() if "function:" in ln]
+    assert len(calls) == 3, report.stdout + report.stderr
+    assert all("vfs_read" in ln and "ksys_read" in ln and "cat-42" in ln for ln in calls), calls
