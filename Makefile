@@ -21,7 +21,7 @@ MNT         ?= $(CURDIR)/build/mnt
 NATIVE      := $(BUILD)/native
 DIST        ?= dist
 
-.PHONY: install run stop test bench clean debs venv pyfuse3 native install-system dist
+.PHONY: install run stop test bench conformance clean debs venv pyfuse3 native install-system dist
 
 install: $(STAMPS)/package native
 
@@ -119,6 +119,11 @@ test: install
 
 bench: install
 	$(PY) -m bench
+
+# ftracetest and the utests in the oracle guest and on the fake: docs/conformance.md (hours;
+# CONFORMANCE_ARGS='--git-from DIR' where git.kernel.org cannot be reached)
+conformance: install
+	$(PY) -m bench.conformance $(CONFORMANCE_ARGS)
 
 clean:
 	@if $(FAKE_AT_MNT); then $(VENV)/bin/fakedebugfs umount $(MNT); fi

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fakedebugfs.oracle.__main__ import profile_dir
 
-from . import BUILD, PROFILE, SIDES, SUITES
+from . import BUILD, LIBTRACEEVENT, LIBTRACEFS, PROFILE, SIDES, SUITES
 from . import report, runs, sources
 from .sides import side as make_side, stamp
 
@@ -42,6 +42,14 @@ def _one(suite, side, git_from, reparse: bool) -> dict:
         logs = _logs_of(side, suite.name)
         return runs.parse_cunit(logs / "stdout", runs._declared(binary)), {}
     return runs.run_cunit(side, binary, sources.library_path(), suite)
+
+
+def _version(suite) -> str:
+    if suite.git:
+        return (f"{suite.git.tag} ({suite.git.commit[:12]}), with {LIBTRACEFS.tag} and "
+                f"{LIBTRACEEVENT.tag}")
+    source, version = sources.kernel_source_version(profile_dir(PROFILE))
+    return f"Debian's {source} {version}"
 
 
 def main(argv=None) -> int:
@@ -75,7 +83,8 @@ def main(argv=None) -> int:
                     old = report.load(suite.name, name) or {}
                     when = old.get("date", stamp()) if args.reparse else stamp()
                     release = old.get("release") if args.reparse and old else side.release()
-                    report.save(suite.name, name, release, when, rows, requires)
+                    report.save(suite.name, name, release, when, rows, requires,
+                                _version(suite))
                     print(f"# {suite.name} on {name}: {report._totals(rows)} "
                           f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
         finally:

@@ -41,11 +41,14 @@ def issue_of(row: str, requires: str) -> int:
     return 31
 
 
-def save(suite: str, side: str, release: str, date: str, rows: dict, requires: dict) -> Path:
+def save(suite: str, side: str, release: str, date: str, rows: dict, requires: dict,
+         version: str = "") -> Path:
+    """One side's results of one suite (*version*: where the suite came from)."""
     path = RESULTS / side / f"{suite}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"suite": suite, "side": side, "release": release, "date": date,
-                                "rows": rows, "requires": requires}, indent=1))
+                                "version": version, "rows": rows, "requires": requires},
+                               indent=1))
     return path
 
 
@@ -87,6 +90,9 @@ def build(command: str) -> str:
         if not any(data.values()):
             continue
         out += [f"## {suite.title}", ""]
+        versions = sorted({d.get("version") for d in data.values() if d and d.get("version")})
+        if versions:
+            out += ["Built from " + "; ".join(versions) + ".", ""]
         out += ["| side | kernel release | run | totals |", "|---|---|---|---|"]
         for side, d in data.items():
             if d:
