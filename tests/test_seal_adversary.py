@@ -37,6 +37,9 @@ from fakedebugfs.control import runstate
 from fakedebugfs.server import forkserver
 
 from conftest import FAKEDEBUGFS
+from support import hoststate, realtracefs
+
+ADVERSARY = Path(__file__).parent / "support" / "adversary.py"
 
 ROOT = os.geteuid() == 0
 
@@ -75,7 +78,7 @@ def reached(stdout: str) -> bool:
 def elsewhere(tmp_path):
     """A fake whose state directory is a FAKEDEBUGFS_RUNDIR of its own (not
     one the confinement knows of); its socket path."""
-    rundir = tmp_path / "rundir"
+    rundir = tmp_path / "fakedebugfs-elsewhere"  # (the adversary asks every such socket)
     mnt = tmp_path / "other"
     mnt.mkdir()
     env = dict(os.environ, FAKEDEBUGFS_RUNDIR=str(rundir))
@@ -106,6 +109,7 @@ def test_a_state_directory_open_to_others_is_closed(tmp_path):
     assert rundir.stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.skipif(not ROOT, reason="run as root here (rootless runs: test_isolation)")
 def test_another_fakes_socket_refuses_a_run(elsewhere):
     """E3: the path is in /proc/net/unix, and in sight (a FAKEDEBUGFS_RUNDIR
     the run does not hide): connecting gets no answer; the fake's own
@@ -129,6 +133,7 @@ def test_another_fakes_socket_refuses_a_run(elsewhere):
     assert status["injected"] == 0
 
 
+@pytest.mark.skipif(not ROOT, reason="run as root here (rootless runs: test_isolation)")
 def test_another_fakes_socket_refuses_a_fake_command(elsewhere):
     """E3 from a Fake's command (its keeper's namespace): the same."""
     mnt, sock, env = elsewhere
@@ -143,6 +148,7 @@ def test_another_fakes_socket_refuses_a_fake_command(elsewhere):
         assert reached(r.stdout), (r.stdout, r.stderr)
 
 
+@pytest.mark.skipif(not ROOT, reason="run as root here (rootless runs: test_isolation)")
 def test_admit_is_refused_from_inside(elsewhere):
     """A command cannot let itself in: ``admit`` is taken only from the
     server's own namespace."""
@@ -167,6 +173,7 @@ def a_forkserver(tmp_path):
         time.sleep(0.05)
 
 
+@pytest.mark.skipif(not ROOT, reason="run as root here (rootless runs: test_isolation)")
 def test_a_fork_server_refuses_a_run(a_forkserver):
     """A fork server forks unsealed processes on the host: a request from
     inside a run gets none (the uid is right, the PID namespace is not)."""
@@ -177,3 +184,118 @@ def test_a_fork_server_refuses_a_run(a_forkserver):
     host = subprocess.run([sys.executable, "-c", CONNECT, a_forkserver, request],
                           capture_output=True, text=True, timeout=30)
     assert "REPLY" in host.stdout and "PID namespace" not in host.stdout, host.stdout
+
+
+# --- E1, E2 and everything at once: the adversary, then the host from outside ---------------
+
+def host_state() -> dict:
+    """What must not change: the host's tracefs/debugfs mounts, the tracing
+    sysctls, the real tracefs's instances (None where it cannot be read)."""
+    state = hoststate.snapshot()
+    top = state["top"] or {}
+    return {"mounts": state["mounts"], "sysctl": state["sysctl"],
+            "instances": top.get("instances")}
+
+
+def assert_host_unchanged(before: dict) -> None:
+    after = host_state()
+    assert after["mounts"] == before["mounts"]
+    assert after["sysctl"] == before["sysctl"]
+    if isinstance(before["instances"], list):
+        deadline = time.monotonic() + 5  # (another session's scratch instance comes and goes)
+        while True:
+            added = [n for n in after["instances"] or [] if n not in before["instances"]]
+            if not added or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+            after = host_state()
+        assert not added, f"real tracefs instances appeared: {added}"
+
+
+def judge(found: dict, own_sock: str, others: list[str]) -> None:
+    """What the adversary (tests/support/adversary.py) got from inside."""
+    procs = found["procs"]
+    assert "1" in procs and found["me"] != 1
+    for pid, proc in procs.items():
+        # nothing in sight is a FUSE server or outside the seal
+        assert not proc["fuse"], (pid, proc)
+        assert (proc["seccomp"], proc["nnp"]) == ("2", "1"), (pid, proc)
+        assert proc["same_mntns"], (pid, proc)
+        assert proc["root_sysctl"] == "EROFS", (pid, proc)
+    # mount() injected into PID 1 (and any other process) by ptrace: refused
+    assert found["ptrace"].get("1") == "EPERM", found["ptrace"]
+    assert "ok" not in found["ptrace"].values(), found["ptrace"]
+    assert not found["target_mounted"]
+    writes = found["writes"]
+    for path in ("/proc/sys/vm/swappiness", "/proc/sys/kernel/panic_on_warn",
+                 "/proc/1/root/proc/sys/vm/swappiness", "/sys/devices/system/cpu/cpu1/online",
+                 "/sys/fs/cgroup/cgroup.procs"):
+        assert writes.get(path, "EROFS") != "ok", (path, writes)
+    answered = [path for path, how in found["sockets"].items() if how == "answered"]
+    assert answered == [own_sock], found["sockets"]
+    for other in others:
+        assert found["sockets"].get(other, "unseen") != "answered"
+
+
+@pytest.mark.skipif(not ROOT, reason="the adversary is root (run's usual case in CI)")
+def test_the_adversary_gets_nowhere_from_run(elsewhere, tmp_path):
+    """E1-E3 from inside ``run``: ptrace of PID 1 and a mount() injected into
+    it, /proc/N/root and /proc/N/mem of everything in sight, the host's
+    sysctls, CPU and cgroup files, every fakedebugfs socket in
+    /proc/net/unix (another run's, a FAKEDEBUGFS_RUNDIR's, a Fake's), then
+    ``kill(-1, SIGKILL)``: nothing on the host changed, the other fakes
+    saw nothing, and the run's fake served to the end."""
+    mnt, sock, env = elsewhere
+    before = host_state()
+    with Fake() as fk:
+        fake_sock = runstate.read_state(str(fk.root))["sock"]
+        p = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", sys.executable,
+                            str(ADVERSARY), "--kill", "/sys/kernel/tracing"],
+                           capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stderr
+        found = json.loads(p.stdout)
+        judge(found, str(runstate.paths(found["mount"])["sock"]), [str(sock), fake_sock])
+        assert found["kill"] == {"children_killed": True, "tracing_on": "1"}
+        assert fk.status()["injected"] == 0 and fk.call("hello")
+    status = json.loads(subprocess.run([FAKEDEBUGFS, "status", str(mnt)], env=env,
+                                       capture_output=True, text=True, check=True).stdout)
+    assert status["injected"] == 0
+    assert_host_unchanged(before)
+
+
+@pytest.mark.skipif(not ROOT, reason="the adversary is root (a Fake's commands are, in CI)")
+def test_the_adversary_gets_nowhere_from_a_fake_command(elsewhere):
+    """The same from a command of a Fake (its keeper's namespace): its PID 1
+    is the keeper's holder, sealed; after ``kill(-1, SIGKILL)`` (which
+    ends the Fake's other commands) the fake answers and runs commands."""
+    mnt, sock, env = elsewhere
+    before = host_state()
+    with Fake() as fk, Fake() as other:
+        own = runstate.read_state(str(fk.root))["sock"]
+        other_sock = runstate.read_state(str(other.root))["sock"]
+        sleeper = fk.popen(["sleep", "300"])
+        r = fk.run([sys.executable, str(ADVERSARY), "--kill", str(fk.tracing)],
+                   capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        found = json.loads(r.stdout)
+        judge(found, own, [str(sock), other_sock])
+        assert found["kill"] == {"children_killed": True, "tracing_on": "1"}
+        assert sleeper.wait(10) in (-signal.SIGKILL, 128 + signal.SIGKILL)  # (its launcher's)
+        assert "after kill -1" in (fk.tracing / "trace").read_text()
+        assert fk.run(["true"]).returncode == 0
+        assert other.status()["injected"] == 0 and fk.status()["injected"] == 0
+    assert_host_unchanged(before)
+
+
+@pytest.mark.skipif(not ROOT, reason="starts runs as root")
+def test_kill_minus_one_ends_the_command_tree_not_the_fake():
+    """``sh -c 'sleep & kill -9 -1'``: the shell and its children die (137),
+    nothing is left, and the fake served until then."""
+    p = run_sh("""
+        sleep 300 & sleep 300 &
+        echo before > /sys/kernel/tracing/trace_marker
+        sh -c 'kill -9 -1'
+        echo not reached
+    """)
+    assert p.returncode == 137 and "not reached" not in p.stdout, (p.returncode, p.stdout)
+    assert "fakedebugfs run:" not in p.stderr, p.stderr

@@ -21,16 +21,22 @@ never touched: the fake covers them before the command starts, and the run
 refuses to start the command unless it checked that both paths are the fake.
 
 Processes: ``run`` makes a PID namespace and forks its first process, the
-namespace's init, which mounts its /proc, forks the server (mounted at a
-private temporary directory, in its own session, so a terminal's Ctrl-C
-goes to the command, not to the server) and then the command.  Inside, the
-command sees only its own processes, so no ``/proc/<pid>/root`` leads to
-the host's mounts.  When the command ends, init kills whatever it left
-running (a daemon, a recorder in the background), stops the server and
-exits; if ``run`` itself is killed, init dies with it (PR_SET_PDEATHSIG),
-and with init every process of the namespace: nothing outlives a run.
-Pids in the fake's events (the command's process events, ``trace_marker``
-writers) are those the command sees.
+namespace's init (the *keeper* of the fake's namespaces), which mounts its
+/proc, forks the server (mounted at a private temporary directory, in its
+own session, so a terminal's Ctrl-C goes to the command, not to the
+server), arranges the mounts and then forks the command's own init into a
+PID namespace under its own (:mod:`fakedebugfs.sandbox.cmdinit`), which
+confines and seals itself and runs the command.  Inside, the command sees
+only its own processes and that init: neither the keeper nor the server,
+so no ``/proc/<pid>/root`` leads to the host's mounts, no ptrace or
+``kill -9 -1`` reaches the fake.  When the command ends, its init exits,
+and every process of its namespace with it (a daemon, a recorder in the
+background); the keeper then stops the server and exits; if ``run``
+itself is killed, the keeper dies with it (PR_SET_PDEATHSIG), and with it
+every process of both namespaces: nothing outlives a run.  Pids in the
+fake's events (the command's process events, ``trace_marker`` writers) are
+those the command sees.  (``--mirror`` keeps the command in the keeper's
+namespace: its server follows the command by the pids it sees.)
 
 The command gets ``LD_PRELOAD`` with ``splice_preload.so`` appended, which
 makes splice() from fake files work (docs/fuse.md#splice).  SIGINT, SIGTERM,
@@ -45,6 +51,9 @@ new namespaces, so it cannot mount the real tracefs or debugfs, unmount
 the fake or enter another namespace; /proc/sys and /sys are read-only to
 it but for private copies of the sysctls tracing tools write, and other
 fakes' control sockets are out of its sight (:mod:`fakedebugfs.sandbox.confine`).
+Other fakes' sockets refuse it even where their paths are in sight
+(:mod:`fakedebugfs.server.peers`).  What the seal promises and cannot
+promise (BPF): docs/cli.md#the-seal.
 ``--unsealed`` starts it without the filter, the read-only mounts and
 the hiding.
 

@@ -17,6 +17,8 @@ SECCOMP_SET_MODE_FILTER, after PR_SET_NO_NEW_PRIVS) answers EPERM to:
 * setns, and open_by_handle_at (which opens inodes hidden under mounts);
 * unshare and clone with any namespace flag (CLONE_NEWNS, CLONE_NEWPID,
   CLONE_NEWUSER, ...), and unshare(CLONE_NEWNS) in particular;
+* what changes the host's kernel itself: init_module, finit_module,
+  delete_module, kexec_load, kexec_file_load, reboot;
 
 and ENOSYS to clone3, whose flags live in memory a filter cannot read:
 glibc then falls back to clone(2), whose flags it can.  The filter is
@@ -27,7 +29,8 @@ the numbers below do not describe, kills the process
 half-works.
 
 perf_event_open(2) and bpf(2) stay allowed: perf, bpftrace and libbpf
-tools trace the real kernel as root does outside.
+tools trace the real kernel as root does outside (what that leaves open:
+docs/cli.md#the-seal).
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ BLOCKED = {
     "pivot_root": 155, "mount": 165, "umount2": 166, "open_by_handle_at": 304, "setns": 308,
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "mount_setattr": 442, "open_tree_attr": 467,
+    # the host's kernel itself: no tracing tool loads a module, reboots or kexecs
+    "reboot": 169, "init_module": 175, "delete_module": 176, "kexec_load": 246,
+    "finit_module": 313, "kexec_file_load": 320,
 }
 # include/uapi/linux/sched.h: every flag that makes a new namespace
 CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP = 0x80, 0x00020000, 0x02000000
