@@ -77,7 +77,10 @@ $(STAMPS)/package: $(STAMPS)/pyfuse3 pyproject.toml setup.py $(wildcard fakedebu
 # Python; docs/ci.md. setuptools' build/lib and build/bdist.* are emptied
 # first (a module removed from the source must not stay in the wheel); in a
 # read-only checkout setup.py builds in a temporary directory instead.
-dist: $(STAMPS)/pyfuse3
+# One build for both: `make install`'s editable build compiles the Cython
+# modules in place (in parallel, a process per core), and the wheel takes them
+# as they are when they are newer than their sources (setup.py BuildExt).
+dist: $(STAMPS)/package
 	@mkdir -p $(DIST)
 	rm -f $(DIST)/pyfuse3-*.whl $(DIST)/fakedebugfs-*.whl
 	[ ! -w . ] || rm -rf $(BUILD)/lib.* $(BUILD)/bdist.*

@@ -13,6 +13,14 @@ Nothing is written into the source tree but what an in-place (editable)
 build puts beside its sources: the generated C goes to setuptools' build
 directory, and that directory is a temporary one when the checkout is not
 writable (a read-only copy, another user's clone).
+
+The modules are compiled once: a wheel built after the editable install
+(``make dist`` after ``make install``) takes each in-place module that is
+newer than its sources (its ``.pyx``, the package's ``.pxd`` files and this
+file), for this Python, and the in-place C helpers of the current source,
+instead of running Cython and gcc again.  (Cython alone would regenerate
+every module: each build gets a fresh Cython in its isolated environment,
+whose own ``.pxd`` files are then newer than the generated C.)
 """
 
 import atexit
@@ -63,18 +71,54 @@ class BuildExt(build_ext):
         # the modules are independent: one process per core, to Cython and to gcc
         jobs = len(os.sched_getaffinity(0))
         self.parallel = self.parallel or jobs
-        generated = cythonize(self.extensions, quiet=True, compiler_directives=DIRECTIVES,
-                              build_dir=os.path.join(self.build_temp, "cython"), nthreads=jobs)
+        self.reused = {} if self.inplace else \
+            {ext.name: path for ext in self.extensions if (path := self.built_in_place(ext))}
+        todo = [ext for ext in self.extensions if ext.name not in self.reused]
+        generated = cythonize(todo, quiet=True, compiler_directives=DIRECTIVES,
+                              build_dir=os.path.join(self.build_temp, "cython"),
+                              nthreads=jobs) if todo else []
         sources = {ext.name: ext.sources for ext in generated}
-        for ext in self.extensions:  # setuptools' own objects, with the C for the .pyx
+        for ext in todo:  # setuptools' own objects, with the C for the .pyx
             ext.sources = sources[ext.name]
+
+    def built_in_place(self, ext):
+        """The in-place build of *ext* for this Python, if it is newer than
+        its ``.pyx``, every ``.pxd`` of the package and this file."""
+        built = HERE / self.get_ext_filename(ext.name)
+        sources = [HERE / ext.sources[0], Path(__file__).resolve(),
+                   *HERE.glob("fakedebugfs/**/*.pxd")]
+        try:
+            newest = max(path.stat().st_mtime for path in sources)
+            return built if built.stat().st_mtime > newest else None
+        except OSError:  # not built in place (or a source gone)
+            return None
+
+    def build_extension(self, ext):
+        """Compiled, or (building elsewhere than in place) copied from the
+        in-place build when that is up to date (:meth:`built_in_place`)."""
+        built = self.reused.get(ext.name)
+        dest = Path(self.get_ext_fullpath(ext.name))
+        if built is None or self.inplace or dest.resolve() == built:
+            super().build_extension(ext)
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, dest)
+        print(f"{ext.name}: the in-place build, up to date (not compiled again)")
 
     def run(self):
         super().run()
         native = native_module()
-        native.build_prebuilt(Path(self.build_lib) / "fakedebugfs" / "native")
+        dest = Path(self.build_lib) / "fakedebugfs" / "native"
+        names = [native.prebuilt_name(name) for name in native.TARGETS]
+        here = HERE / "fakedebugfs" / "native"
+        if not self.inplace and all((here / name).exists() for name in names):
+            dest.mkdir(parents=True, exist_ok=True)  # named by their source's key: current
+            for name in names:
+                shutil.copy2(here / name, dest / name)
+        else:
+            native.build_prebuilt(dest)
         if self.inplace:
-            native.build_prebuilt(HERE / "fakedebugfs" / "native")
+            native.build_prebuilt(here)
 
     def get_outputs(self):
         native = native_module()

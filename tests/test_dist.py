@@ -109,9 +109,10 @@ def path_without_gcc(tmp: Path) -> str:
 def dist(tmp_path_factory) -> Path:
     """The workflow's "fakedebugfs wheels" step (``make dist``) on a
     read-only bind mount of this checkout: both wheels, in a temporary DIST."""
-    stale = subprocess.run(["make", "-C", str(REPO), "-q", "build/stamps/pyfuse3"],
+    stale = subprocess.run(["make", "-C", str(REPO), "-q", "build/stamps/package"],
                            capture_output=True, text=True)
-    assert stale.returncode == 0, "the patched pyfuse3 is not built: run `make install`"
+    assert stale.returncode == 0, "the patched pyfuse3 or the package is not built (the " \
+                                  "read-only checkout cannot): run `make install`"
     tmp = tmp_path_factory.mktemp("dist")
     ro, out = tmp / "checkout", tmp / "dist"
     ro.mkdir()
