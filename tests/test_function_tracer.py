@@ -284,3 +284,26 @@ def test_trace_cmd_records_function_entries(profile, tmp_path):
     calls = [ln for ln in report.stdout.splitlines() if "function:" in ln]
     assert len(calls) == 3, report.stdout + report.stderr
     assert all("vfs_read" in ln and "ksys_read" in ln and "cat-42" in ln for ln in calls), calls
+
+
+def test_calltrees_from_a_guest_function_graph():
+    """The recorder's converter on ``function_graph`` text as the Debian
+    6.12 guest printed it (funcgraph-abstime, funcgraph-proc, sys_enter as
+    comments): the calls after a trigger on its CPU are its tree."""
+    from fakedebugfs.engine.ftrace.calltree import calltrees_from_graph, parse_calltrees
+
+    graph = (
+        "   38.922991 |   3)     sh-438     |               |  /* sys_enter: NR 3 (3, 1, 0, 0, b, 1) */\n"
+        "   38.923005 |   3)     sh-438     |               |  /* sys_enter: NR 1 (1, 562634d69990, 2, 0, 2, 562634d69861) */\n"
+        "   38.923023 |   3)     sh-438     |               |  rw_verify_area() {\n"
+        "   38.923030 |   3)     sh-438     |   6.741 us    |    security_file_permission();\n"
+        "   38.923044 |   3)     sh-438     | + 28.663 us   |  }\n"
+        "   38.923050 |   3)     sh-438     |   1.000 us    |  vfs_write();\n"
+        "   38.923060 |   3)     sh-438     |               |  /* sys_enter: NR 3 (3, 1, 0, 0, b, 1) */\n")
+    text = calltrees_from_graph(graph)
+    assert text == ("### raw_syscalls:sys_enter id=1\n"
+                    "0 18000 28663 rw_verify_area\n"
+                    "1 25000 6741 security_file_permission\n"
+                    "0 45000 1000 vfs_write\n")
+    (sel, tree), = parse_calltrees(text)["raw_syscalls:sys_enter"]
+    assert sel == {"id": 1} and [n[4] for n in tree.nodes] == [-1, 0, -1]

@@ -27,6 +27,7 @@ directly (the injection API).
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 RETURN_OFFSET = 0x2C  # how far into a caller its call returns (parent_ip), at most
@@ -76,6 +77,76 @@ def parse_calltrees(text: str) -> dict:
             raise ValueError(f"calltrees line {n}: {line!r}")
         nodes.append((int(parts[0]), int(parts[1]), int(parts[2]), parts[3]))
     return {key: [(sel, Tree(nodes)) for sel, nodes in trees] for key, trees in out.items()}
+
+
+# function_graph's text with funcgraph-abstime and funcgraph-proc:
+# "  TS |  CPU)  TASK-PID  |  DURATION  |  FUNCTION"
+_GRAPH_LINE = re.compile(r"^\s*(\d+\.\d+) \|\s+(\d+)\)\s+(.*?)\s+\|\s+"
+                         r"(?:[ +!#*@$]\s*([\d.]+) us\s+)?\|\s?(.*)$")
+# the comments of events that start trees: event name and its text
+_TRIGGERS = (
+    (re.compile(r"^sys_enter: NR (\d+) "), lambda m: f"raw_syscalls:sys_enter id={m[1]}"),
+    (re.compile(r"^sched_switch: "), lambda m: "sched:sched_switch"),
+    (re.compile(r"^sched_process_fork: "), lambda m: "sched:sched_process_fork"),
+    (re.compile(r"^sched_process_exec: "), lambda m: "sched:sched_process_exec"),
+    (re.compile(r"^sched_process_exit: "), lambda m: "sched:sched_process_exit"),
+    (re.compile(r"^sched_wakeup: "), lambda m: "sched:sched_wakeup"),
+)
+
+
+def calltrees_from_graph(text: str) -> str:
+    """A ``calltrees`` text from a ``function_graph`` ``trace`` recorded
+    with ``funcgraph-abstime`` and ``funcgraph-proc`` and the trigger
+    events enabled (their lines are ``/* ... */`` comments): on each CPU,
+    the calls after a trigger's comment, up to the next comment, are its
+    tree; the first tree of each trigger is kept."""
+    cur: dict = {}  # cpu -> (section head, start ns, nodes)
+    out: dict = {}
+    open_: dict = {}  # cpu -> stack of [depth, start, node]
+
+    def close(cpu):
+        got = cur.pop(cpu, None)
+        open_.pop(cpu, None)
+        if got and got[2] and got[0] not in out:
+            out[got[0]] = got[2]
+
+    for line in text.splitlines():
+        m = _GRAPH_LINE.match(line)
+        if not m:
+            continue
+        ts = round(float(m[1]) * 1e9)
+        cpu, dur, fn = int(m[2]), m[4], m[5]
+        body = fn.strip()
+        if body.startswith("/*"):
+            close(cpu)
+            event = body[2:].rstrip("*/ ").strip()
+            for pat, head in _TRIGGERS:
+                em = pat.match(event)
+                if em:
+                    cur[cpu] = (head(em), ts, [])
+                    open_[cpu] = []
+                    break
+            continue
+        if cpu not in cur:
+            continue
+        head, t0, nodes = cur[cpu]
+        depth = (len(fn) - len(fn.lstrip(" "))) // 2
+        stack = open_[cpu]
+        if body.endswith("();"):
+            nodes.append([depth, ts - t0, round(float(dur or 0) * 1000), body[:-3]])
+        elif body.endswith("{"):
+            node = [depth, ts - t0, 0, body[:-4]]
+            nodes.append(node)
+            stack.append(node)
+        elif body.startswith("}") and stack:
+            stack.pop()[2] = round(float(dur or 0) * 1000)
+    for cpu in list(cur):
+        close(cpu)
+    parts = []
+    for head, nodes in out.items():
+        parts.append(f"### {head}\n")
+        parts.extend(f"{d} {max(0, s)} {du} {name}\n" for d, s, du, name in nodes)
+    return "".join(parts)
 
 
 class FunctionCalls:
@@ -180,4 +251,4 @@ class FunctionCalls:
         return addr
 
 
-__all__ = ["FunctionCalls", "Tree", "parse_calltrees"]
+__all__ = ["FunctionCalls", "Tree", "parse_calltrees", "calltrees_from_graph"]
