@@ -16,8 +16,11 @@ bases: it uses the tree's ``ft`` (the trace array) and sets ``events_dir``.
 from __future__ import annotations
 
 import errno
+import os
 
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
+from fakedebugfs.engine.ftrace import trigger_cmds
+from fakedebugfs.engine.ftrace.trace_events_hist import hist_show
 from fakedebugfs.engine.ftrace.control import EVENT_BUF_SIZE, bool_write, pid_write, trace_get_user
 from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail, read_from_buffer
 from fakedebugfs.fs.tree import Dir
@@ -110,6 +113,8 @@ class EventsDir:
             edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
         if f"events/ftrace/{name}/trigger" in modes:
             edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
+        if f"events/ftrace/{name}/hist" in modes:
+            edir.file("hist", RO, SeqFile(lambda: [hist_show(ft, key)]))
 
     def _system_dir(self, events: Dir, system: str, keys=()) -> Dir:
         """``event_subsystem_dir``: ``enable`` and ``filter`` over the
@@ -185,6 +190,8 @@ class EventsDir:
                   static=True)
         edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
         edir.file("trigger", RW, TriggerFile(ft, key))
+        if trigger_cmds.has_hist(ft):  # trace_events_hist.c's event_hist_fops
+            edir.file("hist", RO, SeqFile(lambda: [hist_show(ft, key)]))
 
     # --- writes ---------------------------------------------------------------
 
@@ -264,7 +271,12 @@ class TriggerFile(FileOperations):
         self.tr, self.key = tr, key
 
     def open(self, f: OpenFile) -> None:
-        f.private = self.tr.trigger_state(self.key).show().encode() if f.readable else b""
+        f.private = trigger_cmds.show(self.tr, self.key).encode() if f.readable else b""
+
+    def truncate(self, f) -> None:
+        """O_TRUNC: the triggers of the commands with ``unreg_all`` go."""
+        if f is None or not f.flags & os.O_APPEND:
+            trigger_cmds.truncate(self.tr, self.key)
 
     def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         return f.private[off:off + size]
@@ -274,5 +286,5 @@ class TriggerFile(FileOperations):
             return 0
         if len(data) >= PAGE_SIZE:
             raise fail(errno.EINVAL)
-        self.tr.write_trigger(self.key, data.split(b"\0", 1)[0])
+        trigger_cmds.write(self.tr, self.key, data.split(b"\0", 1)[0])
         return len(data)

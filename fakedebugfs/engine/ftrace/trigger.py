@@ -155,15 +155,17 @@ class EventTriggers:
 
     @property
     def cond(self) -> bool:
-        """``EVENT_FILE_FL_TRIGGER_COND``: a filter or a post trigger."""
-        return any(t.pred is not None or t.post for t in self.list)
+        """``EVENT_FILE_FL_TRIGGER_COND``: a filter, a post trigger or one
+        that needs the record (``EVENT_CMD_FL_NEEDS_REC``: hist)."""
+        return any(t.pred is not None or t.post or getattr(t, "needs_rec", False)
+                   for t in self.list)
 
     def show(self) -> str:
         return "".join(t.line() for t in self.list) if self.list else AVAILABLE
 
 
 def event_triggers_call(tr, trig: EventTriggers, rec: dict, cpu: int, pid: int,
-                        ts: int) -> list:
+                        ts: int, vals: Optional[dict] = None) -> list:
     """``event_triggers_call`` with the record: each trigger whose filter
     matches runs now, except post triggers, which are returned to run
     after the commit (``event_triggers_post_call``)."""
@@ -173,6 +175,8 @@ def event_triggers_call(tr, trig: EventTriggers, rec: dict, cpu: int, pid: int,
             continue
         if t.post:
             post.append(t)
+        elif getattr(t, "fire", None) is not None:  # commands of their own modules
+            t.fire(tr, rec, cpu, pid, ts, vals)
         else:
             run_trigger(tr, t, cpu, pid, ts)
     return post
@@ -199,7 +203,7 @@ def trigger_probe(tr, ev: EventType, trig: EventTriggers, cpu: int, pid: int, ts
     if tr.pid_filtered(key, pid, values):
         return
     vals, rec = tr.event_record(ev, cpu, pid, values)
-    post = event_triggers_call(tr, trig, rec, cpu, pid, ts)
+    post = event_triggers_call(tr, trig, rec, cpu, pid, ts, vals)
     match = tr.filter_preds.get(key)
     if key not in tr.soft_disabled and (match is None or match(rec)):
         tr.commit(cpu, ts, ev.pack(pid, vals))
@@ -291,7 +295,10 @@ class TraceTriggers:
 
 def run_trigger(tr, trig: Trigger, cpu: int, pid: int, ts: int) -> None:
     """The trigger's ``ops->trigger`` with its count rule."""
-    if trig.cmd in ("traceon", "traceoff"):
+    fire = getattr(trig, "fire", None)
+    if fire is not None:  # commands of their own modules (.trigger_cmds)
+        fire(tr, None, cpu, pid, ts, None)
+    elif trig.cmd in ("traceon", "traceoff"):
         want = trig.cmd == "traceon"
         if tr.tracing_on == want or not trig.count:
             return
