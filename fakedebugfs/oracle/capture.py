@@ -13,7 +13,23 @@ import shutil
 import sys
 from pathlib import Path
 
-from fakedebugfs.oracle.image import OracleError
+from fakedebugfs.oracle.image import MODULES, OracleError
+
+# lists that name modules' symbols (``sym\t[module]``): the modules the
+# oracle itself loads (9p, to share the host's files) are left out, so the
+# profile is the kernel's own and the same at every capture (a module's
+# addresses change from boot to boot)
+# files of the guest's kernel outside tracefs that the profile keeps: the
+# kprobe blacklist (debugfs; its addresses are fixed: the guest boots with
+# nokaslr) and the kernel's BTF (for probes' BTF arguments)
+GUEST_FILES = {"kprobes_blacklist": "/sys/kernel/debug/kprobes/blacklist",
+               "btf": "/sys/kernel/btf/vmlinux"}
+SYMBOL_LISTS = ("kallsyms", "available_filter_functions", "available_filter_functions_addrs")
+_OWN = tuple(f"[{m}]" for m in MODULES)
+
+
+def _without_oracle_modules(lines):
+    return [ln for ln in lines if not ln.rstrip().endswith(_OWN)]
 
 
 def capture(guest, outdir: Path) -> int:
@@ -21,14 +37,18 @@ def capture(guest, outdir: Path) -> int:
     number of formats."""
     tmp = guest.work / "capture"
     shutil.rmtree(tmp, ignore_errors=True)
+    extra = "".join(f" && cp {src} {shlex.quote(str(tmp / name))}"
+                    for name, src in GUEST_FILES.items())
     res = guest.run(f"{shlex.quote(sys.executable)} -m fakedebugfs capture-profile -q "
-                    f"--tracefs /sys/kernel/tracing {shlex.quote(str(tmp))}", timeout=1800)
+                    f"--tracefs /sys/kernel/tracing {shlex.quote(str(tmp))}{extra}", timeout=1800)
     if res.returncode != 0:
         raise OracleError(f"capture-profile in the guest failed: "
                           f"{res.stderr.decode(errors='replace').strip()[-400:]}")
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     for f in tmp.iterdir():
+        if f.name in SYMBOL_LISTS + ("kprobes_blacklist",):
+            f.write_text("".join(_without_oracle_modules(f.read_text().splitlines(True))))
         shutil.copyfile(f, outdir / f.name)
     shutil.rmtree(tmp, ignore_errors=True)
     return (outdir / "formats").read_text().count("\n### ") + 1

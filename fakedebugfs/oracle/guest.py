@@ -2,11 +2,10 @@
 Debian kernel, and the agent that runs shell commands in it.
 
 One guest per profile at a time, found by its state folder
-(``build/oracle/run/<profile>``): ``qemu.pid``, the agent's socket, the
-console log and the work folder shared with the guest.  Whoever finds it
-running uses it (the suite, a developer's shell, helpers working in
-parallel); a lock on the work folder keeps one request in the guest at a
-time.  :meth:`Guest.start` boots it detached, so it outlives the command
+(``build/oracle/run/<profile>``): ``qemu.pid``, the console log and the
+work folder shared with the guest, where requests go in and answers come
+out (guest_init.sh).  Whoever finds it running uses it (the suite, a
+developer's shell, several callers at once: requests run side by side).  :meth:`Guest.start` boots it detached, so it outlives the command
 that booted it until :meth:`Guest.stop`; the pytest fixture stops only a
 guest it booted itself.
 
@@ -22,7 +21,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -71,9 +69,9 @@ class Guest:
         # level, run beside others' use of the shared one) has a name
         self.state = cache_dir() / "run" / (self.profile.name + (f"-{name}" if name else ""))
         self.work = self.state / "work"
-        self.sock = self.state / "agent.sock"
         self.console = self.state / "console.log"
         self.pidfile = self.state / "qemu.pid"
+        self.ready = self.state / "ready"  # made once the agent answered
         self.cpus, self.memory_mb = cpus, memory_mb
         self.boot_seconds: Optional[float] = None
 
@@ -89,7 +87,7 @@ class Guest:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             return None
-        return pid if QEMU.encode() in cmd and str(self.sock).encode() in cmd else None
+        return pid if QEMU.encode() in cmd and str(self.work).encode() in cmd else None
 
     def running(self) -> bool:
         return self.pid() is not None
@@ -97,7 +95,7 @@ class Guest:
     def start(self, timeout: float = BOOT_TIMEOUT) -> "Guest":
         """Boot the guest (if it is not running) and wait for its agent;
         callers racing to boot it wait for the first one's boot."""
-        if self.running():
+        if self.running() and self.ready.exists():
             return self
         self.state.mkdir(parents=True, exist_ok=True)
         with open(self.state / "start.lock", "w") as lock:
@@ -112,7 +110,7 @@ class Guest:
             raise OracleError(cause)
         image = build(self.profile)
         (self.work / "req").mkdir(parents=True, exist_ok=True)
-        for stale in (self.sock, self.pidfile):
+        for stale in (self.pidfile, self.ready, self.console):
             stale.unlink(missing_ok=True)
         began = time.monotonic()
         with open(self.state / "qemu.log", "wb") as log:
@@ -126,6 +124,7 @@ class Guest:
             raise
         self.boot_seconds = time.monotonic() - began
         (self.state / "boot_seconds").write_text(f"{self.boot_seconds:.1f}\n")
+        self.ready.touch()
 
     def _argv(self, image: Image) -> list:
         return [QEMU, "-accel", "tcg,thread=single", "-cpu", "max",
@@ -134,9 +133,6 @@ class Guest:
                 "-kernel", str(image.kernel), "-initrd", str(image.initrd),
                 "-append", f"{image.cmdline} oracle.work={self.work}",
                 "-serial", f"file:{self.console}",
-                "-device", "virtio-serial-pci",
-                "-chardev", f"socket,id=agent,path={self.sock},server=on,wait=off",
-                "-device", "virtserialport,chardev=agent,name=oracle",
                 "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,"
                            "readonly=on,multidevs=remap",
                 "-virtfs", f"local,path={self.work},mount_tag=work,security_model=none"]
@@ -151,7 +147,7 @@ class Guest:
                 if r.returncode == 0:
                     return
             bad = self._read(self.console)
-            for marker in (b"oracle: cannot", b"oracle: no virtio", b"Kernel panic"):
+            for marker in (b"oracle: cannot", b"Kernel panic"):
                 if marker in bad:
                     raise OracleError(f"the guest did not start: {self._tail(self.console)}")
             time.sleep(0.5)
@@ -171,7 +167,7 @@ class Guest:
                 time.sleep(0.1)
             else:
                 os.kill(pid, signal.SIGKILL)
-        for stale in (self.sock, self.pidfile):
+        for stale in (self.pidfile, self.ready):
             stale.unlink(missing_ok=True)
 
     # --- the agent --------------------------------------------------------
@@ -179,22 +175,21 @@ class Guest:
     def run(self, script: str, timeout: float = 600.0, check: bool = False) -> Result:
         """Run *script* with bash as root in the guest (cwd /tmp, the host's
         programs), within *timeout* seconds (the guest ends it then)."""
-        if not self.sock.exists():
+        if not self.running():
             raise OracleError(f"no guest running for {self.profile.name} "
                               f"(python -m fakedebugfs.oracle start {self.profile.name})")
         rid = f"r{os.getpid()}_{next(_ids)}_{time.monotonic_ns() % 10**9}"
         req = self.work / "req"
         (req / f"{rid}.cmd").write_text(script)
-        (req / f"{rid}.sh").write_text(
+        (req / f"{rid}.tmp").write_text(
             f"exec timeout -k 5 {int(timeout)} /bin/bash {req}/{rid}.cmd\n")
-        with open(self.work / "lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            status = self._ask(rid, timeout + 30)
+        os.rename(req / f"{rid}.tmp", req / f"{rid}.sh")  # the guest takes it whole
         try:
+            status = self._wait_rc(req / f"{rid}.rc", timeout + 30)
             out = (req / f"{rid}.out").read_bytes()
             err = (req / f"{rid}.err").read_bytes()
         finally:
-            for ext in ("cmd", "sh", "out", "err"):
+            for ext in ("cmd", "sh", "run", "out", "err", "rc"):
                 (req / f"{rid}.{ext}").unlink(missing_ok=True)
         result = Result(status, out, err)
         if check and status != 0:
@@ -202,31 +197,22 @@ class Guest:
                               f"{err.decode(errors='replace').strip()[-300:]}")
         return result
 
-    def _ask(self, rid: str, timeout: float) -> int:
+    def _wait_rc(self, rc: Path, timeout: float) -> int:
+        """The request's exit status, once the guest wrote it (polled: the
+        work folder is the guest's 9p share)."""
         deadline = time.monotonic() + timeout
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.connect(str(self.sock))
-            s.sendall(f"{rid}\n".encode())
-            buf = b""
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"the guest did not answer {rid} in {timeout:.0f} s")
-                s.settimeout(min(left, 5.0))
-                try:
-                    chunk = s.recv(4096)
-                except socket.timeout:
-                    if not self.running():
-                        raise OracleError(f"the guest died: {self._tail(self.console)}")
-                    continue
-                if not chunk:
-                    raise OracleError(f"the guest closed the agent: {self._tail(self.console)}")
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    words = line.decode(errors="replace").split()
-                    if len(words) == 2 and words[0] == rid:
-                        return int(words[1])
+        pause = 0.005
+        while True:
+            try:
+                return int(rc.read_text())
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the guest did not end {rc.stem} in {timeout:.0f} s")
+            if not self.running():
+                raise OracleError(f"the guest died: {self._tail(self.console)}")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     @staticmethod
     def _read(path: Path) -> bytes:

@@ -8,10 +8,12 @@
 # bash, python3, perf) run inside with `chroot /host`.  The work folder
 # (tag "work") is mounted writable at the same path as on the host.
 #
-# The agent: the host writes <work>/req/<id>.sh and sends "<id>\n" on the
-# virtio-serial port named "oracle"; the guest runs the script with bash in
-# the chroot, stdout and stderr to <id>.out and <id>.err, and answers
-# "<id> <status>\n".  One request at a time (the host takes a lock).
+# The agent: the host writes <work>/req/<id>.sh (renamed into place whole);
+# the guest, looking every 0.1 s, takes it (renames it <id>.run), runs it
+# with bash in the chroot, stdout and stderr to <id>.out and <id>.err, and
+# writes its exit status to <id>.rc when it ends.  Requests run side by
+# side.  (A virtio-serial port was tried first: a request sent by a caller
+# that closed its connection at once never reached the guest's reader.)
 /bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin /proc /sys /dev /tmp /host
 /bin/busybox --install -s
 mount -t proc proc /proc
@@ -22,7 +24,7 @@ for m in netfs 9pnet 9pnet_virtio 9p; do
     insmod /lib/modules/$rel/$m.ko || echo "oracle: insmod $m failed"
 done
 work=$(sed -n 's/.*oracle.work=\([^ ]*\).*/\1/p' /proc/cmdline)
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=loose,ro hostroot /host \
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro hostroot /host \
     || { echo "oracle: cannot mount the host's root"; poweroff -f; }
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
@@ -42,23 +44,22 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 work "/host$work" \
     || { echo "oracle: cannot mount the work folder $work"; poweroff -f; }
 hostname oracle
 ip link set lo up 2>/dev/null
-port=
-for p in /sys/class/virtio-ports/*; do
-    [ "$(cat $p/name 2>/dev/null)" = oracle ] && port=/dev/${p##*/}
-done
-[ -n "$port" ] || { echo "oracle: no virtio port named oracle"; poweroff -f; }
-echo "oracle: ready on $port, work $work"
+req="/host$work/req"
+mkdir -p "$req"
+echo "oracle: ready, work $work (requests side by side)"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
 while :; do
-    exec 3<>"$port"
-    while read -r id rest <&3; do
-        case "$id" in
-        ''|*[!A-Za-z0-9_-]*) continue ;;
-        esac
-        chroot /host /bin/sh -c 'cd /tmp && exec /bin/bash "$0"' "$work/req/$id.sh" \
-            < /dev/null > "/host$work/req/$id.out" 2> "/host$work/req/$id.err"
-        echo "$id $?" >&3
+    for f in "$req"/*.sh; do
+        [ -e "$f" ] || continue
+        id=${f##*/}
+        id=${id%.sh}
+        mv "$f" "$req/$id.run" 2>/dev/null || continue
+        (
+            chroot /host /bin/sh -c 'cd /tmp && exec /bin/bash "$0"' "$work/req/$id.run" \
+                < /dev/null > "$req/$id.out" 2> "$req/$id.err"
+            echo $? > "$req/$id.rc.tmp"
+            mv "$req/$id.rc.tmp" "$req/$id.rc"
+        ) &
     done
-    exec 3<&-
-    sleep 0.2
+    usleep 100000
 done

@@ -55,6 +55,9 @@ def capture(tracefs: str, outdir: str) -> int:
         _write(out / name, _read(root / "events" / name))
     _write(out / "uname", os.uname().release + "\n")
     _write(out / "modes", _modes(root))
+    _write(out / "options", "".join(
+        f"{name} {_read(root / 'options' / name).strip()}\n"
+        for name in sorted(os.listdir(root / "options"))))
     for name in OPTIONAL:
         if (root / name).is_file():
             _write(out / name, _read(root / name))

@@ -40,6 +40,9 @@ class OptionsDir:
             return ft.options[name]
         if name in ft.tracer.flags:
             return ft.tracer.flags[name]
+        owner = ft._flag_owner(name)  # another tracer's option (the top level lists them all)
+        if owner is not None:
+            return owner[name]
         raise fail(errno.EINVAL)
 
     def _option_write(self, name):
@@ -48,7 +51,7 @@ class OptionsDir:
             if value > 1:
                 raise fail(errno.EINVAL)
             if bool(value) != self._option(name):  # trace_options_write: no change, no call
-                self.ft.set_option(name, bool(value))
+                self.ft.set_option_file(name, bool(value))
         return store
 
     def _tracer_changed(self) -> None:

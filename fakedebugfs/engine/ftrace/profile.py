@@ -14,6 +14,9 @@ commit next to their tool's tests; this module reads them back:
     available_tracers, trace_clock, trace_options, README
     available_filter_functions(_addrs)   when the kernel has them
     kallsyms          ``/proc/kallsyms``'s text symbols, when readable
+    options           ``<name> <0|1>``: the value of each ``options/`` file
+    kprobes_blacklist, btf    the oracle's captures only: debugfs'
+                      ``kprobes/blacklist`` and ``/sys/kernel/btf/vmlinux``
     oracle            the Debian kernel package that boots this kernel under
                       QEMU (``python -m fakedebugfs.oracle``), for profiles
                       captured there
@@ -118,6 +121,15 @@ class Profile:
         seen = set(listed)
         return [k for k in listed if k in self.formats] + \
             [k for k in self.formats if k not in seen and not k.startswith("ftrace:")]
+
+    def option_values(self) -> dict[str, bool]:
+        """The ``options`` file: ``name 0|1`` of each ``options/`` file at
+        capture (tracers' flags that ``trace_options`` does not show)."""
+        out = {}
+        for line in (self._opt("options") or "").splitlines():
+            name, _, value = line.partition(" ")
+            out[name] = value.strip() == "1"
+        return out
 
     def modes(self) -> dict[str, tuple[int, str]]:
         """The ``modes`` file's ``path -> (mode, kind)``, read once (a

@@ -27,8 +27,8 @@ from typing import Optional
 
 from fakedebugfs.engine.core.errors import einval
 from fakedebugfs.engine.ftrace.control import marker_count, raw_marker_ok
-from fakedebugfs.engine.ftrace.events import TRACE_PRINT, TRACE_RAW_DATA
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer, NopTracer
+from fakedebugfs.engine.ftrace.kversion import has
 from fakedebugfs.engine.ftrace.output import OutputContext
 from fakedebugfs.engine.ftrace.stacks import stack_payload
 from fakedebugfs.engine.ftrace.trace_buffer import TraceBuffers
@@ -57,6 +57,37 @@ TRACE_OPTIONS = (
 )
 
 
+def trace_flags(profile) -> tuple:
+    """``trace_options``' global flags (``TRACE_ITER_*``) of the profile's
+    kernel, in its order, with their defaults: the profile's
+    ``trace_options`` less the flags of the tracer current at capture (nop's
+    two test flags); 6.18's own list without a profile."""
+    text = profile.files.get("trace_options") if profile is not None else None
+    if not text:
+        return TRACE_OPTIONS
+    nop = NopTracer().flags
+    out = []
+    for word in text.split():
+        on = not word.startswith("no")
+        name = word if on else word[2:]
+        if name not in nop:
+            out.append((name, on))
+    return tuple(out)
+
+
+def profile_tracer_flags(profile, options) -> dict:
+    """``options/`` files of the profile's top level that are no global
+    flag and no flag of nop: other tracers' options, with the values
+    captured (the profile's ``options`` file; off where it has none)."""
+    if profile is None:
+        return {}
+    listed = [p[len("options/"):] for p in profile.modes() if p.startswith("options/")]
+    values = profile.option_values()
+    nop = NopTracer().flags
+    return {n: values.get(n, False) for n in sorted(listed)
+            if n not in options and n not in nop and n not in KmemTracer().flags}
+
+
 def _jiffies(engine) -> int:
     """``jiffies`` in print fmts: ticks of the engine's clock (the virtual one too)."""
     from fakedebugfs.engine.ftrace.printfmt import HZ, INITIAL_JIFFIES  # imported when first printed
@@ -82,9 +113,15 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
         self._init_buffers(engine.nr_cpus, buffer_kb)
         self._init_events()
         self._init_triggers()
-        self.options = dict(TRACE_OPTIONS)
+        profile = self.top.profile if top is not None else getattr(self, "profile", None)
+        self.options = dict(trace_flags(profile))
         if top is not None:  # an instance's printk and marker copies start off
-            self.options.update({"trace_printk_dest": False, "copy_trace_marker": False})
+            self.options.update({k: False for k in ("trace_printk_dest", "copy_trace_marker")
+                                 if k in self.options})
+        # option files of the profile's other tracers (blk, function_graph
+        # ... where the fake has no such tracer): the top level lists every
+        # tracer's flags (add_tracer_options); their values are kept
+        self.profile_flags = profile_tracer_flags(profile, self.options) if top is None else {}
         # instances get the tracers that allow them (here only nop)
         self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()} if top is None \
             else {"nop": NopTracer()}
@@ -114,7 +151,19 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
             callback()
 
     def option_names(self) -> list[str]:
-        return list(self.options) + list(self.tracer.flags)
+        names = list(self.options) + list(self.tracer.flags)
+        return names + [n for n in self.profile_flags if n not in names]
+
+    def _flag_owner(self, name: str):
+        """The flags dict holding a tracer option that is not the current
+        tracer's: another tracer's (``__set_tracer_option`` calls the
+        option's own tracer), else the profile's stored ones; None."""
+        if name not in self.profile_flags:
+            return None
+        for tracer in self.tracers.values():
+            if name in tracer.flags:
+                return tracer.flags
+        return self.profile_flags
 
     def trace_options(self) -> str:
         """``tracing_trace_options_show``: global flags, then the tracer's."""
@@ -136,6 +185,17 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
             self.tracer.set_flag(name, on)
         else:
             raise einval(name)
+
+    def set_option_file(self, name: str, on: bool) -> None:
+        """A write to ``options/<name>`` (``trace_options_write``): a flag
+        of a tracer that is not the current one goes to that tracer
+        (``__set_tracer_option``), where ``trace_options`` would refuse it."""
+        owner = None if name in self.options or name in self.tracer.flags \
+            else self._flag_owner(name)
+        if owner is None:
+            self.set_option(name, on)
+        else:
+            owner[name] = on
 
     def write_trace_options(self, text: str) -> None:
         """``trace_set_options``: ``name`` sets, ``noname`` clears; an empty
@@ -174,16 +234,17 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
             raise einval("markers option is off")
         cpu = pid % len(self.buffers) if cpu is None else cpu
         if raw:  # all or nothing: an id and what one event holds
-            if not raw_marker_ok(len(data)):
+            if not raw_marker_ok(len(data), has(getattr(self.top, "profile", None),
+                                                "raw_marker_id_counted_once")):
                 raise einval("raw marker")
-            ev = self.by_id[TRACE_RAW_DATA]
+            ev = self.events["ftrace:raw_data"]  # its id is the profile's (18 in 6.12, 19 in 6.18)
             payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, 1) + data[4:]
             count = len(data)
         else:  # cut to TRACE_MARKER_MAX_SIZE, then to one event: the count says
             count = marker_count(len(data))
             text = data[:count]
             text = text + b"\0\0" if text.endswith(b"\n") else text + b"\n\0"
-            ev = self.by_id[TRACE_PRINT]
+            ev = self.events["ftrace:print"]
             payload = ev.pack(pid, {"ip": 0}, 0, 1) + text  # ip 0: see sym()
         ts = self.engine.clock.now() if ts is None else ts
         post = [] if raw else marker_triggers(self, cpu, pid, ts, data[:count])
