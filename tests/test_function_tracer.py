@@ -307,3 +307,65 @@ def test_calltrees_from_a_guest_function_graph():
                     "0 45000 1000 vfs_write\n")
     (sel, tree), = parse_calltrees(text)["raw_syscalls:sys_enter"]
     assert sel == {"id": 1} and [n[4] for n in tree.nodes] == [-1, 0, -1]
+
+
+def test_func_stack_trace_and_no_repeats(tracing):
+    write(tracing / "set_ftrace_filter", "vfs_read\n")
+    write(tracing / "current_tracer", "function\n")
+    write(tracing / "options/func_stack_trace", "1\n")
+    emit_syscall(tracing, 0)
+    body = [ln for ln in lines(tracing / "trace") if not ln.startswith("#")]
+    assert body[1].endswith(": <stack trace>")
+    assert body[2:] == [" => [FTRACE TRAMPOLINE]", " => vfs_read", " => ksys_read",
+                        " => __x64_sys_read", " => do_syscall_64",
+                        " => entry_SYSCALL_64_after_hwframe"]
+    write(tracing / "options/func_stack_trace", "0\n")
+    write(tracing / "options/func-no-repeats", "1\n")
+    write(tracing / "trace", "")
+    for _ in range(3):
+        emit_syscall(tracing, 0)
+    write(tracing / "set_ftrace_filter", "ksys_read\n", append=True)
+    emit_syscall(tracing, 0)
+    body = [ln.split(": ", 1)[1] for ln in lines(tracing / "trace") if not ln.startswith("#")]
+    assert body[0] == "vfs_read <-ksys_read"
+    assert body[1].startswith("vfs_read <-ksys_read (repeats: 2, last_ts: ")
+    write(tracing / "options/func-no-repeats", "0\n")
+
+
+def _selftests() -> Path:
+    env = os.environ.get("FTRACETEST_DIR")
+    if env:
+        return Path(env)
+    return Path("/tmp/linux-src/linux-source-6.12/tools/testing/selftests/ftrace")
+
+
+# the rows of test.d/ftrace/ that pass under the 6.12 profile with the
+# sample call trees; (instance) rows run with them
+FTRACETEST_ROWS = ("fgraph-filter.tc", "fgraph-multi.tc", "func-filter-glob.tc",
+                   "func-filter-notrace-pid.tc", "func-filter-stacktrace.tc", "func_cpumask.tc",
+                   "func_event_triggers.tc", "func_set_ftrace_file.tc",
+                   "func_traceonoff_triggers.tc", "func-filter-pid.tc")
+
+
+@pytest.mark.skipif(not (_selftests() / "ftracetest").is_file(),
+                    reason="needs the kernel's tools/testing/selftests/ftrace (FTRACETEST_DIR)")
+def test_ftracetest_function_rows(tmp_path):
+    """ftracetest's function rows under ``fakedebugfs run --profile``, the
+    profile given the sample call trees (fixtures/calltrees)."""
+    prof = tmp_path / "profile"
+    prof.mkdir()
+    for f in PROFILE.iterdir():
+        (prof / f.name).symlink_to(f)
+    sample = Path(__file__).resolve().parent.parent / "fixtures" / "calltrees" / "debian-6.12-sample"
+    (prof / "calltrees").symlink_to(sample)
+    work = tmp_path / "ftrace"
+    shutil.copytree(_selftests(), work)
+    rows = " ".join(f"test.d/ftrace/{r}" for r in FTRACETEST_ROWS)
+    out = run_cli("run", "--profile", prof, "--", "sh", "-c",
+                  f"cd {work} && ./ftracetest {rows}", check=False, timeout=600).stdout
+    results = [ln for ln in out.splitlines() if ln.startswith("[")]
+    assert len(results) >= len(FTRACETEST_ROWS), out
+    # (instance) func-filter-pid needs every tracer's options/ files in instances
+    bad = [r for r in results if not r.endswith("[PASS]")
+           and not ("(instance)" in r and "function pid filters" in r)]
+    assert not bad, out

@@ -31,6 +31,10 @@ import re
 from typing import Callable, Optional
 
 RETURN_OFFSET = 0x2C  # how far into a caller its call returns (parent_ip), at most
+# the frames below a tree that no tracer can hook (noinstr entry code), by
+# the system of the event that starts it: what stack traces end with
+ENTRY_FRAMES = {"raw_syscalls": ("do_syscall_64", "entry_SYSCALL_64_after_hwframe"),
+                "syscalls": ("do_syscall_64", "entry_SYSCALL_64_after_hwframe")}
 
 
 class Tree:
@@ -38,9 +42,9 @@ class Tree:
     duration, name, parent)`` (parent: the index of the caller, -1 for an
     outermost call)."""
 
-    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends")
+    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail")
 
-    def __init__(self, nodes):
+    def __init__(self, nodes, key: str = ""):
         stack: list = []
         out = []
         for depth, start, dur, name in nodes:
@@ -52,6 +56,8 @@ class Tree:
         self.recs: Optional[list] = None  # record index of each node (None: not traceable)
         self.addrs: Optional[list] = None  # its address in the engine's kallsyms
         self.rets: Optional[list] = None  # a return address inside each function
+        self.key = key  # the tracepoint that starts it
+        self.tail: list = []  # return addresses of the untraceable callers below the tree
         self._ends = None  # where each subtree ends (function_graph)
 
 
@@ -76,7 +82,7 @@ def parse_calltrees(text: str) -> dict:
         if nodes is None or len(parts) != 4:
             raise ValueError(f"calltrees line {n}: {line!r}")
         nodes.append((int(parts[0]), int(parts[1]), int(parts[2]), parts[3]))
-    return {key: [(sel, Tree(nodes)) for sel, nodes in trees] for key, trees in out.items()}
+    return {key: [(sel, Tree(nodes, key)) for sel, nodes in trees] for key, trees in out.items()}
 
 
 # function_graph's text with funcgraph-abstime and funcgraph-proc:
@@ -236,6 +242,8 @@ class FunctionCalls:
             size = found[2] if found else 0x100
             rets.append(addr + min(RETURN_OFFSET, max(1, size // 2)))
         tree.rets = rets
+        tail = ENTRY_FRAMES.get(tree.key.partition(":")[0], ())
+        tree.tail = [self.address(n) + RETURN_OFFSET for n in tail]
 
     def address(self, name: str) -> int:
         ks = self.engine.kallsyms

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 FTRACE_STACK_ENTRIES = 8
 ULONG_MAX = (1 << 64) - 1
+FTRACE_TRAMPOLINE_MARKER = 0x7FFFFFFF  # (unsigned long) INT_MAX: a frame in an ftrace trampoline
 
 _SYSCALL = ("do_syscall_64", "entry_SYSCALL_64_after_hwframe")
 _TICK = ("__hrtimer_run_queues", "hrtimer_interrupt", "__sysvec_apic_timer_interrupt",
@@ -114,6 +115,9 @@ def show_stack(rec, out) -> str:
         addr = int.from_bytes(raw[8 * i:8 * i + 8], "little")
         if addr == ULONG_MAX:
             break
+        if addr == FTRACE_TRAMPOLINE_MARKER:  # the function tracer's trampoline
+            lines.append(" => [FTRACE TRAMPOLINE]")
+            continue
         lines.append(f" => {out.sym(addr)}")
     return "\n".join(lines)
 

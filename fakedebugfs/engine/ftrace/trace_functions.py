@@ -27,9 +27,12 @@ from typing import Optional
 from fakedebugfs.engine.ftrace.calltree import FunctionCalls, parse_calltrees
 from fakedebugfs.engine.ftrace.ftrace import FtraceOps, FtraceRecords
 from fakedebugfs.engine.ftrace.ftrace_probe import COMMANDS, clear_probes
+from fakedebugfs.engine.ftrace.output import timestamp
 
 TRACE_FN, TRACE_STACK, TRACE_FUNC_REPEATS = 1, 4, 19
 FTRACE_STACK_ENTRIES = 8
+FTRACE_TRAMPOLINE_MARKER = 0x7FFFFFFF  # (unsigned long) INT_MAX
+MCOUNT_OFFSET = 4  # the traced function's call of its trampoline (after endbr64)
 U16_MAX = 0xFFFF
 TRAMPOLINE_BASE = 0xFFFFFFFFC0200000  # ops trampolines: module-area pages
 # the callbacks enabled_functions names (their sizes: the profile's kallsyms)
@@ -283,9 +286,22 @@ def show_fn(rec, tr) -> str:
     return text
 
 
+LAST_TS = "\0last_ts\0"  # where the time of the last repeat goes (needs the entry's time)
+
+
 def show_repeats(rec, tr) -> str:
-    """``trace_func_repeats_print``: the call, then how often it repeated."""
-    return show_fn(rec, tr) + f" (repeats: {rec['count']}, last_ts: ...)"
+    """``trace_func_repeats_print``: the call, then how often it repeated
+    and when last (the entry's time less its delta: filled in by
+    :func:`fill_last_ts`)."""
+    delta = rec["top_delta_ts"] << 32 | rec["bottom_delta_ts"]
+    return show_fn(rec, tr) + f" (repeats: {rec['count']}, last_ts:{LAST_TS}{delta}{LAST_TS})"
+
+
+def fill_last_ts(text: str, ts: int) -> str:
+    """The ``last_ts`` of a ``func_repeats`` line printed at *ts*."""
+    head, _, rest = text.partition(LAST_TS)
+    delta, _, tail = rest.partition(LAST_TS)
+    return f"{head}{timestamp(ts - int(delta or 0))}{tail}"
 
 
 # select_trace_function: (func_stack_trace, func-no-repeats) -> the ops' callback
@@ -331,6 +347,31 @@ class FunctionTracer:
 
     def print_line(self, tr, etype, rec):
         return None  # the entries' own output (trace_fn_trace); none kept as text
+
+    def text_chunks(self, tr, events, lines: int):
+        """``trace``: runs of entries as trace.c prints them; a
+        ``func_repeats`` entry alone, its ``last_ts`` from its time."""
+        run: list = []
+        count = 0
+        for item in events:
+            if int.from_bytes(item[2][:2], "little") == TRACE_FUNC_REPEATS:
+                if run:
+                    yield tr.format_lines(run)
+                    run = []
+                yield fill_last_ts(tr.format_lines((item,)), item[0])
+                continue
+            run.append(item)
+            count += 1
+            if count >= lines:
+                yield tr.format_lines(run)
+                run, count = [], 0
+        if run:
+            yield tr.format_lines(run)
+
+    def format_event(self, tr, cpu: int, ev) -> str:
+        """A ``trace_pipe`` line."""
+        text = tr.format_lines(((ev.ts, cpu, ev.payload),))
+        return fill_last_ts(text, ev.ts) if LAST_TS in text else text
 
     def _make_user(self, tr, ops):
         fn = self.fn
@@ -379,15 +420,18 @@ class FunctionTracer:
                                          "bottom_delta_ts": delta & 0xFFFFFFFF}))
 
     def _stack(self, tr, tree, k: int, cpu: int, pid: int, ts: int) -> None:
-        """The ``kernel_stack`` entry of ``func_stack_trace``: the call and
-        its callers, innermost first."""
+        """The ``kernel_stack`` entry of ``func_stack_trace``: the
+        trampoline's frame (``[FTRACE TRAMPOLINE]``), the call and its
+        callers, innermost first, then the entry code below them."""
         ev = tr.by_id.get(TRACE_STACK)
         if ev is None:
             return
-        chain = []
-        while k >= 0 and len(chain) < FTRACE_STACK_ENTRIES:
+        chain = [FTRACE_TRAMPOLINE_MARKER, tree.addrs[k] + MCOUNT_OFFSET]
+        k = tree.nodes[k][4]
+        while k >= 0:
             chain.append(tree.rets[k])
             k = tree.nodes[k][4]
+        chain = (chain + tree.tail)[:FTRACE_STACK_ENTRIES]
         caller = b"".join(a.to_bytes(8, "little") for a in chain)
         payload = ev.pack(pid, {"size": len(chain), "caller": caller.ljust(64, b"\0")})
         tr.commit(cpu, ts, payload[:16 + 8 * len(chain)])
