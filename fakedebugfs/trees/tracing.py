@@ -45,6 +45,7 @@ from fakedebugfs.fs.tree import Dir
 from fakedebugfs.fs.waitqueue import WaitQueue
 from fakedebugfs.trees.readme import readme_text
 from fakedebugfs.trees.tracing_events import HEADER_EVENT, HEADER_PAGE, EventsDir
+from fakedebugfs.trees.tracing_hist import add_cpu_files, add_top_files
 from fakedebugfs.trees.tracing_functions import add_function_files, remove_functions
 from fakedebugfs.trees.tracing_marker import Marker
 from fakedebugfs.trees.tracing_options import OptionsDir
@@ -185,6 +186,7 @@ class TracingTree(EventsDir, OptionsDir):
             root.file(f"{kind}_profile", RO, SeqFile(lambda kind=kind: dyn.profile(kind)))
         root.file("tracing_thresh", RW, ValueFile(
             lambda: f"{self.top.thresh_ns // 1000}\n", self._thresh))
+        add_top_files(self, root)  # synthetic_events, snapshot, ... (the profile's)
         add_function_files(self, root)  # the function tracer's, where the profile has them
         root.add(self.create_events())
         root.add(self.create_per_cpu())
@@ -201,6 +203,7 @@ class TracingTree(EventsDir, OptionsDir):
             d.file("trace", RW, TraceText(self, cpu))
             d.file("trace_pipe", RO, TracePipe(self, cpu))
             d.file("trace_pipe_raw", RO, TracePipeRaw(self, cpu))
+            add_cpu_files(self, d, cpu)  # snapshot, snapshot_raw (the profile's)
         return per_cpu
 
     # --- writes ----------------------------------------------------------------

@@ -219,6 +219,9 @@ class HistData(FieldParser, HistActions):
             except OSError:
                 pass
         self.field_var_hists = []
+        disable = getattr(self.tr, "snapshot_cond_disable", None)
+        if disable is not None:  # track_data_destroy: tracing_snapshot_cond_disable
+            disable(self)
 
     def snapshot_print(self) -> str:
         """``track_data_snapshot_print`` (the snapshot module's, if any)."""

@@ -175,7 +175,7 @@ class SynthEvent:
 
                     text += f" ({show_gfp_flags(int(val or 0))})"
             parts.append(text + ("" if i == last else " "))
-        return f"{self.name}: " + "".join(parts)
+        return "".join(parts)  # (the line's "<name>: " is the output's own)
 
     def check_field(self, hf, pos: int) -> bool:
         """``check_synth_field``: may the hist field feed field *pos*?"""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import errno
 
-from fakedebugfs.engine.ftrace import trace_events_hist
+from fakedebugfs.engine.ftrace import trace_events_hist, trace_snapshot
 from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.trigger import AVAILABLE, TRIGGER_TYPE, Trigger, parse
 
@@ -111,11 +111,11 @@ def write(tr, key: str, data: bytes) -> None:
         return
     rest = body[cut + 1:].lstrip(TEXT_SPACES) if cut < len(body) else None
     rest = rest or None
+    if has_snapshot(tr):  # the snapshot() action's hooks on the trace array
+        trace_snapshot.snapshot_of(tr)
     if command == "hist":
         trace_events_hist.hist_trigger_parse(tr, key, glob, rest)
     elif command == "snapshot":
-        from fakedebugfs.engine.ftrace import trace_snapshot
-
         trace_snapshot.trigger_write(tr, key, text)
     else:
         _hist_enable(tr, key, text, command)
