@@ -286,6 +286,28 @@ def test_trace_cmd_records_function_entries(profile, tmp_path):
     assert all("vfs_read" in ln and "ksys_read" in ln and "cat-42" in ln for ln in calls), calls
 
 
+@pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="needs trace-cmd")
+def test_trace_cmd_records_a_function_graph(profile, tmp_path):
+    """``trace-cmd record -p function_graph -g do_sys_openat2
+    --max-graph-depth 3``: the graph from the function down, two levels."""
+    from fakedebugfs import Fake
+
+    with Fake(profile=str(profile), clock="virtual", cpus=2) as fk:
+        out = str(tmp_path / "g.dat")
+        rec = fk.popen(["trace-cmd", "record", "-p", "function_graph", "-g", "do_sys_openat2",
+                        "--max-graph-depth", "3", "-o", out],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        fk.wait_readers()
+        fk.emit("raw_syscalls:sys_enter", cpu=1, pid=42, comm="cat", id=257)
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=60)
+        report = fk.run(["trace-cmd", "report", "-i", out], capture_output=True, text=True)
+    graph = [ln.split("|", 1)[1] for ln in report.stdout.splitlines() if "funcgraph_" in ln]
+    assert graph == ["  do_sys_openat2() {", "    getname() {", "      getname_flags();",
+                     "    }", "    do_filp_open() {", "      path_openat();", "    }", "  }"], \
+        report.stdout
+
+
 def test_calltrees_from_a_guest_function_graph():
     """The recorder's converter on ``function_graph`` text as the Debian
     6.12 guest printed it (funcgraph-abstime, funcgraph-proc, sys_enter as

@@ -42,7 +42,7 @@ class Tree:
     duration, name, parent)`` (parent: the index of the caller, -1 for an
     outermost call)."""
 
-    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail")
+    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail", "span")
 
     def __init__(self, nodes, key: str = ""):
         stack: list = []
@@ -57,6 +57,7 @@ class Tree:
         self.addrs: Optional[list] = None  # its address in the engine's kallsyms
         self.rets: Optional[list] = None  # a return address inside each function
         self.key = key  # the tracepoint that starts it
+        self.span = max((n[1] + n[2] for n in out), default=0)  # from its start to its end
         self.tail: list = []  # return addresses of the untraceable callers below the tree
         self._ends = None  # where each subtree ends (function_graph)
 
@@ -165,6 +166,7 @@ class FunctionCalls:
         self.trees = trees
         self.users: list[Callable] = []
         self._probes: dict = {}
+        self.busy: dict = {}  # cpu -> when its last tree ends
         self._addr: dict = {}
         self._kallsyms_len = -1
 
@@ -216,9 +218,19 @@ class FunctionCalls:
     # --- calls ----------------------------------------------------------------------------
 
     def run(self, tree: Tree, cpu: int, pid: int, ts: int) -> None:
-        """Every registered user sees the calls of *tree*."""
+        """Every registered user sees the calls of *tree*.  A CPU runs one
+        tree at a time: one that would start before the CPU's last ended
+        starts then, and the virtual clock is moved past its end (the CPU
+        was busy with those calls), so each CPU's entries keep the order of
+        their times."""
         if tree.recs is None:
             self.resolve(tree)
+        ts = max(ts, self.busy.get(cpu, 0))
+        end = ts + tree.span
+        self.busy[cpu] = end
+        clock = self.engine.clock
+        if getattr(clock, "deterministic", False) and clock.now() < end:
+            clock.advance(end - clock.now())
         for user in tuple(self.users):
             user(tree, cpu, pid, ts)
 
