@@ -354,6 +354,29 @@ def test_func_stack_trace_and_no_repeats(tracing):
     write(tracing / "options/func-no-repeats", "0\n")
 
 
+def test_stack_tracer(tracing):
+    """``stack_trace``: disabled text, then the deepest stack once
+    ``kernel.stack_tracer_enabled`` (the hidden sysctl file ``run`` binds)
+    is set; ``stack_trace_filter`` limits the functions measured."""
+    assert lines(tracing / "stack_trace")[3] == "#  Stack tracer disabled"
+    write(tracing / ".stack_tracer_enabled", "1\n")
+    emit_syscall(tracing, 0)
+    got = lines(tracing / "stack_trace")
+    n = len(got) - 2
+    assert got[0] == f"        Depth    Size   Location    ({n} entries)"
+    assert got[2].split()[3].startswith("security_file_permission+0x4/")
+    assert got[-1].split()[3].startswith("entry_SYSCALL_64_after_hwframe+")
+    depths = [int(ln.split()[1]) for ln in got[2:]]
+    assert depths == sorted(depths, reverse=True)
+    assert read(tracing / "stack_max_size") == f"{depths[0]}\n"
+    write(tracing / "stack_trace_filter", "vfs_read\n")
+    write(tracing / "stack_max_size", "0\n")
+    emit_syscall(tracing, 0)
+    assert lines(tracing / "stack_trace")[2].split()[3].startswith("vfs_read+0x4/")
+    assert errno_of(write, tracing / "stack_trace_filter", "vfs_read:traceon\n") == errno.ENODEV
+    write(tracing / ".stack_tracer_enabled", "0\n")
+
+
 def _selftests() -> Path:
     env = os.environ.get("FTRACETEST_DIR")
     if env:

@@ -14,6 +14,7 @@ them (its ``modes`` lists them), with the ``function`` and
     dyn_ftrace_total_info                     records, pages, groups
     set_graph_function, set_graph_notrace     globs for function_graph
     max_graph_depth                           0: no limit
+    stack_trace, stack_max_size, stack_trace_filter   the stack tracer
 
 The filter files apply each word as it is written (the kernel applies its
 copy of the hash at the file's release, which FUSE sends after close(2)
@@ -34,6 +35,9 @@ from fakedebugfs.engine.ftrace.trace_functions import add_tracers, attach
 from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail
 from fakedebugfs.fs.seq_file import seq_open
 
+# kernel.stack_tracer_enabled, served where tracing/ is: a name no tracefs
+# has, found by lookup and never listed (``run`` binds it over the sysctl)
+STACK_SYSCTL = ".stack_tracer_enabled"
 # files of every trace array (ftrace_create_filter_files, ftrace_init_tracefs)
 ARRAY_FILES = ("set_ftrace_filter", "set_ftrace_notrace", "set_ftrace_pid",
                "set_ftrace_notrace_pid")
@@ -200,11 +204,40 @@ def add_function_files(tree, root) -> None:
                   RegexFile(fn.graph_ops, True, graph=True))
         root.file("set_graph_notrace", mode("set_graph_notrace", 0o640),
                   RegexFile(fn.graph_ops, False, graph=True))
+    if have("stack_trace"):
+        _stack_files(fn, root, mode)
     if have("max_graph_depth"):
         root.file("max_graph_depth", mode("max_graph_depth", 0o640), ValueFile(
             lambda: f"{_s32(fn.max_graph_depth)}\n",
             lambda data: setattr(fn, "max_graph_depth",
                                  kstrtoul_from_user(data) & 0xFFFFFFFF)))
+
+
+def _stack_files(fn, root, mode) -> None:
+    """trace_stack.c's files, and ``kernel.stack_tracer_enabled`` as a
+    hidden file of ``tracing/`` (:data:`STACK_SYSCTL`: what ``run`` binds
+    over ``/proc/sys/kernel/stack_tracer_enabled``)."""
+    from fakedebugfs.engine.ftrace.trace_stack import StackTracer
+
+    st = fn.__dict__.get("stack_tracer") or StackTracer(fn)
+    fn.stack_tracer = st
+    root.file("stack_trace", mode("stack_trace", 0o440), SeqFile(st.show))
+    root.file("stack_max_size", mode("stack_max_size", 0o640), ValueFile(
+        lambda: f"{st.max_size}\n",
+        lambda data: setattr(st, "max_size", kstrtoul_from_user(data))))
+    root.file("stack_trace_filter", mode("stack_trace_filter", 0o640), RegexFile(st.ops, True))
+    node = root.file(STACK_SYSCTL, 0o644, ValueFile(
+        lambda: f"{int(st.enabled)}\n", lambda data: st.set_enabled(_dointvec(data))))
+    node.hidden = True
+
+
+def _dointvec(data: bytes) -> int:
+    """``proc_dointvec``: one integer, spaces around it."""
+    text = data.split(b"\0", 1)[0].strip()
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise fail(errno.EINVAL) from None
 
 
 def remove_functions(top, tr) -> None:
@@ -218,4 +251,4 @@ def _s32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
-__all__ = ["add_function_files", "remove_functions", "RegexFile", "PidFile"]
+__all__ = ["add_function_files", "remove_functions", "RegexFile", "PidFile", "STACK_SYSCTL"]

@@ -31,6 +31,7 @@ import re
 from typing import Callable, Optional
 
 RETURN_OFFSET = 0x2C  # how far into a caller its call returns (parent_ip), at most
+MCOUNT_OFFSET = 4  # where in a function its __fentry__ call is (the record's ip)
 # the frames below a tree that no tracer can hook (noinstr entry code), by
 # the system of the event that starts it: what stack traces end with
 ENTRY_FRAMES = {"raw_syscalls": ("do_syscall_64", "entry_SYSCALL_64_after_hwframe"),
@@ -54,7 +55,7 @@ class Tree:
             stack.append(len(out) - 1)
         self.nodes = out
         self.recs: Optional[list] = None  # record index of each node (None: not traceable)
-        self.addrs: Optional[list] = None  # its address in the engine's kallsyms
+        self.addrs: Optional[list] = None  # its record's ip (in the engine's kallsyms)
         self.rets: Optional[list] = None  # a return address inside each function
         self.key = key  # the tracepoint that starts it
         self.span = max((n[1] + n[2] for n in out), default=0)  # from its start to its end
@@ -246,10 +247,12 @@ class FunctionCalls:
         profile's addresses)."""
         names = [n[3] for n in tree.nodes]
         tree.recs = [self.records.index_of(n) for n in names]
-        tree.addrs = [self.address(n) for n in names]
+        starts = [self.address(n) for n in names]
+        # a record's ip: the function's call of its trampoline, after endbr64
+        tree.addrs = [a + MCOUNT_OFFSET for a in starts]
         ks = self.engine.kallsyms
         rets = []  # where a call in each function returns to (a parent_ip)
-        for addr in tree.addrs:
+        for addr in starts:
             found = ks.lookup(addr)
             size = found[2] if found else 0x100
             rets.append(addr + min(RETURN_OFFSET, max(1, size // 2)))

@@ -345,6 +345,8 @@ class FtraceOps:
         command, sep, param = rest.partition(":")
         param = param if sep else None
         if command == "mod":
+            if self.tr is None and self.commands:  # ftrace_mod_callback: no trace array
+                raise kernel_error(errno.ENODEV)
             self._mod(func, param or "", enable)
             return
         run = self.commands.get(command)

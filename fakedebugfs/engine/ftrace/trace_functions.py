@@ -32,7 +32,7 @@ from fakedebugfs.engine.ftrace.output import timestamp
 TRACE_FN, TRACE_STACK, TRACE_FUNC_REPEATS = 1, 4, 19
 FTRACE_STACK_ENTRIES = 8
 FTRACE_TRAMPOLINE_MARKER = 0x7FFFFFFF  # (unsigned long) INT_MAX
-MCOUNT_OFFSET = 4  # the traced function's call of its trampoline (after endbr64)
+TRAMPOLINE_CALL = 5  # the return address of the traced function's call of its trampoline
 U16_MAX = 0xFFFF
 TRAMPOLINE_BASE = 0xFFFFFFFFC0200000  # ops trampolines: module-area pages
 # the callbacks enabled_functions names (their sizes: the profile's kallsyms)
@@ -426,7 +426,7 @@ class FunctionTracer:
         ev = tr.by_id.get(TRACE_STACK)
         if ev is None:
             return
-        chain = [FTRACE_TRAMPOLINE_MARKER, tree.addrs[k] + MCOUNT_OFFSET]
+        chain = [FTRACE_TRAMPOLINE_MARKER, tree.addrs[k] + TRAMPOLINE_CALL]
         k = tree.nodes[k][4]
         while k >= 0:
             chain.append(tree.rets[k])
