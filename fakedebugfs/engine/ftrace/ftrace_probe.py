@@ -101,9 +101,9 @@ class FuncProbe:
                 if data[0] <= 0:
                     return
                 data[0] -= 1
-            snap = getattr(tr, "tracing_snapshot", None)
-            if snap is not None:
-                snap()
+            from fakedebugfs.engine.ftrace.trace_snapshot import snapshot_of
+
+            snapshot_of(tr).take()  # tracing_snapshot_instance
         elif cmd in ("dump", "cpudump"):
             if self.counted:  # update_count
                 if data[0] <= 0:
@@ -208,6 +208,13 @@ def probe_command(ops, glob: str, cmd: str, param: Optional[str], enable: bool) 
         unregister_probe(ops, glob[1:], ident)
         return
     _, count = _count(param) if cmd != "cpudump" else (False, UNLIMITED)
+    if cmd == "snapshot":  # tracing_arm_snapshot: the buffer allocated now
+        from fakedebugfs.engine.ftrace.trigger_cmds import has_snapshot
+        from fakedebugfs.engine.ftrace.trace_snapshot import snapshot_of
+
+        if not has_snapshot(ops.tr):
+            raise einval("no snapshot in this kernel")
+        snapshot_of(ops.tr).alloc()
     register_probe(ops, glob, FuncProbe(ident, cmd, counted), count)
 
 

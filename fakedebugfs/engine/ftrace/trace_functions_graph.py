@@ -67,14 +67,19 @@ def graph_duration(d: int) -> str:
 class GraphTracer:
     """``graph_trace``: allowed in instances; its flags those of the
     profile's ``options/`` (a kernel without ``CONFIG_FUNCTION_GRAPH_RETVAL``
-    has no ``funcgraph-retval``)."""
+    has no ``funcgraph-retval``), shared by every trace array as the
+    kernel's ``tracer_flags`` are."""
 
     name = "function_graph"
 
     def __init__(self, fn):
         self.fn = fn
-        have = fn.top.profile.modes() if fn.top.profile is not None else {}
-        self.flags = {n: on for n, on in GRAPH_FLAGS if f"options/{n}" in have or not have}
+        flags = fn.__dict__.get("graph_flags")
+        if flags is None:  # tracer_flags: one for every trace array
+            have = fn.top.profile.modes() if fn.top.profile is not None else {}
+            flags = fn.graph_flags = {n: on for n, on in GRAPH_FLAGS
+                                      if f"options/{n}" in have or not have}
+        self.flags = flags
         self._user = None
         self.pipe_state = None
 
