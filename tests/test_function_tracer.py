@@ -155,6 +155,16 @@ def test_function_commands_with_counts(tracing):
     assert errno_of(write, tracing / "set_ftrace_notrace", "vfs_read:traceoff\n") == errno.EINVAL
 
 
+def test_probes_are_listed_in_the_kernels_hash_order(tracing):
+    """``set_ftrace_filter`` after ``vfs_*:stacktrace``, byte for byte as the
+    Debian 6.12 guest listed it (fixtures/functions: a probe's functions
+    come in the order of its hash's buckets)."""
+    guest = Path(__file__).resolve().parent.parent / "fixtures" / "functions" / \
+        "debian-6.12-vfs-stacktrace-probes.txt"
+    write(tracing / "set_ftrace_filter", "vfs_*:stacktrace\n")
+    assert read(tracing / "set_ftrace_filter") == guest.read_text()
+
+
 def test_traceoff_fires_on_the_call(tracing):
     write(tracing / "set_ftrace_filter", "vfs_read:traceoff:1\n")
     assert read(tracing / "tracing_on") == "1\n"

@@ -145,6 +145,36 @@ def ftrace_match(name: str, kind: int, search: str) -> bool:
     return glob_match(search, name)
 
 
+# --- struct ftrace_hash's order ---------------------------------------------------------
+
+GOLDEN_RATIO_64 = 0x61C8864680B583EB
+FTRACE_HASH_DEFAULT_BITS, FTRACE_HASH_MAX_BITS = 10, 12
+
+
+def _bucket(ip: int, bits: int) -> int:
+    """``ftrace_hash_key``: ``hash_long(ip, bits)``, 0 for a one-bucket hash."""
+    return ((ip * GOLDEN_RATIO_64) & 0xFFFFFFFFFFFFFFFF) >> (64 - bits) if bits else 0
+
+
+def _rehash(seq, bits: int) -> list:
+    """*seq* added one by one at the head of their buckets
+    (``__add_hash_entry``), then read bucket by bucket."""
+    buckets: dict = {}
+    for ip in seq:
+        buckets.setdefault(_bucket(ip, bits), []).insert(0, ip)
+    return [ip for b in sorted(buckets) for ip in buckets[b]]
+
+
+def hash_order(order: list, added: list) -> list:
+    """The order a hash lists its entries in after an update: the old
+    entries (*order*, as listed) copied into a new hash
+    (``alloc_and_copy_ftrace_hash``), the *added* ones (record order)
+    entered, then all moved into a hash of about half their count's bits
+    (``__move_hash``)."""
+    seq = _rehash(list(order) + list(added), FTRACE_HASH_DEFAULT_BITS)
+    return _rehash(seq, min((len(seq) // 2).bit_length(), FTRACE_HASH_MAX_BITS))
+
+
 # --- the records ------------------------------------------------------------------------
 
 class FtraceRecords:

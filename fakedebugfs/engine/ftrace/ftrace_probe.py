@@ -22,7 +22,7 @@ import errno
 from typing import Optional
 
 from fakedebugfs.engine.core.errors import einval, kernel_error
-from fakedebugfs.engine.ftrace.ftrace import filter_parse_regex, ftrace_match
+from fakedebugfs.engine.ftrace.ftrace import filter_parse_regex, ftrace_match, hash_order
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 
 UNLIMITED = -1
@@ -54,11 +54,23 @@ class FuncProbe:
         self.counted = counted  # has a mapper: prints count=N
         # record -> [count, (enable, event key) of enable_event/disable_event or None]
         self.funcs: dict[int, list] = {}
+        self.order: list = []  # the records' addresses as the hash lists them
+
+    def reorder(self, records, added: list) -> None:
+        """The hash's listing order after *added* records came or some went
+        (:func:`~.ftrace.hash_order` over the records' addresses)."""
+        by_ip = {records.addrs[i]: i for i in self.funcs}
+        kept = [ip for ip in self.order if ip in by_ip]
+        new = [records.addrs[i] for i in added]
+        self.order = [ip for ip in hash_order(kept, new) if ip in by_ip]
 
     def show(self, records) -> list:
-        """``probe_ops->print`` of each function."""
+        """``probe_ops->print`` of each function, in its hash's order."""
         out = []
-        for i, data in self.funcs.items():
+        by_ip = {records.addrs[i]: i for i in self.funcs}
+        for ip in self.order:
+            i = by_ip[ip]
+            data = self.funcs[i]
             name = records.names[i]
             if data[1] is not None:
                 enable, key = data[1].enable, data[1].key
@@ -153,6 +165,7 @@ def register_probe(ops, glob: str, probe: FuncProbe, count: int, event=None) -> 
         target.funcs[i] = [count, event]
         if event is not None:
             event.ref += 1
+    target.reorder(ops.records, new)
     if have is None:
         ops.probes.insert(0, probe)  # list_add: the newest first
     ops.changed()
@@ -178,6 +191,7 @@ def unregister_probe(ops, glob: str, ident: str) -> list:
     if not gone:
         raise einval(f"no function of the probe matches {glob!r}")
     removed = [probe.funcs.pop(i) for i in gone]
+    probe.reorder(ops.records, [])
     if not probe.funcs:
         ops.probes.remove(probe)
     ops.changed()
