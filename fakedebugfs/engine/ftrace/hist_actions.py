@@ -167,6 +167,8 @@ class HistActions:
         if var is None:
             self.err("ONX_VAR_NOT_FOUND", self.errpos(name))
         data.var_ref = self.create_var_ref(var, None, None)
+        if data.var_ref is None:
+            raise HistError(errno.ENOMEM)
         track = self.create_var("__max" if data.handler == "onmax" else "__change", 8, "u64")
         if track is None:
             self.err("ONX_VAR_CREATE_FAIL", 0)
@@ -214,6 +216,8 @@ class HistActions:
                 if not event.check_field(hf, pos):
                     self.err("SYNTH_TYPE_MISMATCH", self.errpos(param))
                 ref = self.create_var_ref(hf, system, event_name)
+                if ref is None:
+                    raise HistError(errno.ENOMEM)
                 data.var_ref_idx.append(self.var_refs.index(ref))
             if len(data.params) != len(event.fields):
                 self.err("SYNTH_COUNT_MISMATCH", self.errpos(event.name))
@@ -288,8 +292,8 @@ class HistActions:
         for ref in self.var_refs:
             if ref.var_idx == var.var_idx and ref.var_hist is var.var_hist:
                 return ref
-        if len(self.var_refs) >= 16:
-            raise HistError(errno.ENOMEM)
+        if len(self.var_refs) >= 16:  # TRACING_MAP_VARS_MAX
+            return None
         ref = self.create_hist_field(None, FL_VAR_REF)
         self.init_var_ref(ref, var, system, event_name)
         ref.var_ref_idx = len(self.var_refs)
@@ -315,9 +319,10 @@ class HistActions:
         if len(var_name) < 2 or var_name[0] != "$":
             return None
         var = self.find_event_var(system, event, var_name[1:])
-        if var is None:
-            self.err("VAR_NOT_FOUND", self.errpos(var_name[1:]))
-        return self.create_var_ref(var, system, event)
+        ref = self.create_var_ref(var, system, event) if var is not None else None
+        if ref is None:  # logged; parse_atom then tries it as a field
+            hist_log(self, "VAR_NOT_FOUND", self.errpos(var_name[1:]))
+        return ref
 
     def find_event_var(self, system, event, var: str):
         """``find_event_var``."""

@@ -207,8 +207,9 @@ class HistData(FieldParser, HistActions):
             return
         self._destroyed = True
         hv = self.tr.__dict__.get("hist_vars", [])
-        if self in hv and not self.check_var_refs():
+        if self in hv and not self.check_var_refs():  # remove_hist_vars
             hv.remove(self)
+            self.tr.busy -= 1
         for data in self.actions:
             if data.synth_event is not None:
                 data.synth_event.ref -= 1

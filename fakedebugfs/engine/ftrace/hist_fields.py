@@ -318,12 +318,15 @@ class FieldParser:
             elif modifier.startswith("bucket"):
                 rest = modifier[6:]
                 rest = rest[1:] if rest.startswith("s") else rest
+                if not rest.startswith("="):
+                    self.err("BAD_FIELD_MODIFIER", self.errpos(rest))
+                rest = rest[1:]
                 try:
-                    buckets = kstrtoull(rest[1:].encode(), 0) if rest.startswith("=") else 0
+                    buckets = kstrtoull(rest.encode(errors="surrogateescape"), 0)
                 except OSError:
                     buckets = 0
-                if not buckets or buckets >= 1 << 64:
-                    self.err("BAD_FIELD_MODIFIER", self.errpos(modifier))
+                if not buckets:
+                    self.err("BAD_FIELD_MODIFIER", self.errpos(rest))
                 flags |= FL_BUCKET
             elif modifier.startswith(("percent", "graph")) and not flags & (FL_VAR | FL_KEY):
                 flags |= FL_PERCENT if modifier.startswith("percent") else FL_GRAPH
@@ -547,6 +550,8 @@ def hist_fn_call(hf: HistField, ctx) -> object:
     if fn == "stack":
         return b""
     ops = hf.operands
+    if ops[0] is None:  # HIST_FIELD_FN_NOP (a stacktrace this fake cannot walk)
+        return 0
     if fn == "log2":
         return order_base_2(hist_fn_call(ops[0], ctx))
     if fn == "bucket":

@@ -26,6 +26,7 @@ array's clock.  A hist trigger joins the end of the event's trigger list
 from __future__ import annotations
 
 import errno
+import logging
 from typing import Optional
 
 from fakedebugfs.engine.ftrace.hist_actions import hist_vars
@@ -40,6 +41,7 @@ from fakedebugfs.engine.ftrace.trace_events_synth import SYNTH_SYSTEM, find_synt
 from fakedebugfs.engine.ftrace.tracing_map import (
     TRACING_MAP_BITS_MAX, TRACING_MAP_BITS_MIN, TRACING_MAP_VARS_MAX)
 
+log = logging.getLogger(__name__)
 U64 = (1 << 64) - 1
 UINT_MAX = 0xFFFFFFFF
 TEXT_SPACES = " \t\n\v\f\r"
@@ -109,9 +111,14 @@ class HistTrigger:
         if self.paused:
             return
         hd = self.hist_data
-        ctx = Ctx(record_bytes(tr, self.key, rec if vals is None else vals, pid), ts, cpu, pid,
-                  tr.clock in CLOCKS_IN_NS, tr, rec)
-        hd.hit(ctx)
+        try:
+            ctx = Ctx(record_bytes(tr, self.key, rec if vals is None else vals, pid), ts, cpu,
+                      pid, tr.clock in CLOCKS_IN_NS, tr, rec)
+            hd.hit(ctx)
+        except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as err:
+            # an event the fake cannot aggregate is dropped, never the server
+            hd.map.drops += 1
+            log.debug("hist trigger on %s: %r", self.key, err)
 
 
 def record_bytes(tr, key: str, rec: dict, pid: int) -> bytes:
@@ -246,8 +253,9 @@ def _parse(tr, key: str, glob: str, param: Optional[str], cmd: HistCmd) -> None:
         hd.create_actions()
         if hd.has_hist_vars() or hd.var_refs:
             vars_list = hist_vars(tr)
-            if hd not in vars_list:
+            if hd not in vars_list:  # save_hist_vars: holds the trace array (rmdir: EBUSY)
                 vars_list.insert(0, hd)
+                tr.busy += 1
         register(tr, key, data)
     except BaseException:
         if data.hist_data is hd:

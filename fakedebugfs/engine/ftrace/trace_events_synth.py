@@ -126,9 +126,8 @@ class SynthEvent:
         for f in self.fields:
             if f.is_dynamic:
                 decl.append((f.type, f.name, f.offset, 8, int(f.is_signed)))
-            elif f.is_string:
-                n = f.type[f.type.index("[") + 1:-1]
-                decl.append(("char", f"{f.name}[{n}]", f.offset, f.size, int(f.is_signed)))
+            elif f.is_string:  # its format shows "char name[]" (no length: field->len 0)
+                decl.append(("char", f"{f.name}[]", f.offset, f.size, int(f.is_signed)))
             else:
                 decl.append((f.type, f.name, f.offset, f.size, int(f.is_signed)))
         dyn = tuple(f.name for f in self.fields if f.is_dynamic)
