@@ -29,15 +29,16 @@ from __future__ import annotations
 import errno
 from typing import Callable, Optional
 
-from fakedebugfs.engine.ftrace import trace_eprobe, trace_fprobe, trace_kprobe, trace_uprobe
+from fakedebugfs.engine.ftrace import (trace_eprobe, trace_events_synth, trace_fprobe,
+    trace_kprobe, trace_uprobe)
 from fakedebugfs.engine.ftrace.trace_probe import ProbeError, ProbeFacts
 
 WRITE_BUFSIZE = 4096
 # the dyn_event_operations of each kind, in registration order (initcall
 # level, then link order: eprobe, [synth], kprobe, fprobe at core_initcall,
 # uprobe at fs_initcall)
-TYPES = {"eprobe": trace_eprobe, "kprobe": trace_kprobe, "fprobe": trace_fprobe,
-         "uprobe": trace_uprobe}
+TYPES = {"eprobe": trace_eprobe, "synth": trace_events_synth, "kprobe": trace_kprobe,
+         "fprobe": trace_fprobe, "uprobe": trace_uprobe}
 
 
 def removed_listeners(tr) -> list:
@@ -53,6 +54,9 @@ class DynEvents:
     def __init__(self, ft, kinds=("uprobe",), stat_path: Optional[Callable] = None,
                  facts: Optional[ProbeFacts] = None):
         self.ft = ft
+        prof = getattr(ft, "profile", None)
+        if prof is not None and "synthetic_events" in prof.modes():  # trace_events_synth.c's
+            kinds = (*kinds, "synth")
         self.kinds = [k for k in TYPES if k in kinds]
         self.facts = facts or ProbeFacts()  # the kernel's probe code (.trace_probe)
         self.list: list = []  # every probe, in creation order
@@ -146,7 +150,7 @@ class DynEvents:
     def release_all(self, kind: Optional[str] = None) -> None:
         """``dyn_events_release_all`` (an O_TRUNC open)."""
         mine = [p for p in self.list if kind is None or p.kind == kind]
-        if any(self.busy(p.key) for p in mine):
+        if any(self.busy(p.key) or getattr(p, "in_use", False) for p in mine):
             raise OSError(errno.EBUSY, "a dynamic event is enabled")
         for probe in mine:
             self.free(probe)
@@ -190,6 +194,9 @@ class DynEvents:
     def free(self, probe) -> int:
         """``unregister_trace_uprobe``: 0, or EBUSY while enabled (the last
         probe of an event takes the event away)."""
+        own = getattr(probe, "release", None)
+        if own is not None:  # a type with its own free (synthetic events)
+            return own()
         siblings = self.probes_of(probe.key)
         if len(siblings) > 1:
             self.list.remove(probe)

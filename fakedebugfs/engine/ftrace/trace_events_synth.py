@@ -33,6 +33,7 @@ from typing import Optional
 
 from fakedebugfs.engine.ftrace.events import EventType
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
+from fakedebugfs.engine.ftrace.trace_probe import ProbeError
 
 SYNTH_SYSTEM = "synthetic"
 SYNTH_FIELDS_MAX = 64
@@ -97,8 +98,8 @@ class SynthEvent:
     """``struct synth_event``: its fields, its users (``ref``) and its
     :class:`~.events.EventType` in the registry."""
 
-    def __init__(self, name: str, fields: list):
-        self.name, self.fields = name, fields
+    def __init__(self, name: str, fields: list, ft=None):
+        self.name, self.fields, self.ft = name, fields, ft
         self.ref = 0
         self.key = f"{SYNTH_SYSTEM}:{name}"
         self.n_u64 = 0
@@ -132,7 +133,7 @@ class SynthEvent:
                 decl.append((f.type, f.name, f.offset, f.size, int(f.is_signed)))
         dyn = tuple(f.name for f in self.fields if f.is_dynamic)
         return EventType(SYNTH_SYSTEM, self.name, ev_id, tuple(decl), self.print_fmt(),
-                         self.show, encode_values=self.encode_values,
+                         self.show_text, encode_values=self.encode_values,
                          size=8 + 8 * self.n_u64, dyn=dyn,
                          dyn_arrays=tuple(f.name for f in self.fields if f.is_stack))
 
@@ -151,7 +152,7 @@ class SynthEvent:
                 out[f.name] = (v if isinstance(v, int) else 0) & ((1 << (8 * f.size)) - 1)
         return out
 
-    def show(self, rec: dict, out) -> str:
+    def show_text(self, rec: dict, out) -> str:
         """``print_synth_event``."""
         verbose = out.options.get("verbose", False) if hasattr(out, "options") else False
         parts = []
@@ -198,6 +199,33 @@ class SynthEvent:
         tp = tr.engine.tracepoints.get(self.key)
         if tp is not None and tp.probes:
             tp.fire(cpu, pid, ts, tuple(values))
+
+    # --- as a dynamic event (dyn_event_operations: synth_event_ops) ---------------
+
+    kind = "synth"
+
+    def show(self) -> str:  # noqa: F811 (dynamic_events' line; the trace text is show_text)
+        """``synth_event_show``: ``s:synthetic/<line>``."""
+        return f"s:{SYNTH_SYSTEM}/" + self.line()
+
+    def match(self, system, event: str, argv) -> bool:
+        """``synth_event_match``."""
+        return self.name == event and (system is None or system == SYNTH_SYSTEM)
+
+    @property
+    def in_use(self) -> bool:
+        """``synth_event_is_busy``."""
+        return self.ref != 0
+
+    def release(self) -> int:
+        """``synth_event_release``: 0 or EBUSY."""
+        try:
+            release(self.ft, self)
+        except SynthError as err:
+            return err.errno
+        except OSError as err:
+            return err.errno
+        return 0
 
     def line(self) -> str:
         """``__synth_event_show``."""
@@ -321,10 +349,10 @@ def create_or_delete(ft, raw: str) -> None:
     if name[0] == "!":
         delete(ft, name[1:])
         return
-    create(ft, errs, name, raw[cut:].lstrip(SPACES))
+    create_event(ft, errs, name, raw[cut:].lstrip(SPACES))
 
 
-def create(ft, errs: SynthErrs, name: str, raw_fields: str) -> SynthEvent:
+def create_event(ft, errs: SynthErrs, name: str, raw_fields: str) -> SynthEvent:
     """``__create_synth_event``."""
     if not name:
         errs.err("INVALID_CMD", 0)
@@ -346,8 +374,8 @@ def create(ft, errs: SynthErrs, name: str, raw_fields: str) -> SynthEvent:
             errs.err("INVALID_CMD", 0)
     if not fields:
         errs.err("INVALID_CMD", 0)
-    se = SynthEvent(name, fields)
     top = ft.top
+    se = SynthEvent(name, fields, top)
     key = se.key
     if key in top.events:  # trace_add_event_call: the name is taken
         raise SynthError(errno.EEXIST)
@@ -355,6 +383,9 @@ def create(ft, errs: SynthErrs, name: str, raw_fields: str) -> SynthEvent:
     top.engine.define(SYNTH_SYSTEM, name, tuple(f.name for f in fields))
     top.add_event(ev)
     synth_events(top).append(se)
+    dyn = top.__dict__.get("dyn_events")
+    if dyn is not None:  # dyn_event_add: dynamic_events lists it too
+        dyn.list.append(se)
     return se
 
 
@@ -371,6 +402,9 @@ def release(ft, se: SynthEvent) -> None:
         raise SynthError(errno.EBUSY)
     ft.top.remove_event(se.key)  # EBUSY while enabled
     synth_events(ft).remove(se)
+    dyn = ft.top.__dict__.get("dyn_events")
+    if dyn is not None and se in dyn.list:
+        dyn.list.remove(se)
 
 
 def _has_triggers(ft, key: str) -> bool:
@@ -406,6 +440,41 @@ def write(ft, data: bytes) -> int:
 
 def show(ft) -> str:
     return "".join(se.line() for se in synth_events(ft))
+
+
+# --- dynamic_events: the "s:" commands (create_synth_event) ------------------------------
+
+def create(argv: list, dyn):
+    """``create_synth_event``: ``s:[synthetic/]name field[;field]...``;
+    ECANCELED for another type's command.  Returns the command to
+    :func:`register` (the kernel registers it at once)."""
+    raw = " ".join(argv)
+    if not raw.startswith("s:"):
+        raise ProbeError(errno.ECANCELED)
+    errs = SynthErrs(dyn.ft, raw)
+    try:
+        cut = min((i for i, c in enumerate(raw) if c in " \t"), default=-1)
+        if cut < 0:
+            errs.err("INVALID_CMD", 0)
+        name = raw[2:cut]
+        fields = raw[cut:].lstrip(SPACES)
+        if "/" in name:
+            if not name.startswith(SYNTH_SYSTEM + "/"):
+                errs.err("INVALID_DYN_CMD", 0)
+            name = name[len(SYNTH_SYSTEM) + 1:]
+        if len((name + raw[cut:]).split(";", 1)[0].split()) < 3:  # check_command
+            errs.err("INVALID_CMD", 0)
+        return ("synth", name, fields, errs)
+    except SynthError as err:
+        raise ProbeError(err.errno) from None
+
+
+def register(cmd, dyn) -> None:
+    _, name, fields, errs = cmd
+    try:
+        create_event(dyn.ft, errs, name, fields)
+    except SynthError as err:
+        raise ProbeError(err.errno) from None
 
 
 __all__ = ["SYNTH_FIELDS_MAX", "SYNTH_SYSTEM", "SynthEvent", "SynthField", "create_or_delete",
