@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from support import hoststate
+from support import oracle as oracle_support
 
 VENV_BIN = Path(sys.executable).parent
 FAKEDEBUGFS = str(VENV_BIN / "fakedebugfs")
@@ -168,6 +169,13 @@ def public_fake():
 _HOST: dict = {}
 
 
+@pytest.fixture(scope="session")
+def oracle(request):
+    """The Debian 6.12 guest (tests/support/oracle.py): booted at the first
+    test that asks, stopped at the session's end (unless it was running)."""
+    return oracle_support.session_guest(request.config, "debian-6.12")
+
+
 def _host_guard(config) -> bool:
     off = os.environ.get("FAKEDEBUGFS_HOST_GUARD", "").strip().lower() in ("0", "no", "off")
     return not off and not hasattr(config, "workerinput")  # xdist: the controller checks
@@ -183,10 +191,12 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Read it again: a difference that stays (:func:`hoststate.changes`)
+    """Stop the oracle guests the session booted; read the host's state
+    again: a difference that stays (:func:`hoststate.changes`)
     fails the session and is put back; a change of the real top level's
     files while another tracing user of the host is at work there cannot
     be told from ours: it is named, neither failed nor put back."""
+    oracle_support.stop_booted()
     before = _HOST.pop("before", None)
     if before is None:
         return
@@ -210,6 +220,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if oracle_support.summary():
+        terminalreporter.section("oracle", sep="-")
+        terminalreporter.write_line(oracle_support.summary())
     if _HOST.get("report"):
         failed = _HOST.get("failed")
         terminalreporter.section("the suite changed the host" if failed else "host check",

@@ -3,7 +3,7 @@
     start [--profile P]          boot the guest of profile P (default debian-6.12), detached
     --guest NAME                 a separate guest of the same profile (its own top level)
     run [--profile P] CMD        run a shell command as root in it (booting it first if needed)
-    capture [--profile P] [DIR]  capture the guest's tracefs into a profile folder
+    capture [--profile P] [DIR]  capture a freshly booted guest's tracefs into a profile folder
     status / stop [--profile P]
 """
 
@@ -63,8 +63,15 @@ def main(argv=None) -> int:
             sys.stderr.buffer.write(res.stderr)
             return res.returncode
         elif args.cmd == "capture":
-            guest.start()
-            n = capture(guest, Path(args.outdir or guest.profile))
+            # a guest of its own, fresh: the shared one's state may have been
+            # changed by its users (an option left set is a wrong default)
+            own = Guest(guest.profile, name=args.guest or "capture")
+            own.stop()
+            own.start()
+            try:
+                n = capture(own, Path(args.outdir or guest.profile))
+            finally:
+                own.stop()
             print(f"{n} events captured into {args.outdir or guest.profile}")
     except (OracleError, ProfileError, TimeoutError) as e:
         print(f"fakedebugfs oracle: {e}", file=sys.stderr)

@@ -24,6 +24,18 @@ from fakedebugfs.oracle.image import MODULES, OracleError
 # nokaslr) and the kernel's BTF (for probes' BTF arguments)
 GUEST_FILES = {"kprobes_blacklist": "/sys/kernel/debug/kprobes/blacklist",
                "btf": "/sys/kernel/btf/vmlinux"}
+INSTANCE = "/sys/kernel/tracing/instances/fakedebugfs_capture"
+# ``<mode> <d|f> <path>`` of an instance's files and options/, as ``modes``
+_INSTANCE_MODES = """
+import os, stat, sys
+root = sys.argv[1]
+for rel in ("", "options"):
+    for name in sorted(os.listdir(os.path.join(root, rel))):
+        child = f"{rel}/{name}" if rel else name
+        st = os.lstat(os.path.join(root, child))
+        kind = "d" if stat.S_ISDIR(st.st_mode) else "f"
+        print(f"{stat.S_IMODE(st.st_mode):04o} {kind} {child}")
+"""
 SYMBOL_LISTS = ("kallsyms", "available_filter_functions", "available_filter_functions_addrs")
 _OWN = tuple(f"[{m}]" for m in MODULES)
 
@@ -39,6 +51,11 @@ def capture(guest, outdir: Path) -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     extra = "".join(f" && cp {src} {shlex.quote(str(tmp / name))}"
                     for name, src in GUEST_FILES.items())
+    # an instance's files (the guest is the oracle's own: an instance may be
+    # made there, which capture-profile never does on a user's machine)
+    extra += (f" && mkdir {INSTANCE} && {shlex.quote(sys.executable)} -c "
+              f"{shlex.quote(_INSTANCE_MODES)} {INSTANCE} > {shlex.quote(str(tmp / 'instance_modes'))}"
+              f"; rc=$?; rmdir {INSTANCE}; [ $rc = 0 ]")
     res = guest.run(f"{shlex.quote(sys.executable)} -m fakedebugfs capture-profile -q "
                     f"--tracefs /sys/kernel/tracing {shlex.quote(str(tmp))}{extra}", timeout=1800)
     if res.returncode != 0:

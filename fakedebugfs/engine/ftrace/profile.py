@@ -17,6 +17,8 @@ commit next to their tool's tests; this module reads them back:
     options           ``<name> <0|1>``: the value of each ``options/`` file
     kprobes_blacklist, btf    the oracle's captures only: debugfs'
                       ``kprobes/blacklist`` and ``/sys/kernel/btf/vmlinux``
+    instance_modes    the oracle's captures only: ``modes`` of a new
+                      instance's files and ``options/``
     oracle            the Debian kernel package that boots this kernel under
                       QEMU (``python -m fakedebugfs.oracle``), for profiles
                       captured there
@@ -84,6 +86,14 @@ def _split(text: str) -> list:
     return parts
 
 
+def _parse_modes(text) -> dict[str, tuple[int, str]]:
+    out = {}
+    for line in (text or "").splitlines():
+        mode, kind, path = line.split(" ", 2)
+        out[path] = (int(mode, 8), kind)
+    return out
+
+
 class Profile:
     """A profile directory, loaded: the events' format texts by key
     (``system:name``, parsed only when used), their ids, and the files."""
@@ -131,16 +141,20 @@ class Profile:
             out[name] = value.strip() == "1"
         return out
 
+    def instance_modes(self) -> dict[str, tuple[int, str]]:
+        """``instance_modes``, like :meth:`modes` (empty without one)."""
+        out = self.__dict__.get("_instance_modes")
+        if out is None:
+            out = self._instance_modes = _parse_modes(self._opt("instance_modes"))
+        return out
+
     def modes(self) -> dict[str, tuple[int, str]]:
         """The ``modes`` file's ``path -> (mode, kind)``, read once (a
         profile does not change once loaded; ``events/ftrace``'s entries
         ask for it one by one)."""
         out = self.__dict__.get("_modes")
         if out is None:
-            out = self._modes = {}
-            for line in (self.files["modes"] or "").splitlines():
-                mode, kind, path = line.split(" ", 2)
-                out[path] = (int(mode, 8), kind)
+            out = self._modes = _parse_modes(self.files["modes"])
         return out
 
 

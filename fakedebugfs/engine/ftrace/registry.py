@@ -13,6 +13,8 @@ a workload fires it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import hashlib
 import marshal
@@ -64,6 +66,10 @@ class EventRegistry(MutableMapping):
         kernel lacks it; the profile's layout when its format differs, the
         fake's firings filling the fields they share by name."""
         text = self.text(ev.key)
+        if ev.system == "ftrace" and text is not None and ev.id != self.profile.ids[ev.key]:
+            # an entry's id is its enum trace_type value, which moves between
+            # kernels (bputs: 14 in 6.12, 15 in 6.18): the profile's
+            ev = dataclasses.replace(ev, id=self.profile.ids[ev.key])
         if self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev
         elif text is not None:

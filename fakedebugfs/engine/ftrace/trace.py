@@ -121,7 +121,16 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
         # option files of the profile's other tracers (blk, function_graph
         # ... where the fake has no such tracer): the top level lists every
         # tracer's flags (add_tracer_options); their values are kept
-        self.profile_flags = profile_tracer_flags(profile, self.options) if top is None else {}
+        # (one value per tracer option, as the kernel's tracer_flags: an
+        # instance shows those of the tracers it allows, captured in the
+        # profile's instance_modes, and shares their values)
+        if top is None:
+            self.profile_flags = profile_tracer_flags(profile, self.options)
+            self.flag_names = tuple(self.profile_flags)
+        else:
+            self.profile_flags = self.top.profile_flags
+            listed = profile.instance_modes() if profile is not None else {}
+            self.flag_names = tuple(n for n in self.profile_flags if f"options/{n}" in listed)
         # instances get the tracers that allow them (here only nop)
         self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()} if top is None \
             else {"nop": NopTracer()}
@@ -152,13 +161,13 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
 
     def option_names(self) -> list[str]:
         names = list(self.options) + list(self.tracer.flags)
-        return names + [n for n in self.profile_flags if n not in names]
+        return names + [n for n in self.flag_names if n not in names]
 
     def _flag_owner(self, name: str):
         """The flags dict holding a tracer option that is not the current
         tracer's: another tracer's (``__set_tracer_option`` calls the
         option's own tracer), else the profile's stored ones; None."""
-        if name not in self.profile_flags:
+        if name not in self.flag_names:
             return None
         for tracer in self.tracers.values():
             if name in tracer.flags:

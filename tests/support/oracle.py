@@ -1,0 +1,87 @@
+"""The oracle guest for the suite: a Debian kernel under QEMU, beside the fake.
+
+``session_guest(config, profile)`` gives the tests a guest of a shipped
+profile (fakedebugfs.oracle.Guest) of their own, booted fresh once per
+test session and stopped at its end: not the shared guest a developer may
+be using (``python -m fakedebugfs.oracle run``), whose top level they may
+have changed.
+Where it cannot boot, the test is skipped with the cause and the fix, as
+the fake's own skips are, and the require mode (``--fakedebugfs-require``,
+``FAKEDEBUGFS_REQUIRE=1``, or CI) makes that a failure.
+``FAKEDEBUGFS_ORACLE=0`` leaves the guest out (its tests skip, saying so).
+
+The boot's time is reported in the session's summary (conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from fakedebugfs.oracle import Guest, OracleError, why_not
+from fakedebugfs.pytest_plugin import require_mode
+
+PROFILES = Path(__file__).resolve().parents[2] / "fakedebugfs" / "profiles"
+# guest -> (booted here, seconds): what the session summary reports
+BOOTED: dict = {}
+
+
+def _unavailable(config, reason: str):
+    on, why = require_mode(config)
+    if on:
+        pytest.fail(f"the oracle cannot run ({why} forbids skipping): {reason}", pytrace=False)
+    pytest.skip(f"the oracle cannot run: {reason}")
+
+
+def session_guest(config, profile: str = "debian-6.12") -> Guest:
+    """The running guest of *profile* (booted by the first caller)."""
+    if os.environ.get("FAKEDEBUGFS_ORACLE", "").strip() == "0":
+        pytest.skip("the oracle is turned off (FAKEDEBUGFS_ORACLE=0)")
+    guest = Guest(PROFILES / profile, name="suite")
+    key = str(guest.state)
+    if key in BOOTED:
+        if BOOTED[key].get("error"):
+            _unavailable(config, BOOTED[key]["error"])
+        return guest
+    cause = why_not()
+    if cause:
+        BOOTED[key] = {"error": cause}
+        _unavailable(config, cause)
+    began = time.monotonic()
+    was_running = False
+    try:
+        guest.stop()  # one left by a session that was killed: boot afresh
+        guest.start()
+        guest.run("true", timeout=120, check=True)
+    except (OracleError, TimeoutError) as err:
+        BOOTED[key] = {"error": str(err)}
+        _unavailable(config, str(err))
+    BOOTED[key] = {"guest": guest, "booted": not was_running,
+                   "seconds": time.monotonic() - began}
+    return guest
+
+
+def stop_booted() -> None:
+    """Stop the guests this session booted (not one it found running)."""
+    for entry in BOOTED.values():
+        if entry.get("booted"):
+            entry["guest"].stop()
+
+
+def summary() -> Optional[str]:
+    lines = []
+    for entry in BOOTED.values():
+        if "guest" in entry:
+            g = entry["guest"]
+            how = "booted" if entry["booted"] else "found running"
+            lines.append(f"oracle {g.state.name}: {how}, ready in {entry['seconds']:.1f} s")
+        else:
+            lines.append(f"oracle: not used ({entry['error']})")
+    return "\n".join(lines) or None
+
+
+__all__ = ["session_guest", "stop_booted", "summary"]
