@@ -213,9 +213,12 @@ def marker_count(n: int) -> int:
     return cnt
 
 
-def raw_marker_ok(n: int) -> bool:
-    """``tracing_mark_raw_write``: an id, and all of it in one event."""
-    return 4 <= n and RAW_META + n - 4 <= MAX_EVENT_SIZE
+def raw_marker_ok(n: int, id_counted_once: bool = True) -> bool:
+    """``tracing_mark_raw_write``: an id, and all of it in one event.
+    *id_counted_once*: False where the kernel sizes the event as
+    ``sizeof(struct raw_data_entry) + cnt``, the id counted twice (6.12:
+    4,060 bytes at most with 4 KiB sub-buffers, against 4,064; kversion.py)."""
+    return 4 <= n and RAW_META + n - (4 if id_counted_once else 0) <= MAX_EVENT_SIZE
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]

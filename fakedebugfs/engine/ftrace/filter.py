@@ -390,10 +390,14 @@ def _text(v) -> bytes:
 
 # --- predicate_parse ------------------------------------------------------------------
 
-def predicate_parse(s: bytes, nr_parens: int, nr_preds: int, event, kallsyms=None):
+def predicate_parse(s: bytes, nr_parens: int, nr_preds: int, event, kallsyms=None,
+                    rejects_incomplete: bool = True):
     """The kernel's first pass, then the branch program's second and third
     passes: a list of (pred, when_to_branch, target) and the TRUE/FALSE
-    ends."""
+    ends.  *rejects_incomplete*: a text whose last predicate is followed by
+    '&&', '||' or '!' is "Meaningless" (EINVAL, under its end), as kernels
+    with that fix have it (kversion.py); before it, such a text ends as a
+    complete one (and ``a || b &&`` fails the third pass: "Error: (0)")."""
     nr_preds += 2
     stack = [0]
     prog: list = []  # [pred, when_to_branch, target]
@@ -450,6 +454,8 @@ def predicate_parse(s: bytes, nr_parens: int, nr_preds: int, event, kallsyms=Non
             if len(stack) == 1:
                 raise _fail(errno.EPERM, E_TOO_MANY_CLOSE, p)
             stack.pop()
+    if prog and rejects_incomplete:  # only the inner loop completes an expression
+        raise _fail(errno.EINVAL, E_INVALID_FILTER, min(p, n))
     return _finish(prog, inverts, stack, p)
 
 
@@ -491,16 +497,17 @@ def run_program(full, rec: dict) -> bool:
     return bool(full[i][2])
 
 
-def compile_filter(event, text, kallsyms=None) -> Pred:
+def compile_filter(event, text, kallsyms=None, rejects_incomplete: bool = True) -> Pred:
     """``process_preds`` of *text* (str or bytes, already cut at a NUL and
     right-stripped) on *event*: the match function, or FilterError.
     *kallsyms* (the engine's :class:`~fakedebugfs.engine.core.kallsyms.Kallsyms`)
-    resolves ``.function`` operands; without it none is found."""
+    resolves ``.function`` operands; without it none is found.
+    *rejects_incomplete*: see :func:`predicate_parse`."""
     s = text if isinstance(text, bytes) else text.encode(errors="surrogateescape")
     nr_parens, nr_preds = calc_stack(s)
     if not nr_preds:
         raise _fail(errno.EINVAL)
-    full = predicate_parse(s, nr_parens, nr_preds, event, kallsyms)
+    full = predicate_parse(s, nr_parens, nr_preds, event, kallsyms, rejects_incomplete)
     return lambda rec: run_program(full, rec)
 
 

@@ -283,7 +283,8 @@ class TraceEvents:
         shown = text.decode(errors="surrogateescape")
         for key in keys:
             try:
-                pred = compile_filter(self.events[key], text, self.engine.kallsyms)
+                pred = compile_filter(self.events[key], text, self.engine.kallsyms,
+                                      self.filter_rejects_incomplete())
             except FilterError as err:
                 self.filter_preds.pop(key, None)
                 if system:
@@ -312,10 +313,18 @@ class TraceEvents:
 
         raw = text.encode(errors="surrogateescape")
         try:
-            return compile_filter(self.events[key], raw, self.engine.kallsyms)
+            return compile_filter(self.events[key], raw, self.engine.kallsyms,
+                                  self.filter_rejects_incomplete())
         except FilterError as err:
             self.log_filter_error(raw, err)
             raise
+
+    def filter_rejects_incomplete(self) -> bool:
+        """Whether the profile's kernel refuses a filter ending in '&&',
+        '||' or '!' (a version-gated behaviour: kversion.py)."""
+        from fakedebugfs.engine.ftrace.kversion import has
+
+        return has(getattr(self.top, "profile", None), "filter_rejects_incomplete")
 
     def log_filter_error(self, text: bytes, err) -> None:
         """``append_filter_err``'s ``tracing_log_err``."""

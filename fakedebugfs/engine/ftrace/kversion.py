@@ -1,0 +1,61 @@
+"""Behaviours that follow the kernel's version rather than its files.
+
+A profile's captured files say what a kernel has (its events, tracers,
+options, README); they do not say how its parsers answer the same bytes
+when a fix changed that between releases.  Those differences are listed
+here, once, as data: each behaviour with the first release that has it in
+each stable branch it reached.  The engine asks ``has(profile, NAME)``
+with the profile whose ``uname`` gives the release; without a profile
+(the fake's built-in 6.18) every behaviour listed is there.
+
+Each entry names what was checked, on which kernel: the fuzz of
+tests/tracefs_fuzz.py records both reference kernels (this host's 6.18 and
+the oracle guest's Debian 6.12), and the behaviour's tests write the same
+bytes to both.
+"""
+
+from __future__ import annotations
+
+import re
+
+# behaviour -> the first release with it in each stable branch, (major,
+# minor, patch).  A release of a branch listed has it from that patch on;
+# of a branch newer than all listed, has it; of an older one, has not.
+VERSION_GATED = {
+    # predicate_parse: "Only the inner loop can complete a non-empty
+    # expression" -- a filter that ends after '&&', '||' or '!' (or after
+    # a closing parenthesis followed by one) is EINVAL with "Meaningless
+    # filter expression" under the end of the text.  Debian's 6.12.113
+    # (the oracle guest) accepts 'common_pid == 1 &&' as a complete
+    # filter; 6.12.118's source and this host's 6.18.44 refuse it.
+    "filter_rejects_incomplete": ((6, 12, 118), (6, 18, 0)),
+    # tracing_mark_raw_write sizes the raw_data event as the entry and the
+    # bytes after the id: a write of 4,064 bytes fits a 4 KiB sub-buffer.
+    # 6.12 (the guest's 6.12.113, and 6.12.118's source) adds the whole
+    # count to sizeof(struct raw_data_entry), the id counted twice: 4,061
+    # bytes are EINVAL there.  First seen here in 6.18.
+    "raw_marker_id_counted_once": ((6, 18, 0),),
+}
+
+
+def kernel_version(release: str) -> tuple[int, int, int]:
+    """``(major, minor, patch)`` of a ``uname -r`` text; (0, 0, 0) if none."""
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", release or "")
+    return (int(m[1]), int(m[2]), int(m[3] or 0)) if m else (0, 0, 0)
+
+
+def has(profile, name: str) -> bool:
+    """Whether the kernel of *profile* (a Profile, a ``uname -r`` text, or
+    None for the fake's built-in 6.18) has the behaviour *name*."""
+    release = profile if isinstance(profile, str) or profile is None else profile.release
+    if not release:
+        return True
+    firsts = VERSION_GATED[name]
+    version = kernel_version(release)
+    for first in firsts:
+        if first[:2] == version[:2]:
+            return version >= first
+    return version[:2] > max(firsts)[:2]
+
+
+__all__ = ["VERSION_GATED", "has", "kernel_version"]
