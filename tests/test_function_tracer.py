@@ -396,10 +396,11 @@ def _selftests() -> Path:
 
 # the rows of test.d/ftrace/ that pass under the 6.12 profile with the
 # sample call trees; (instance) rows run with them
-FTRACETEST_ROWS = ("fgraph-filter.tc", "fgraph-multi.tc", "func-filter-glob.tc",
-                   "func-filter-notrace-pid.tc", "func-filter-stacktrace.tc", "func_cpumask.tc",
-                   "func_event_triggers.tc", "func_set_ftrace_file.tc",
-                   "func_traceonoff_triggers.tc", "func-filter-pid.tc")
+FTRACETEST_ROWS = tuple(f"ftrace/{r}" for r in (
+    "fgraph-filter.tc", "fgraph-multi.tc", "func-filter-glob.tc", "func-filter-notrace-pid.tc",
+    "func-filter-stacktrace.tc", "func_cpumask.tc", "func_event_triggers.tc",
+    "func_set_ftrace_file.tc", "func_traceonoff_triggers.tc", "func-filter-pid.tc")) + (
+    "kprobe/kprobe_ftrace.tc",)  # a kprobe at a function's entry fires from the call trees
 
 
 @pytest.mark.skipif(not (_selftests() / "ftracetest").is_file(),
@@ -415,7 +416,7 @@ def test_ftracetest_function_rows(tmp_path):
     (prof / "calltrees").symlink_to(sample)
     work = tmp_path / "ftrace"
     shutil.copytree(_selftests(), work)
-    rows = " ".join(f"test.d/ftrace/{r}" for r in FTRACETEST_ROWS)
+    rows = " ".join(f"test.d/{r}" for r in FTRACETEST_ROWS)
     out = run_cli("run", "--profile", prof, "--", "sh", "-c",
                   f"cd {work} && ./ftracetest {rows}", check=False, timeout=600).stdout
     results = [ln for ln in out.splitlines() if ln.startswith("[")]

@@ -34,8 +34,18 @@ RETURN_OFFSET = 0x2C  # how far into a caller its call returns (parent_ip), at m
 MCOUNT_OFFSET = 4  # where in a function its __fentry__ call is (the record's ip)
 # the frames below a tree that no tracer can hook (noinstr entry code), by
 # the system of the event that starts it: what stack traces end with
-ENTRY_FRAMES = {"raw_syscalls": ("do_syscall_64", "entry_SYSCALL_64_after_hwframe"),
-                "syscalls": ("do_syscall_64", "entry_SYSCALL_64_after_hwframe")}
+_SYSCALL_ENTRY = ("do_syscall_64", "entry_SYSCALL_64_after_hwframe")
+ENTRY_FRAMES = {"raw_syscalls": _SYSCALL_ENTRY, "syscalls": _SYSCALL_ENTRY,
+                # fork, exec and exit happen in system calls
+                "sched:sched_process_fork": _SYSCALL_ENTRY,
+                "sched:sched_process_exec": _SYSCALL_ENTRY,
+                "sched:sched_process_exit": _SYSCALL_ENTRY}
+
+
+def entry_frames(key: str) -> tuple:
+    """The untraceable frames below a tree started by *key*: by event,
+    else by system."""
+    return ENTRY_FRAMES.get(key) or ENTRY_FRAMES.get(key.partition(":")[0], ())
 
 
 class Tree:
@@ -59,7 +69,9 @@ class Tree:
         self.rets: Optional[list] = None  # a return address inside each function
         self.key = key  # the tracepoint that starts it
         self.span = max((n[1] + n[2] for n in out), default=0)  # from its start to its end
-        self.tail: list = []  # return addresses of the untraceable callers below the tree
+        # return addresses of the untraceable callers below the tree (the
+        # first: what its outermost calls return to)
+        self.tail: list = []
         self._ends = None  # where each subtree ends (function_graph)
 
 
@@ -257,8 +269,7 @@ class FunctionCalls:
             size = found[2] if found else 0x100
             rets.append(addr + min(RETURN_OFFSET, max(1, size // 2)))
         tree.rets = rets
-        tail = ENTRY_FRAMES.get(tree.key.partition(":")[0], ())
-        tree.tail = [self.address(n) + RETURN_OFFSET for n in tail]
+        tree.tail = [self.address(n) + RETURN_OFFSET for n in entry_frames(tree.key)]
 
     def address(self, name: str) -> int:
         ks = self.engine.kallsyms

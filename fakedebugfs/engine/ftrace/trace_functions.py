@@ -248,6 +248,10 @@ def attach(top) -> Optional[FunctionTrace]:
         return None
     ft = top.function_trace = FunctionTrace(top)
     _profile_entries(top)
+    if "kprobe_events" in prof.modes():  # kprobes at function entries fire from the trees
+        from fakedebugfs.engine.ftrace.kprobe_ftrace import attach as attach_kprobes
+
+        attach_kprobes(ft)
     return ft
 
 
@@ -386,12 +390,13 @@ class FunctionTracer:
             stack = flags["func_stack_trace"]
             norep = flags["func-no-repeats"]
             recs, addrs, nodes, rets = tree.recs, tree.addrs, tree.nodes, tree.rets
+            root_ret = tree.tail[0] if tree.tail else 0
             for k, node in enumerate(nodes):
                 i = recs[k]
                 if i is None or not ops.traces(i):
                     continue
                 parent = node[4]
-                pip = rets[parent] if parent >= 0 else 0
+                pip = rets[parent] if parent >= 0 else root_ret
                 at = ts + node[1]
                 ip = addrs[k]
                 if norep:

@@ -96,9 +96,9 @@ def _frames(tree) -> list:
 
 
 def _tail_names(tree) -> tuple:
-    from fakedebugfs.engine.ftrace.calltree import ENTRY_FRAMES
+    from fakedebugfs.engine.ftrace.calltree import entry_frames
 
-    return ENTRY_FRAMES.get(tree.key.partition(":")[0], ())
+    return entry_frames(tree.key)
 
 
 def _chain(tree, k: int, sizes: list, depth: int, calls) -> list:
