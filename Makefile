@@ -16,12 +16,15 @@ PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk
+# the oracle (a Debian kernel under QEMU, docs/oracle.md), without their
+# recommends (qemu's would bring a desktop's worth of libraries)
+ORACLE_DEBS := qemu-system-x86 busybox-static
 # where `make run` mounts its fake: private to this checkout (MNT=DIR for another)
 MNT         ?= $(CURDIR)/build/mnt
 NATIVE      := $(BUILD)/native
 DIST        ?= dist
 
-.PHONY: install run stop test bench conformance clean debs venv pyfuse3 native install-system dist
+.PHONY: install run stop test bench conformance clean debs venv pyfuse3 native install-system dist oracle
 
 install: $(STAMPS)/package native
 
@@ -32,6 +35,12 @@ $(STAMPS)/debs:
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@missing=""; for p in $(ORACLE_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for the oracle:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $$missing; \
 	fi
 	@touch $@
 
@@ -119,6 +128,11 @@ stop:
 
 test: install
 	$(VENV)/bin/pytest -q tests
+
+# the oracle's kernel packages fetched and its image built ahead (make test
+# does it at its first differential test otherwise): docs/oracle.md
+oracle: install
+	$(PY) -m fakedebugfs.oracle image
 
 bench: install
 	$(PY) -m bench

@@ -4,6 +4,7 @@
     --guest NAME                 a separate guest of the same profile (its own top level)
     run [--profile P] CMD        run a shell command as root in it (booting it first if needed)
     capture [--profile P] [DIR]  capture a freshly booted guest's tracefs into a profile folder
+    image [--profile P]          fetch the kernel package and build the initramfs
     status / stop [--profile P]
 """
 
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--guest", default="", metavar="NAME",
                     help="a guest of its own for this profile (default: the shared one)")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("image")
     sub.add_parser("start")
     sub.add_parser("stop")
     sub.add_parser("status")
@@ -48,7 +50,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         guest = Guest(profile_dir(args.profile), name=args.guest)
-        if args.cmd == "stop":
+        if args.cmd == "image":
+            from fakedebugfs.oracle.image import build
+
+            img = build(guest.profile)
+            print(f"{guest.profile.name}: {img.kernel} and {img.initrd}")
+        elif args.cmd == "stop":
             guest.stop()
         elif args.cmd == "status":
             print("running" if guest.running() else "stopped", guest.state)
