@@ -63,9 +63,11 @@ DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one (a trace
 QUIET_CHECK = 0.1  # seconds between looks for a probe while nothing listens
 # the tracepoints the process events become (sources/procevents.py)
 SIDEBAND = ("sched:sched_switch", "sched:sched_process_fork", "sched:sched_process_exit",
-            "sched:sched_process_exec")
+            "sched:sched_process_exec", "sched:sched_waking", "sched:sched_wakeup")
 EXEC_EVENT = "sched:sched_process_exec"
 SWITCH_EVENT = "sched:sched_switch"
+# the events made from the context switches (a switch in after a sleep is a wake-up too)
+SWITCH_EVENTS = (SWITCH_EVENT, "sched:sched_waking", "sched:sched_wakeup")
 
 
 class Watches:
@@ -103,9 +105,10 @@ class Watches:
         return pe
 
     def switches_wanted(self) -> bool:
-        """``sched_switch`` has a probe, and it is not --mirror's."""
-        tp = self.injector.kernel.engine.tracepoints.get(SWITCH_EVENT)
-        return tp is not None and bool(tp.probes) and SWITCH_EVENT not in self.mirrored
+        """``sched_switch`` (or a wake-up event) has a probe, and it is not --mirror's."""
+        tps = self.injector.kernel.engine.tracepoints
+        return any(key in tps and bool(tps[key].probes) and key not in self.mirrored
+                   for key in SWITCH_EVENTS)
 
     def switches(self, on: bool) -> None:
         """Record the watched tasks' context switches (*on*) or not."""
@@ -127,7 +130,7 @@ class Watches:
             return
         try:
             self.drain()
-            if on and key == SWITCH_EVENT and SWITCH_EVENT not in self.mirrored:
+            if on and key in SWITCH_EVENTS and key not in self.mirrored:
                 self.switches(True)
             os.eventfd_write(self.kick, 1)
         except Exception:  # noqa: BLE001: never the enable's failure

@@ -12,7 +12,9 @@ PERF_RECORD_SWITCH, written in perf_event_task_sched_out/in() where the
 kernel fires sched_switch: each becomes a ``sched_switch`` between the task
 and the CPU's idle task (the other side is not the command's to see), so
 ``set_event_pid`` with ``event-fork`` (``trace-cmd record -F``) sees the
-command's real context switches.  With ``exclude_kernel`` this needs no
+command's real context switches; a task switched in after a sleep is
+woken first (``sched_waking`` and ``sched_wakeup``, from the CPU's idle
+task), so latency recipes built on them (hist ``onmatch``) see it.  With ``exclude_kernel`` this needs no
 privilege on one's own processes (perf_event_paranoid up to 2), so it works
 rootless.
 
@@ -290,6 +292,7 @@ class ProcessEvents:
         self.pid, self.nr_cpus, self.proc = pid, nr_cpus, proc
         self.comms: dict[int, str] = {}
         self.pending: dict[int, tuple[int, str]] = {}  # pid -> (cpu, comm) of an exec
+        self.asleep: set[int] = set()  # tasks whose last switch out was a sleep
         self.rings: list[Ring] = []
         self.switch_fds: list[int] = []  # the context switches' events, one per CPU
         self.switching = False  # they are enabled
@@ -390,7 +393,8 @@ class ProcessEvents:
     def events(self, kind: int, misc: int, body: bytes, cpu: int) -> list[dict]:
         """The tracepoints the kernel fires where it writes this record."""
         if kind == PERF_RECORD_SWITCH:
-            return [self._switch_event(misc, body, cpu)]
+            switch = self._switch_event(misc, body, cpu)
+            return self._wakeup_events(switch, cpu) + [switch]
         if kind == PERF_RECORD_MMAP:
             head = perf_record_mmap_head.parse(body)
             if head.pid not in self.pending:
@@ -423,6 +427,21 @@ class ProcessEvents:
                         "comm": comm, "fields": {"comm": comm, "pid": r.tid,
                                                  "prio": DEFAULT_PRIO}})
         return out
+
+    def _wakeup_events(self, switch: dict, cpu: int) -> list[dict]:
+        """A task switched in after it slept was woken first: the kernel's
+        ``sched_waking`` and ``sched_wakeup`` (try_to_wake_up), here from
+        the CPU's idle task (the waker is not the command's to see)."""
+        f = switch["fields"]
+        if f["prev_pid"] and f["prev_state"] != TASK_RUNNING:
+            self.asleep.add(f["prev_pid"])
+        tid = f["next_pid"]
+        if not tid or tid not in self.asleep:
+            return []
+        self.asleep.discard(tid)
+        wakee = {"comm": f["next_comm"], "pid": tid, "prio": DEFAULT_PRIO, "target_cpu": cpu}
+        return [{"event": f"sched:{name}", "cpu": cpu, "pid": 0, "comm": f"swapper/{cpu}",
+                 "fields": dict(wakee)} for name in ("sched_waking", "sched_wakeup")]
 
     def _switch_event(self, misc: int, body: bytes, cpu: int) -> dict:
         """``sched_switch`` from or to the CPU's idle task (``swapper/N``)."""

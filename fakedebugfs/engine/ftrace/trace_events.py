@@ -139,10 +139,15 @@ class TraceEvents:
 
     def event_record(self, ev: EventType, cpu: int, pid: int, values) -> tuple[dict, dict]:
         """The field values of one firing and the record filters see (the
-        fields with ``common_pid``, ``CPU`` and ``COMM``)."""
+        fields with ``common_pid``, ``CPU`` and ``COMM``; an event's own
+        field of one of those names wins, as ``trace_find_event_field``
+        looks at the event's fields first: ``comm`` of sched_wakeup is the
+        wakee's)."""
         vals = ev.encode_values(values) if ev.encode_values else dict(values)
         comm = self.engine.comms.get(pid, "")
-        return vals, dict(vals, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+        rec = {"common_pid": pid, "CPU": cpu, "cpu": cpu, "COMM": comm, "comm": comm}
+        rec.update(vals)
+        return vals, rec
 
     # --- enable and soft mode ---------------------------------------------------------
 

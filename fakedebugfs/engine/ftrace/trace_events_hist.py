@@ -106,6 +106,11 @@ class HistTrigger:
             out += f" if {self.filter_str}"
         return out + (" [paused]\n" if self.paused else " [active]\n")
 
+    def free(self, tr, key: str) -> None:
+        """``event_hist_trigger_free`` once the trigger left the list
+        (``clear_event_triggers`` of a removed instance)."""
+        unregister(tr, key, self)
+
     def fire(self, tr, rec: dict, cpu: int, pid: int, ts: int, vals=None) -> None:
         """``event_hist_trigger`` (*vals*: the event's field values)."""
         if self.paused:

@@ -285,12 +285,17 @@ class TraceTriggers:
 
     def clear_triggers(self) -> None:
         """``clear_event_triggers`` (instance removal)."""
-        for key, trig in self.triggers.items():
+        for key, trig in list(self.triggers.items()):
             for t in list(trig.list):
+                if t not in trig.list:  # a hist trigger's free took it already
+                    continue
                 trig.list.remove(t)
                 self._trigger_mode(key, False)
                 if t.target is not None:
                     self.enable_disable(t.target, False, soft=True)
+                free = getattr(t, "free", None)
+                if free is not None:  # the command's ops->free (hist: its data)
+                    free(self, key)
 
 
 def run_trigger(tr, trig: Trigger, cpu: int, pid: int, ts: int) -> None:
