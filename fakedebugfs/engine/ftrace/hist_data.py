@@ -478,7 +478,8 @@ class HistData(FieldParser, HistActions):
                 return False
             if (own and var_data is not self) or (not own and var_data is self):
                 continue
-            elt = var_data.map.lookup(key)
+            size = var_data.map.key_size  # the other map reads its own key size's bytes
+            elt = var_data.map.lookup(key[:size].ljust(size, b"\0"))
             if elt is None or not elt.var_set[ref.var_idx]:
                 return False
             vals[i] = elt.vars[ref.var_idx] if own or not ref.read_once \
