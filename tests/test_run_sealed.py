@@ -71,12 +71,18 @@ def capabilities(status_text: str, field: str) -> int:
 # --- sealed, as root --------------------------------------------------------------
 
 @pytest.mark.parametrize("fstype", ["tracefs", "debugfs"])
-def test_sealed_mount_fails(tmp_path, fstype):
+def test_sealed_mount_is_a_view_of_the_fake(tmp_path, fstype):
+    """A sealed command's tracefs or debugfs mount is another view of its
+    fake (sandbox/mountview.py): nothing real is mounted, nothing appears
+    on the host; any other mount fails as mount(8) says on EPERM."""
     target = tmp_path / "x"
     target.mkdir()
-    p = run("--", "mount", "-t", fstype, "nodev", target)
-    assert p.returncode != 0, p.stdout
-    assert "permission denied" in p.stderr.lower()  # mount(8) on EPERM
+    p = run("--", "sh", "-c", f"mount -t {fstype} nodev {target} && "
+                              f"awk '$5 == \"{target}\"' /proc/self/mountinfo; "
+                              f"mount -t tmpfs none {target}")
+    assert " - fuse.fakedebugfs " in p.stdout, (p.stdout, p.stderr)
+    assert " - tracefs " not in p.stdout and " - debugfs " not in p.stdout
+    assert p.returncode != 0 and "permission denied" in p.stderr.lower()  # the tmpfs
     assert not os.path.ismount(target)
 
 

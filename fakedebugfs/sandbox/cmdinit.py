@@ -18,6 +18,9 @@ in a child of it, whose PID 1 is this init:
   descriptor it inherited but its standard ones and pipes, and seals
   itself (seal.py): its ``/proc/1/root`` is the sealed view, and taking
   it over (ptrace) gives nothing the command has not;
+* its mount(2) calls, and the command's, are answered by run's keeper
+  (:mod:`fakedebugfs.sandbox.mountview`): a new tracefs mount is another
+  view of the fake, any other is refused;
 * it opens the command's process events (perf, as the command's pids
   are numbered: sources/procevents.py ``open_watch``) and hands them to
   the server with this namespace's proc;
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat
 
 from fakedebugfs.control import runstate
@@ -90,9 +94,11 @@ def bind_kallsyms(mnt: str, work: str) -> None:
         libc.mount(source, KALLSYMS, None, MS_BIND)
 
 
-def enter(mnt: str, work: str, rootless: bool, sealed: bool) -> None:
+def enter(mnt: str, work: str, rootless: bool, sealed: bool, supervisor=None) -> None:
     """As the command's init: its mount namespace, confined; its
-    descriptors; its seal (see the module)."""
+    descriptors; its seal (see the module).  *supervisor*: a socket to
+    send the seal's listener to (mount(2) calls answered outside:
+    :mod:`fakedebugfs.sandbox.mountview`)."""
     mount_proc()
     bind_kallsyms(mnt, work)
     if rootless:
@@ -103,9 +109,12 @@ def enter(mnt: str, work: str, rootless: bool, sealed: bool) -> None:
                            f"({err.strerror}): trace-cmd would not find the fake") from None
     paths = runstate.paths(mnt)
     confine.confine(work, mnt, [str(paths["state"]), str(paths["sock"])], sealed)
-    close_inherited()
     if sealed:
-        seal.install_filter()
+        listener = seal.install_filter(listener=supervisor is not None)
+        if listener is not None:
+            socket.send_fds(supervisor, [b"L"], [listener])
+            os.close(listener)
+    close_inherited()  # (the supervisor's socket too)
 
 
 def close_inherited() -> None:

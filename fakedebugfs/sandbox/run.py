@@ -76,8 +76,10 @@ import os
 import select
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -226,12 +228,35 @@ def run_nested(argv: list[str], env: dict, mnt: str, work: str, rootless: bool,
     """As run's init (the keeper of the fake's namespaces): COMMAND under an
     init of its own, in a PID namespace of its own
     (:mod:`fakedebugfs.sandbox.cmdinit`); its exit status."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
     def body() -> int:
-        cmdinit.enter(mnt, work, rootless, sealed)
+        ours.close()
+        cmdinit.enter(mnt, work, rootless, sealed, theirs if sealed else None)
         watch = (lambda pid: cmdinit.watch_command(pid, mnt)) if watching else None
         return start_command(argv, env, False, watch, None)
 
-    return wait_init(*fork_init(body, admit=mnt, restore=True))
+    try:
+        started = fork_init(body, admit=mnt, restore=True)
+    finally:
+        theirs.close()
+    threading.Thread(target=_supervise_mounts, args=(ours, mnt), daemon=True,
+                     name="mount supervisor").start()
+    return wait_init(*started)
+
+
+def _supervise_mounts(sock, mnt: str) -> None:
+    """The command's mount(2) calls (:mod:`fakedebugfs.sandbox.mountview`),
+    once its init sends the seal's listener (none: unsealed, or it failed)."""
+    from fakedebugfs.sandbox import mountview
+
+    try:
+        with sock:
+            _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        if fds:
+            mountview.supervise(fds[0], mnt)
+    except OSError:
+        pass
 
 
 def admit_namespace(mnt: str, pid: int) -> None:

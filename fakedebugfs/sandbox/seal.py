@@ -59,7 +59,9 @@ BPF_RET_K = 0x06  # BPF_RET | BPF_K
 SECCOMP_RET_KILL_PROCESS = 0x80000000  # include/uapi/linux/seccomp.h
 SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_USER_NOTIF = 0x7FC00000
 SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 PR_SET_NO_NEW_PRIVS = 38  # include/uapi/linux/prctl.h
 AUDIT_ARCH_X86_64 = 0xC000003E  # include/uapi/linux/audit.h
 X32_SYSCALL_BIT = 0x40000000
@@ -83,8 +85,10 @@ NAMESPACE_FLAGS = (CLONE_NEWTIME | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS 
                    | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
 
 
-def _program() -> list[tuple]:
-    """The filter as (code, jt, jf, k) with jumps to labels; see the module."""
+def _program(notify_mount: bool = False) -> list[tuple]:
+    """The filter as (code, jt, jf, k) with jumps to labels; see the module.
+    *notify_mount*: mount(2) goes to the filter's listener instead
+    (SECCOMP_RET_USER_NOTIF: :mod:`fakedebugfs.sandbox.mountview`)."""
     allow, eperm, enosys, flags, kill = "allow", "eperm", "enosys", "flags", "kill"
     prog: list = [
         (BPF_LD_W_ABS, 0, 0, OFF_ARCH),
@@ -92,6 +96,8 @@ def _program() -> list[tuple]:
         (BPF_LD_W_ABS, 0, 0, OFF_NR),
         (BPF_JSET_K, kill, None, X32_SYSCALL_BIT),
     ]
+    if notify_mount:
+        prog.append((BPF_JEQ_K, "notify", None, BLOCKED["mount"]))
     for nr in sorted(BLOCKED.values()):
         prog.append((BPF_JEQ_K, eperm, None, nr))
     prog += [
@@ -105,6 +111,8 @@ def _program() -> list[tuple]:
         enosys, (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
         kill, (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
     ]
+    if notify_mount:
+        prog += ["notify", (BPF_RET_K, 0, 0, SECCOMP_RET_USER_NOTIF)]
     return prog
 
 
@@ -134,16 +142,20 @@ def filter_bytes() -> bytes:
     return assemble(_program())
 
 
-def install_filter() -> None:
+def install_filter(listener: bool = False) -> int | None:
     """Seal this process and everything it will run (see the module):
-    PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER)."""
-    filt = filter_bytes()
+    PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER).  With
+    *listener*, mount(2) is answered by whoever reads the returned fd
+    (SECCOMP_FILTER_FLAG_NEW_LISTENER: :mod:`fakedebugfs.sandbox.mountview`)."""
+    filt = assemble(_program(notify_mount=listener))
     buf = ctypes.create_string_buffer(filt, len(filt))
     prog = ctypes.create_string_buffer(sock_fprog.build(
         {"len": len(filt) // sock_filter.sizeof(), "filter": ctypes.addressof(buf)}))
     libc.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(PR_SET_NO_NEW_PRIVS)")
-    libc.check(libc.syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog),
-               "seccomp(SECCOMP_SET_MODE_FILTER)")
+    fd = libc.check(libc.syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                 SECCOMP_FILTER_FLAG_NEW_LISTENER if listener else 0, prog),
+                    "seccomp(SECCOMP_SET_MODE_FILTER)")
+    return fd if listener else None
 
 
 __all__ = ["BLOCKED", "NAMESPACE_FLAGS", "assemble", "filter_bytes", "install_filter",

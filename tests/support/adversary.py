@@ -232,7 +232,11 @@ def main(argv: list[str]) -> int:
             out["mem"][pid] = try_mem(pid)
     out["sockets"] = sockets()
     out["writes"] = host_writes()
-    out["target_mounted"] = any(TARGET in line for line in open("/proc/self/mountinfo"))
+    # what the injected mount put there, if anything: a fake's view (a sealed
+    # run answers a tracefs mount with one: sandbox/mountview.py) or real
+    out["target_mounted"] = [line.split(" - ")[1].split()[0]
+                             for line in open("/proc/self/mountinfo")
+                             if line.split()[4] == TARGET]
     # a kernel module (fd -1: EBADF where the call is let through)
     out["finit_module"] = "ok" if LIBC.syscall(313, -1, b"", 0) == 0 else \
         err_name(ctypes.get_errno())

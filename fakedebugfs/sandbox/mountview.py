@@ -1,0 +1,161 @@
+"""A new tracefs or debugfs mount inside a sealed ``run``: another view of
+the same fake.
+
+On the kernel, ``mount -t tracefs -o ro,relatime,gid=104 nodev DIR`` gives
+another view of the one tracefs (its options, ``gid=`` and ``uid=``, are
+the superblock's: every view shows them).  A sealed command may not call
+mount(2) (seal.py), and nothing real may be mounted for it, so its
+mount(2) calls go to a supervisor instead (seccomp's user notification,
+SECCOMP_RET_USER_NOTIF, the listener handed by the command's init to
+run's keeper, which runs :func:`supervise` in a thread):
+
+* a new ``tracefs`` (or ``debugfs``) mount: the fake's ``tracing/`` (or
+  its root) is bound at DIR in the caller's mount namespace (a detached
+  copy made here, moved there by a child that entered it), read-only with
+  ``ro``; ``uid=``/``gid=`` are applied to the fake as a remount's are
+  (control request ``remount``); the call returns 0;
+* every other mount(2) gets EPERM, as the plain filter answers.
+
+Nothing real is mounted and nothing leaves the caller's namespace.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import select
+import struct
+
+from fakedebugfs.native import libc
+
+log = logging.getLogger(__name__)
+
+# include/uapi/linux/seccomp.h
+# struct seccomp_notif { __u64 id; __u32 pid; __u32 flags; struct seccomp_data data; }
+NOTIF = struct.Struct("=QII iIQ6Q")
+# struct seccomp_notif_resp { __u64 id; __s64 val; __s32 error; __u32 flags; }
+NOTIF_RESP = struct.Struct("=QqiI")
+SECCOMP_IOCTL_NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
+SECCOMP_IOCTL_NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
+SECCOMP_IOCTL_NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_MOVE = 0x1, 0x20, 0x1000, 0x2000
+CLONE_NEWNS = 0x00020000
+TYPES = ("tracefs", "debugfs")
+STRING_MAX = 4096
+
+
+def read_string(mem: int, addr: int) -> str:
+    """A NUL-terminated string at *addr* of the process whose memory is *mem*."""
+    if not addr:
+        return ""
+    data = os.pread(mem, STRING_MAX, addr)
+    return data.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def options(data: str) -> dict[str, int]:
+    """``uid=``/``gid=`` of a mount's data (tracefs' ownership options)."""
+    out = {}
+    for word in data.split(","):
+        key, _, value = word.partition("=")
+        if key in ("uid", "gid") and value.isdigit():
+            out[key] = int(value)
+    return out
+
+
+def bind_view(source: str, pid: int, target: str, read_only: bool) -> int:
+    """Bind *source* (this namespace's) at *target* in the mount namespace
+    of *pid*: 0, or the errno.  A child does it (setns needs a process
+    that shares its file system attributes with no other thread)."""
+    from fakedebugfs.sandbox import confine
+
+    child = os.fork()
+    if child == 0:
+        code = 0
+        try:
+            fd = confine.open_tree_clone(source)
+            ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+            libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
+            confine.move_mount_fd(fd, target)
+            if read_only:
+                confine.set_read_only(target)
+        except OSError as err:
+            code = err.errno or errno.EPERM
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def handle(mem: int, pid: int, args: tuple, mnt: str) -> int:
+    """What mount(2) of process *pid* (its memory *mem*) returns: 0 (done
+    as the module says) or a negative errno."""
+    source, target, fstype, flags, data = args[0], args[1], args[2], args[3], args[4]
+    fstype = read_string(mem, fstype)
+    if fstype not in TYPES or flags & (MS_REMOUNT | MS_BIND | MS_MOVE):
+        return -errno.EPERM
+    path = read_string(mem, target)
+    if not path:
+        return -errno.ENOENT
+    if not path.startswith("/"):
+        path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
+    view = os.path.join(mnt, "tracing") if fstype == "tracefs" else mnt
+    if not os.path.isdir(view):
+        return -errno.ENODEV  # (a fake without tracing/: no tracefs to show)
+    code = bind_view(view, pid, path, bool(flags & MS_RDONLY))
+    if code:
+        return -code
+    ids = options(read_string(mem, data))
+    if ids:
+        from fakedebugfs.control.client import ControlClient
+
+        with ControlClient(mnt) as client:
+            client.call("remount", **ids)
+    return 0
+
+
+def supervise(listener: int, mnt: str) -> None:
+    """Answer the mount(2) calls of every process sealed with *listener*'s
+    filter until the last of them is gone (see the module)."""
+    poller = select.poll()
+    poller.register(listener, select.POLLIN)
+    buf = bytearray(NOTIF.size)
+    try:
+        while True:
+            events = poller.poll()
+            if any(ev & (select.POLLHUP | select.POLLERR) for _, ev in events):
+                return
+            buf[:] = bytes(NOTIF.size)
+            try:
+                fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, buf)
+            except OSError as err:
+                if err.errno in (errno.EINTR, errno.ENOENT):
+                    continue  # (the caller went meanwhile)
+                raise
+            nid, pid, _flags, _nr, _arch, _ip, *args = NOTIF.unpack(buf)
+            try:
+                result = _answer(listener, nid, pid, tuple(args), mnt)
+            except Exception as err:  # noqa: BLE001: a caller's bytes never end the keeper
+                log.debug("mount of pid %d: %s", pid, err)
+                result = -errno.EPERM
+            resp = NOTIF_RESP.pack(nid, 0, min(result, 0), 0)
+            try:
+                fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, bytearray(resp))
+            except OSError:  # (the caller went, or was interrupted)
+                pass
+    finally:
+        os.close(listener)
+
+
+def _answer(listener: int, nid: int, pid: int, args: tuple, mnt: str) -> int:
+    mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        # the id still valid: *pid* is the caller, not a process that took its pid
+        fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, bytearray(struct.pack("=Q", nid)))
+        return handle(mem, pid, args, mnt)
+    finally:
+        os.close(mem)
+
+
+__all__ = ["handle", "options", "supervise"]
