@@ -318,6 +318,19 @@ def test_trace_cmd_records_a_function_graph(profile, tmp_path):
         report.stdout
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)")
+@pytest.mark.skipif(shutil.which("perf") is None, reason="needs perf")
+def test_mirrored_syscalls_expand_into_call_trees(profile):
+    """``run --mirror tree``: the command's real openat(2) calls reach the
+    call trees (the mirror opens the tracepoints the trees start at), and
+    ``perf ftrace -G do_sys_openat2`` shows their graphs."""
+    out = run_cli("run", "--mirror", "tree", "--profile", profile, "--", "perf", "ftrace",
+                  "-G", "do_sys_openat2", "cat", "/proc/version", timeout=120).stdout
+    graph = [ln for ln in out.splitlines() if ")" in ln and "|" in ln]
+    assert any(ln.endswith("|  do_sys_openat2() {") for ln in graph), out
+    assert any(ln.endswith("|      getname_flags();") for ln in graph), out
+
+
 def test_calltrees_from_a_guest_function_graph():
     """The recorder's converter on ``function_graph`` text as the Debian
     6.12 guest printed it (funcgraph-abstime, funcgraph-proc, sys_enter as

@@ -352,16 +352,20 @@ class MirrorDrain:
         too): the rest, a tool's own system calls behind its
         ``set_event_pid``, never reach the per-event path.  The lists are
         the ones of the events' time: a write to a tracefs file first
-        drains every event before it."""
+        drains every event before it.  Events no array records were
+        opened for the function tracers' call trees (which follow the
+        function pid lists instead): all of them go on."""
         opened = self.opened.keys()
         traced = set()
+        recording = False
         for tr in self.kernel.ftrace.arrays():
             if tr.enabled.isdisjoint(opened):
                 continue
+            recording = True
             if not tr.event_pids or tr.options.get("event-fork"):
                 return None
             traced |= tr.event_pids
-        return traced
+        return traced if recording else None
 
     def _fake_time(self, ts):
         """Sample times (CLOCK_MONOTONIC) on the fake's trace clock: the

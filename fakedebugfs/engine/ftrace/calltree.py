@@ -173,8 +173,9 @@ class FunctionCalls:
     """``ftrace_ops_list`` and the calls the fake makes: users are
     ``user(tree, cpu, pid, ts)`` callables (one per registered ops)."""
 
-    def __init__(self, engine, records, trees: dict):
+    def __init__(self, engine, records, trees: dict, enable_hooks=()):
         self.engine = engine
+        self.enable_hooks = enable_hooks  # the trace arrays' on_enable_change
         self.records = records
         self.trees = trees
         self.users: list[Callable] = []
@@ -205,13 +206,25 @@ class FunctionCalls:
             probe = self._probe(tp, trees)
             self._probes[key] = probe
             tp.register(probe)
+            self._tell(key, True)
 
     def _detach(self) -> None:
         for key, probe in self._probes.items():
             tp = self.engine.tracepoints.get(key)
             if tp is not None:
                 tp.unregister(probe)
+            self._tell(key, False)
         self._probes = {}
+
+    def _tell(self, key: str, on: bool) -> None:
+        """The sources that feed events only while something records them
+        (``--mirror``'s perf events, ``run``'s process watcher) hear of the
+        tracepoints the trees start at as of an event being enabled."""
+        for hook in tuple(self.enable_hooks):
+            try:
+                hook(key, on)
+            except OSError:  # a source that cannot give this event: the trees wait
+                pass
 
     def _probe(self, tp, trees):
         sels = []

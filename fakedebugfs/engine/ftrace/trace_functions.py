@@ -48,7 +48,8 @@ class FunctionTrace:
         self.records = FtraceRecords(path)
         trees = path / "calltrees"
         text = trees.read_text() if trees.is_file() else ""
-        self.calls = FunctionCalls(top.engine, self.records, parse_calltrees(text))
+        self.calls = FunctionCalls(top.engine, self.records, parse_calltrees(text),
+                                   top.on_enable_change)
         self.graph_ops = FtraceOps(self.records)  # set_graph_function / set_graph_notrace
         self.max_graph_depth = 0
         self.func_flags = {"func_stack_trace": False, "func-no-repeats": False}
