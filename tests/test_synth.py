@@ -127,3 +127,22 @@ def test_action_errors(fk):
             f"hist:sched:sched_switch: error: {text}\n  Command: {cmd}\n"
             + " " * (11 + cmd.find(at)) + "^\n"), cmd
     assert trig.read_text().startswith("# Available triggers:")
+
+
+def test_dynamic_events_take_synthetic_events(fk):
+    """libtracefs writes synthetic events to dynamic_events as s: commands."""
+    t = fk.tracing
+    write(t / "dynamic_events", "s:wl u64 lat; pid_t pid\n")
+    write(t / "synthetic_events", "other u64 x\n")
+    assert (t / "dynamic_events").read_text() == \
+        "s:synthetic/wl\tu64 lat; pid_t pid\ns:synthetic/other\tu64 x\n"
+    assert (t / "synthetic_events").read_text() == "wl\tu64 lat; pid_t pid\nother\tu64 x\n"
+    assert write_errno(t / "dynamic_events", "s:junk/myevent char str[") == "EINVAL"
+    last = re.split(r"(?m)^(?=\[)", (t / "error_log").read_text())[-1]
+    assert re.sub(r"^\[ *[0-9.]+\] ", "", last) == (
+        "synthetic_events: error: Command must be of the form: s or -:[synthetic/]<name> "
+        "field[;field] ...\n  Command: s:junk/myevent char str[\n           ^\n")
+    write(t / "dynamic_events", "-:synthetic/wl\n")
+    write(t / "dynamic_events", "-:other\n")
+    assert (t / "synthetic_events").read_text() == ""
+    assert gone(t / "events/synthetic")
