@@ -331,6 +331,56 @@ def test_mirrored_syscalls_expand_into_call_trees(profile):
     assert any(ln.endswith("|      getname_flags();") for ln in graph), out
 
 
+def test_the_batch_path_writes_what_one_by_one_writes(profile):
+    """A batch of events (a workload's, the mirror's) expanded at once
+    gives the bytes, counters, saved_cmdlines and clock of the same events
+    fired one by one: overlapping trees, a filter, a CPU masked out."""
+    import random
+
+    from fakedebugfs.engine.core.batch import from_pending
+    from fakedebugfs.engine.core.engine import Pending
+    from fakedebugfs.engine.kernel import Kernel, KernelConfig
+
+    def kernel():
+        k = Kernel(KernelConfig(profile=str(profile), clock="virtual", cpus=3))
+        from fakedebugfs.trees.tracing import TracingTree
+
+        TracingTree(k, k.ftrace)
+        k.ftrace.set_tracer("function")
+        k.ftrace.function_trace.ops(k.ftrace).process_regex("getname*", False)  # notrace
+        k.ftrace.cpumask = 0b011
+        return k
+
+    def events(k):
+        rnd, last, out = random.Random(7), [10**9] * 3, []
+        tps = k.engine.tracepoints
+        for _ in range(400):
+            c = rnd.randrange(3)
+            last[c] += rnd.randrange(0, 12000)  # often closer than a tree lasts
+            if rnd.random() < 0.85:
+                out.append(Pending(tps["raw_syscalls:sys_enter"], c, 40 + rnd.randrange(4),
+                                   last[c], (rnd.choice([0, 1, 257, 999]), 0)))
+            else:
+                out.append(Pending(tps["sched:sched_process_exit"], c, 41, last[c],
+                                   ("x", 41, 120)))
+        return out
+
+    one, many = kernel(), kernel()
+    taken = []
+    calls = many.ftrace.function_trace.calls
+    real = calls.write_batch
+    calls.write_batch = lambda batch, kinds: (taken.append(len(batch)), real(batch, kinds))
+    for p in events(one):
+        one.engine._fire_each([p])
+    many.engine.emit_batch(from_pending(events(many)))
+    assert taken == [400]
+    for a, b in zip(one.ftrace.buffers, many.ftrace.buffers):
+        assert bytes(a.mem) == bytes(b.mem) and a.entries == b.entries
+    assert one.ftrace.written == many.ftrace.written > 500
+    assert one.ftrace.cmdlines.show() == many.ftrace.cmdlines.show()
+    assert one.engine.clock.now() == many.engine.clock.now()
+
+
 def test_calltrees_from_a_guest_function_graph():
     """The recorder's converter on ``function_graph`` text as the Debian
     6.12 guest printed it (funcgraph-abstime, funcgraph-proc, sys_enter as

@@ -239,7 +239,18 @@ class FunctionCalls:
                 if all(i < len(values) and values[i] == v for i, v in pairs):
                     self.run(tree, cpu, pid, ts)
                     return
+        probe.batch_owner = self  # the engine's batch path (calltree_batch)
+        probe.sels = sels
         return probe
+
+    def batch_ok(self, batch, kinds) -> bool:
+        """The batch path when every user writes calls as they come."""
+        return all(getattr(u, "batch", None) is not None and u.batch.ok() for u in self.users)
+
+    def write_batch(self, batch, kinds) -> None:
+        from fakedebugfs.engine.ftrace.calltree_batch import expand
+
+        expand(self, batch, kinds)
 
     # --- calls ----------------------------------------------------------------------------
 

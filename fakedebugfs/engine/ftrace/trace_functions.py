@@ -164,8 +164,23 @@ class FunctionTrace:
                         if pids:
                             pids.discard(values[xi])
         self._fork = (on_fork, on_exit)
+        for probe in self._fork:  # a batch needs them one by one only while they act
+            probe.batch_owner = self
         fork.register(on_fork)
         gone.register(on_exit)
+
+    def _following(self) -> bool:
+        return any(tr.options.get("function-fork") and (tr.__dict__.get("ftrace_pids")
+                                                        or tr.__dict__.get("ftrace_no_pids"))
+                   for tr in self.top.arrays())
+
+    def batch_ok(self, batch, kinds) -> bool:
+        """The fork probes' side of the engine's batch path: nothing to do
+        while no trace array follows forks in its function pid lists."""
+        return not self._following()
+
+    def write_batch(self, batch, kinds) -> None:
+        pass
 
     # --- what the files show ----------------------------------------------------------------
 
@@ -337,7 +352,10 @@ class FunctionTracer:
         the ops registered."""
         tr.reset()
         ops = self.fn.ops(tr)
+        from fakedebugfs.engine.ftrace.calltree_batch import FunctionBatch
+
         self._user = self._make_user(tr, ops)
+        self._user.batch = FunctionBatch(self, tr, ops)
         self.fn.register(ops, self._user, _CALLBACKS[self.flags["func_stack_trace"],
                                                      self.flags["func-no-repeats"]])
         self.fn.follow_fork()
