@@ -331,7 +331,8 @@ def test_mirrored_syscalls_expand_into_call_trees(profile):
     assert any(ln.endswith("|      getname_flags();") for ln in graph), out
 
 
-def test_the_batch_path_writes_what_one_by_one_writes(profile):
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_the_batch_path_writes_what_one_by_one_writes(profile, tracer):
     """A batch of events (a workload's, the mirror's) expanded at once
     gives the bytes, counters, saved_cmdlines and clock of the same events
     fired one by one: overlapping trees, a filter, a CPU masked out."""
@@ -346,8 +347,9 @@ def test_the_batch_path_writes_what_one_by_one_writes(profile):
         from fakedebugfs.trees.tracing import TracingTree
 
         TracingTree(k, k.ftrace)
-        k.ftrace.set_tracer("function")
+        k.ftrace.set_tracer(tracer)
         k.ftrace.function_trace.ops(k.ftrace).process_regex("getname*", False)  # notrace
+        k.ftrace.function_trace.max_graph_depth = 3
         k.ftrace.cpumask = 0b011
         return k
 

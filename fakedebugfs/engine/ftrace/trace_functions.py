@@ -355,7 +355,7 @@ class FunctionTracer:
         from fakedebugfs.engine.ftrace.calltree_batch import FunctionBatch
 
         self._user = self._make_user(tr, ops)
-        self._user.batch = FunctionBatch(self, tr, ops)
+        self._user.batch = FunctionBatch(self, tr, ops, self._user)
         self.fn.register(ops, self._user, _CALLBACKS[self.flags["func_stack_trace"],
                                                      self.flags["func-no-repeats"]])
         self.fn.follow_fork()

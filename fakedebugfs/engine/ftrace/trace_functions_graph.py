@@ -91,7 +91,10 @@ class GraphTracer:
         ops registered."""
         tr.reset()
         ops = self.fn.ops(tr)
+        from fakedebugfs.engine.ftrace.calltree_batch import GraphBatch
+
         self._user = self._make_user(tr, ops)
+        self._user.batch = GraphBatch(self, tr, ops, self._user)
         self.fn.register(ops, self._user, "ftrace_graph_func")
         self.fn.follow_fork()
         self.pipe_state = None
@@ -108,52 +111,23 @@ class GraphTracer:
         gops = fn.graph_ops
         ent_id = tr.by_id[TRACE_GRAPH_ENT].id if TRACE_GRAPH_ENT in tr.by_id else TRACE_GRAPH_ENT
         ret_id = tr.by_id[TRACE_GRAPH_RET].id if TRACE_GRAPH_RET in tr.by_id else TRACE_GRAPH_RET
+        ent, ret = _ENT.pack, _RET.pack
 
         def user(tree, cpu, pid, ts):
             if not fn.trace_task(tr, pid):
                 return
-            max_depth = fn.max_graph_depth
-            graph, notrace = gops.filter, gops.notrace
-            recs, addrs, nodes = tree.recs, tree.addrs, tree.nodes
-            out = []  # (ts, payload), in call order
-            # a stack of (node end index, depth, in graph function, exit payload maker)
-            pending: list = []
-            depth = 0
-            in_graph = False
-            n = len(nodes)
-            ends = _subtree_ends(tree)
-            k = 0
-            while k < n:
-                while pending and pending[-1][0] <= k:
-                    _, d, g, exit_ = pending.pop()
-                    depth, in_graph = d, g
-                    if exit_ is not None:
-                        out.append(exit_)
-                node = nodes[k]
-                i = recs[k]
-                if i is None or not ops.traces(i):
-                    k += 1
-                    continue
-                if i in notrace:  # accepted, hides itself and its calls
-                    k = ends[k]
-                    continue
-                ok = (in_graph or not graph or i in graph) and \
-                    not (max_depth and depth >= max_depth)
-                if not ok:
-                    k += 1
-                    continue
-                at = ts + node[1]
-                out.append((at, _ENT.pack(ent_id, 0, 0, pid, addrs[k], depth)))
-                end = at + node[2]
-                exit_ = (end, _RET.pack(ret_id, 0, 0, pid, addrs[k], depth, 0, at, end))
-                pending.append((ends[k], depth, in_graph, exit_))
-                depth += 1
-                in_graph = True
-                k += 1
-            while pending:
-                out.append(pending.pop()[3])
-            for at, payload in out:
-                tr.commit(cpu, at, payload)
+            addrs = tree.addrs
+            for off, is_exit, k, depth, call, end in graph_plan(tree, ops, gops,
+                                                                fn.max_graph_depth):
+                if is_exit:
+                    tr.commit(cpu, ts + off, ret(ret_id, 0, 0, pid, addrs[k], depth, 0,
+                                                 ts + call, ts + end))
+                else:
+                    tr.commit(cpu, ts + off, ent(ent_id, 0, 0, pid, addrs[k], depth))
+
+        def plan(tree):
+            return graph_plan(tree, ops, gops, fn.max_graph_depth), (ent_id, ret_id)
+        user.graph_plan = plan
         return user
 
     # --- text ---------------------------------------------------------------------------
@@ -203,6 +177,48 @@ class GraphTracer:
         if self.pipe_state is None or self.pipe_state.tr is not tr:
             self.pipe_state = GraphText(tr, self)
         return self.pipe_state.line((ev.ts, cpu, ev.payload), _PipePeek(tr, cpu))
+
+
+def graph_plan(tree, ops, gops, max_depth: int) -> list:
+    """What ``trace_graph_entry``/``trace_graph_return`` write for *tree*:
+    ``(offset, exit?, node, depth, call offset, return offset)`` in write
+    order.  A call is accepted when the ops hooks it, a graph function is
+    on the stack (or there is none) and it is not as deep as
+    *max_depth*; only accepted calls count as depth; a notrace graph
+    function hides itself and its calls."""
+    graph, notrace = gops.filter, gops.notrace
+    recs, nodes = tree.recs, tree.nodes
+    out: list = []
+    pending: list = []  # (node end index, depth, in graph function, exit)
+    depth = 0
+    in_graph = False
+    n = len(nodes)
+    ends = _subtree_ends(tree)
+    k = 0
+    while k < n:
+        while pending and pending[-1][0] <= k:
+            _, depth, in_graph, exit_ = pending.pop()
+            out.append(exit_)
+        node = nodes[k]
+        i = recs[k]
+        if i is None or not ops.traces(i):
+            k += 1
+            continue
+        if i in notrace:  # accepted, hides itself and its calls
+            k = ends[k]
+            continue
+        if not ((in_graph or not graph or i in graph) and not (max_depth and depth >= max_depth)):
+            k += 1
+            continue
+        at, end = node[1], node[1] + node[2]
+        out.append((at, False, k, depth, at, end))
+        pending.append((ends[k], depth, in_graph, (end, True, k, depth, at, end)))
+        depth += 1
+        in_graph = True
+        k += 1
+    while pending:
+        out.append(pending.pop()[3])
+    return out
 
 
 def _event_text(tr, payload) -> str:
@@ -374,4 +390,4 @@ class GraphText:
         return s
 
 
-__all__ = ["GraphTracer", "GraphText", "graph_duration", "trace_find_mark"]
+__all__ = ["GraphTracer", "GraphText", "graph_duration", "graph_plan", "trace_find_mark"]
