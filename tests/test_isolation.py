@@ -34,6 +34,8 @@ import pytest
 from conftest import FAKEDEBUGFS
 from support.nobody import NOBODY, SYSTEM_PYTHON, usable as nobody_usable
 
+from fakedebugfs.sandbox.cmdinit import FIRST_PID
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests start runs as root")
 
 HAVE_TRACECMD = shutil.which("trace-cmd") is not None
@@ -116,7 +118,8 @@ def test_no_host_process_in_sight():
     """)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert int(lines[0].split("=")[1]) < 100  # a pid of the new namespace
+    # a pid of the new namespace: its first after its init's (sandbox/cmdinit.py)
+    assert int(lines[0].split("=")[1]) == FIRST_PID
     assert int(lines[1]) < 20  # init, the server, the shell and what it runs
     assert "HOST_REACHED" not in lines
     assert lines[2] == "fakedebugfs"  # init is run's own

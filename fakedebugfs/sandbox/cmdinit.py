@@ -54,6 +54,12 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
 MS_BIND = 0x1000
 PROC = "/proc"
 KALLSYMS = "/proc/kallsyms"
+# the first pid a command gets: five digits, above every task the default
+# workload invents (1000-9999: sources/workloads/synthetic.py TASK_PIDS),
+# so that no pid in the fake's events is both (ftracetest's event-no-pid.tc
+# greps for its own pid); where pid_max allows
+FIRST_PID = 10000
+NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
 
 
 class RunError(Exception):
@@ -94,12 +100,26 @@ def bind_kallsyms(mnt: str, work: str) -> None:
         libc.mount(source, KALLSYMS, None, MS_BIND)
 
 
+def reserve_pids() -> None:
+    """As a PID namespace's init, before its first other process: the
+    namespace's next pids start at :data:`FIRST_PID` (``ns_last_pid``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as fp:
+            if int(fp.read()) <= 2 * FIRST_PID:
+                return
+        with open(NS_LAST_PID, "w") as fp:
+            fp.write(str(FIRST_PID - 1))
+    except (OSError, ValueError) as err:  # (an old kernel, a container without the right)
+        log.debug("pids of the command's namespace not moved: %s", err)
+
+
 def enter(mnt: str, work: str, rootless: bool, sealed: bool, supervisor=None) -> None:
     """As the command's init: its mount namespace, confined; its
     descriptors; its seal (see the module).  *supervisor*: a socket to
     send the seal's listener to (mount(2) calls answered outside:
     :mod:`fakedebugfs.sandbox.mountview`)."""
     mount_proc()
+    reserve_pids()
     bind_kallsyms(mnt, work)
     if rootless:
         try:

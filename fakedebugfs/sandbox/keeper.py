@@ -119,6 +119,7 @@ def keep(attach: str, work: str | None = None, tell: int | None = None) -> int:
             if tell is not None:  # (its end must be ours only)
                 os.close(tell)
             run.mount_proc()
+            cmdinit.reserve_pids()  # (the commands' pids: never the workload's)
             run.arrange_namespace(mnt, work, rootless)
             _hold_as_init(confine, ready_w)  # never returns
             return 1

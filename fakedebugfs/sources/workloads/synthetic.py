@@ -50,6 +50,12 @@ from fakedebugfs.sources.workloads.synthetic_irq import IrqActivity
 # programs tasks exec (comm: the path's basename) and kernel threads (names kept whole)
 KTHREADS = ("kworker/u4:2", "kworker/0:1", "kworker/1:0", "ksoftirqd/0", "rcu_preempt")
 COMMS = tuple(p.rsplit("/", 1)[1] for p in PROGRAMS) + KTHREADS  # every comm it uses
+# The pids its tasks take, in turn (a freed one is taken again after a
+# wrap, as the kernel's pid allocator does): four digits, never a pid a
+# process of `run` or of a Fake's commands gets (theirs start at 10000:
+# sandbox/cmdinit.py FIRST_PID), nor one that contains one of theirs
+# (ftracetest's event-no-pid.tc finds its pid by substring)
+TASK_PIDS = (1000, 9999)
 # x86_64 system calls: (nr, name)
 SYSCALLS = ((0, "read"), (1, "write"), (3, "close"), (9, "mmap"), (12, "brk"),
             (202, "futex"), (228, "clock_gettime"), (257, "openat"), (262, "newfstatat"),
@@ -83,7 +89,7 @@ class SyntheticWorkload(IrqActivity, SchedActivity, KmemActivity):
         self.alloc_sites = len(FUNCTIONS)  # call sites: the allocating functions
         self.queue: collections.deque = collections.deque()
         self.tasks: dict[int, Task] = {}
-        self.next_pid = 1000
+        self.next_pid = TASK_PIDS[0]
         ncpu = self.engine.nr_cpus
         self.kworkers = [self._task(f"kworker/{c}:1", c, kthread=True) for c in range(ncpu)]
         self._task("kworker/u4:2", 0, kthread=True)
@@ -107,8 +113,13 @@ class SyntheticWorkload(IrqActivity, SchedActivity, KmemActivity):
     # --- tasks ---------------------------------------------------------------
 
     def _task(self, comm: str, cpu: int, parent: int = 0, kthread: bool = False) -> int:
+        first, last = TASK_PIDS
         pid = self.next_pid
-        self.next_pid += 1
+        for _ in range(last - first + 1):  # the next free one (alloc_pid's cyclic idr)
+            if pid not in self.tasks:
+                break
+            pid = pid + 1 if pid < last else first
+        self.next_pid = pid + 1 if pid < last else first
         self.tasks[pid] = Task(pid, comm, cpu, parent, kthread)
         self.engine.set_comm(pid, comm)
         return pid
