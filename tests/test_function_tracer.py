@@ -203,7 +203,9 @@ def test_enabled_and_touched_functions(tracing):
     write(tracing / "current_tracer", "nop\n")
     write(tracing / "set_ftrace_filter", "!vfs_read:traceon\n", append=True)
     assert read(tracing / "enabled_functions") == ""
-    assert lines(tracing / "touched_functions")[0].startswith("vfs_read (0)")
+    # as the guest prints a record no ops hooks any more: what ftrace_caller calls
+    assert lines(tracing / "touched_functions")[0] == \
+        "vfs_read (0)            ->ftrace_stub+0x0/0x20"
 
 
 # --- the tracers -----------------------------------------------------------------------------

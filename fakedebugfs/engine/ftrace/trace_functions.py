@@ -205,11 +205,18 @@ class FunctionTrace:
 
     def _tramp_text(self, n: int, user) -> str:
         """What calls a record's hooks: one ops' trampoline (``tramp: ...``
-        and the callback it calls), or, shared, the list function."""
+        and the callback it calls), else what ``ftrace_caller`` calls
+        (``update_ftrace_function``): ``ftrace_stub`` with no ops, the one
+        ops' callback when it is the non-dynamic ``global_ops`` (the top
+        level's function tracer), else the list function."""
         if n == 1 and user is not None:
             func = self._sym(user.func)
             return f"\ttramp: 0x{user.tramp:x} ({func}) ->{func}"
-        return " ->" + self._sym(LIST_FUNC) if n else ""
+        if not self.users:
+            return " ->" + self._sym("ftrace_stub")
+        if len(self.users) == 1 and getattr(self.users[0], "global_ops", False):
+            return " ->" + self._sym(self.users[0].func)
+        return " ->" + self._sym(LIST_FUNC)
 
     def _sym(self, name: str) -> str:
         """``%pS`` of a tracer callback at its start: its size from the
@@ -229,7 +236,7 @@ class FunctionTrace:
 
 def _callback_sizes(path) -> dict:
     """The sizes of the tracer callbacks in a ``/proc/kallsyms`` text."""
-    want = {LIST_FUNC, "function_trace_call", "function_stack_trace_call",
+    want = {LIST_FUNC, "ftrace_stub", "function_trace_call", "function_stack_trace_call",
             "function_no_repeats_trace_call", "function_stack_no_repeats_trace_call",
             "function_trace_probe_call", "ftrace_graph_func", "stack_trace_call"}
     out: dict = {}
@@ -356,6 +363,7 @@ class FunctionTracer:
 
         self._user = self._make_user(tr, ops)
         self._user.batch = FunctionBatch(self, tr, ops, self._user)
+        self._user.global_ops = tr is tr.top  # the top level's is global_ops (not dynamic)
         self.fn.register(ops, self._user, _CALLBACKS[self.flags["func_stack_trace"],
                                                      self.flags["func-no-repeats"]])
         self.fn.follow_fork()
