@@ -117,8 +117,9 @@ class HistTrigger:
             return
         hd = self.hist_data
         try:
-            ctx = Ctx(record_bytes(tr, self.key, rec if vals is None else vals, pid), ts, cpu,
-                      pid, tr.clock in CLOCKS_IN_NS, tr, rec)
+            payload = bytes(vals) if isinstance(vals, (bytes, bytearray)) else \
+                record_bytes(tr, self.key, rec if vals is None else vals, pid)  # (a replay's record)
+            ctx = Ctx(payload, ts, cpu, pid, tr.clock in CLOCKS_IN_NS, tr, rec)
             hd.hit(ctx)
         except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as err:
             # an event the fake cannot aggregate is dropped, never the server

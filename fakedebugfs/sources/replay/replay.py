@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
+from fakedebugfs.engine.ftrace.trigger import event_triggers_call, run_trigger
 from fakedebugfs.sources.replay.install import Installed, install, selected
 from fakedebugfs.sources.replay.recording import Recording
 
@@ -251,17 +252,38 @@ class Replay:
         ft = self.array
         if target is None or not ft.tracing_on:
             return False
-        if not target.always and (target.key not in ft.enabled
-                                  or target.key in ft.soft_disabled):
-            return False
         if target.swap is not None:
             payload = target.swap.swap_payload(payload)
         if target.common_type is not None:
             payload = target.common_type + payload[2:]
+        post = self._triggers(ft, cpu, ts, payload, target)
+        done = self._record(ft, cpu, ts, payload, target)
+        for t in post:  # event_triggers_post_call
+            run_trigger(ft, t, cpu, int.from_bytes(payload[4:8], "little", signed=True), ts)
+        return done
+
+    def _record(self, ft, cpu: int, ts: int, payload: bytes, target) -> bool:
+        if not target.always and (target.key not in ft.enabled
+                                  or target.key in ft.soft_disabled):
+            return False
         if ft.event_pids or ft.filter_preds or ft.notrace_pids:
             if not self._passes(ft, cpu, payload, target):
                 return False
         return ft.commit(cpu, ts, payload)
+
+    def _triggers(self, ft, cpu: int, ts: int, payload: bytes, target) -> list:
+        """The event's triggers (``event_triggers_call``), as a fired event
+        runs them: a hist trigger aggregates the replayed record."""
+        trig = ft.triggers.get(target.key)
+        if trig is None or not trig.list or target.key not in ft.enabled:
+            return []
+        pid = int.from_bytes(payload[4:8], "little", signed=True)
+        if ft.ignore_pid(pid):
+            return []
+        comm = self.kernel.engine.comms.get(pid, "")
+        rec = {"common_pid": pid, "CPU": cpu, "cpu": cpu, "COMM": comm, "comm": comm}
+        rec.update(target.etype.decode(payload))
+        return event_triggers_call(ft, trig, rec, cpu, pid, ts, payload)
 
     def _passes(self, ft, cpu: int, payload: bytes, target) -> bool:
         pid = int.from_bytes(payload[4:8], "little", signed=True)
