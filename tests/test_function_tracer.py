@@ -385,6 +385,29 @@ def test_the_batch_path_writes_what_one_by_one_writes(profile, tracer):
     assert one.engine.clock.now() == many.engine.clock.now()
 
 
+def test_calls_injected_with_fake():
+    """``Fake.calls``: a tree of calls through the filters and the tracer;
+    a malformed tree, or a profile without function tracing, is refused
+    whole."""
+    from fakedebugfs import Fake
+    from fakedebugfs.errors import FakeError
+
+    tree = [(0, 0, 900, "ksys_read"), (1, 100, 700, "vfs_read"), (2, 200, 100, "rw_verify_area")]
+    with Fake(profile=str(PROFILE), clock="virtual", cpus=2) as fk:
+        fk.run(["sh", "-c", "cd /sys/kernel/tracing && echo 'vfs_*' > set_ftrace_filter && "
+                "echo function > current_tracer"], check=True)
+        assert fk.calls(tree, cpu=1, pid=77, comm="reader") == 3
+        text = fk.run(["cat", "/sys/kernel/tracing/trace"], capture_output=True, text=True).stdout
+        body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+        assert len(body) == 1 and body[0].split()[:2] == ["reader-77", "[001]"]
+        assert body[0].endswith(": vfs_read <-ksys_read")
+        with pytest.raises(FakeError):
+            fk.calls([(1, 0, 1, "vfs_read")])  # deeper than a caller
+    with Fake(clock="virtual") as fk:  # linux-6.18: no function tracing
+        with pytest.raises(FakeError):
+            fk.calls(tree)
+
+
 def test_calltrees_from_a_guest_function_graph():
     """The recorder's converter on ``function_graph`` text as the Debian
     6.12 guest printed it (funcgraph-abstime, funcgraph-proc, sys_enter as

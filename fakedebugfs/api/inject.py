@@ -66,6 +66,17 @@ class Injection:
         wire = [ev.wire() if isinstance(ev, Event) else dict(ev) for ev in events]
         return self.call("emit", events=wire, strict=strict)["emitted"]
 
+    def calls(self, tree: Sequence[Sequence], *, cpu: int = 0, pid: int = 0,
+              comm: Optional[str] = None, ts: Optional[int] = None) -> int:
+        """Inject function calls: *tree* is ``(depth, start ns, duration ns,
+        function)`` nodes (the ``calltrees`` lines of docs/function-tracing.md),
+        run through the function tracers, filters and probes as a call tree
+        of the profile is, on *cpu*, in *pid*, from *ts* (default: now).
+        Returns the number of calls; :class:`RequestError` for a profile
+        without function tracing or a malformed tree."""
+        return self.call("calls", tree=[list(n) for n in tree], cpu=cpu, pid=pid, comm=comm,
+                         ts=ts)["calls"]
+
     def define(self, system: str, name: str, fields: Sequence[str],
                print_fmt: Optional[str] = None) -> str:
         """A new tracefs event ``events/<system>/<name>/``; *fields* are C

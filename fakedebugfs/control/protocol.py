@@ -65,6 +65,9 @@ Commands (arguments -> results):
     the perf events come with it (SCM_RIGHTS: the proc of the command's PID
     namespace, then each CPU's ring and switch events), opened by the
     command's init in its namespace, and *pid*, *parent* are pids of it
+``calls`` ``tree`` [[depth, start ns, duration ns, function]], ``cpu``, ``pid``, ``comm``,
+    ``ts`` (default: now) -> ``calls``: function calls run through the function
+    tracers and probes (a profile with function tracing; kind ``event`` otherwise)
 ``admit`` ``pid`` -> ``pid``: the processes of *pid*'s PID namespace may use
     this socket (asked from the server's own namespace only: server/peers.py)
 """

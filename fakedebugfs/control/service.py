@@ -50,6 +50,7 @@ class ControlService(WaitRequests, ScenarioRequests):
             "insmod": self.insmod, "rmmod": self.rmmod, "kallsyms": self.kallsyms,
             "replay": self.replay, "replay_status": self.replay_status,
             "watch": self.watch, "remount": self.remount, "admit": self.admit,
+            "calls": self.calls,
         }
 
     async def handle(self, req, fds: Optional[list] = None) -> dict:
@@ -333,6 +334,25 @@ class ControlService(WaitRequests, ScenarioRequests):
         return {"nodes": ops.remount(**ids), **ids}
 
     # --- ktrace modules ---------------------------------------------------------------
+
+    async def calls(self, req) -> dict:
+        """Function calls injected: a tree run through the function tracers
+        (engine/ftrace/calltree.py) on ``cpu``, in ``pid``, at ``ts``."""
+        fn = self.kernel.ftrace.__dict__.get("function_trace")
+        if fn is None:
+            raise Refused("event", "the profile's kernel has no function tracing")
+        cpu, pid, ts = req.get("cpu", 0), req.get("pid", 0), req.get("ts")
+        if type(pid) is not int or ts is not None and (type(ts) is not int or ts < 0):
+            raise Refused("request", "pid and ts must be integers")
+        if req.get("comm"):
+            self.kernel.engine.set_comm(pid, str(req["comm"]))
+        async with self._emitting:
+            try:
+                n = fn.calls.call(req.get("tree"), cpu, pid, ts)
+            except ValueError as err:
+                raise Refused("event", str(err)) from None
+        self.kernel.engine.batch_done()
+        return {"calls": n}
 
     def insmod(self, req) -> dict:
         names = self.kernel.insmod(req["module"], req["events"])

@@ -169,6 +169,25 @@ def calltrees_from_graph(text: str) -> str:
     return "".join(parts)
 
 
+def check_nodes(nodes, nr_cpus: int, cpu: int) -> None:
+    """ValueError naming the first node of an injected tree that is not a
+    ``(depth, start ns, duration ns, function)`` whose depth is at most its
+    caller's + 1."""
+    if type(cpu) is not int or not 0 <= cpu < nr_cpus:
+        raise ValueError(f"cpu {cpu!r}: the kernel has CPUs 0-{nr_cpus - 1}")
+    if not isinstance(nodes, (list, tuple)) or not nodes:
+        raise ValueError("a tree is a non-empty list of [depth, start, duration, function]")
+    prev = -1
+    for i, n in enumerate(nodes):
+        ok = isinstance(n, (list, tuple)) and len(n) == 4 \
+            and all(type(v) is int and v >= 0 for v in n[:3]) \
+            and isinstance(n[3], str) and n[3] and not any(c.isspace() for c in n[3])
+        if not ok or n[0] > prev + 1:
+            raise ValueError(f"node #{i + 1} {n!r}: not [depth, start ns, duration ns, "
+                             "function] with depth at most its caller's + 1")
+        prev = n[0]
+
+
 class FunctionCalls:
     """``ftrace_ops_list`` and the calls the fake makes: users are
     ``user(tree, cpu, pid, ts)`` callables (one per registered ops)."""
@@ -271,10 +290,15 @@ class FunctionCalls:
         for user in tuple(self.users):
             user(tree, cpu, pid, ts)
 
-    def call(self, nodes, cpu: int, pid: int, ts: Optional[int] = None) -> None:
+    def call(self, nodes, cpu: int, pid: int, ts: Optional[int] = None) -> int:
         """A tree given as ``(depth, start, duration, name)`` nodes, at *ts*
-        (default: now)."""
-        self.run(Tree(nodes), cpu, pid, self.engine.clock.now() if ts is None else ts)
+        (default: now): the injection of calls.  ValueError, nothing run,
+        for a node that is not one (a depth deeper than its caller's + 1,
+        a negative time, a CPU the kernel lacks).  Returns the calls."""
+        check_nodes(nodes, self.engine.nr_cpus, cpu)
+        self.run(Tree([tuple(n) for n in nodes]), cpu, pid,
+                 self.engine.clock.now() if ts is None else ts)
+        return len(nodes)
 
     def resolve(self, tree: Tree) -> None:
         """Each node's record and address: its name's address in the
@@ -309,4 +333,4 @@ class FunctionCalls:
         return addr
 
 
-__all__ = ["FunctionCalls", "Tree", "parse_calltrees", "calltrees_from_graph"]
+__all__ = ["FunctionCalls", "Tree", "check_nodes", "parse_calltrees", "calltrees_from_graph"]
