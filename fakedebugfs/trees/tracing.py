@@ -161,6 +161,8 @@ class TracingTree(EventsDir, OptionsDir):
         root.file("saved_cmdlines_size", RW, ValueFile(
             lambda: f"{ft.cmdlines_size}\n",
             self._cmdlines_size))
+        if _profile_has(self.top, "saved_tgids"):  # trace_sched_switch.c's tgid_map
+            root.file("saved_tgids", RO, SeqFile(lambda: self.top.tgids.show()))
         root.file("set_event", RW, CountFile(
             lambda: "".join(k + "\n" for k in ft.event_keys() if k in ft.enabled),
             self._set_event, lambda: [ft.set_event(k, False) for k in list(ft.enabled)]))
@@ -336,6 +338,13 @@ def _dyn_kinds(ft) -> tuple:
         readme = prof.files.get("README") or ""
         kinds += ("eprobe",) + (("fprobe",) if "\t           f[:[<group>/]" in readme else ())
     return kinds
+
+
+def _profile_has(ft, name: str) -> bool:
+    """Whether the profile's kernel has this top-level file (no profile:
+    the fake's own tree, which has it)."""
+    prof = ft.top.profile
+    return prof is None or name in prof.modes()
 
 
 def _stat_path(path: str):

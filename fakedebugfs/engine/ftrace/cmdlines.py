@@ -105,4 +105,27 @@ class SavedCmdlines:
         return "".join(f"{s[0]} {s[1]}\n" for s in self.slots if s is not None)
 
 
-__all__ = ["SavedCmdlines"]
+__all__ = ["SavedCmdlines", "SavedTgids"]
+
+
+class SavedTgids:
+    """``tgid_map`` and ``saved_tgids`` (kernel/trace/trace_sched_switch.c):
+    while ``record-tgid`` is set, each recorded task's thread-group id by
+    pid (``trace_save_tgid``; the idle task, pid 0, is never saved), shown
+    ``"<pid> <tgid>"`` in pid order; kept when the option is cleared.  The
+    fake's tasks are their own thread group (tgid = pid) unless told."""
+
+    def __init__(self):
+        self.map: dict[int, int] = {}
+
+    def record(self, pid: int, tgid: int = 0) -> None:
+        if pid > 0:
+            self.map[pid] = tgid or pid
+
+    def find(self, pid: int) -> int:
+        """``trace_find_tgid``: 0 when not saved."""
+        return self.map.get(pid, 0)
+
+    def show(self) -> str:
+        return "".join(f"{pid} {tgid}\n" for pid, tgid in sorted(self.map.items()))
+

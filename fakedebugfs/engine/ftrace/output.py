@@ -28,6 +28,16 @@ IRQ_HELP_HEADER = (
     "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
     "#              | |         |   |||||     |         |\n"
 )
+# the same with record-tgid (print_func_help_header_irq's prec 12, not 2)
+IRQ_HELP_HEADER_TGID = "".join(
+    line.replace("#" + " " * 28 + "  ", "#" + " " * 40, 1) if "=>" in line or "delay" in line
+    else line for line in IRQ_HELP_HEADER.splitlines(True)).replace(
+    "#           TASK-PID     CPU#", "#           TASK-PID       TGID    CPU#").replace(
+    "#              | |         |   ", "#              | |           |       |   ")
+FUNC_HELP_HEADER_TGID = (
+    "#           TASK-PID       TGID    CPU#     TIMESTAMP  FUNCTION\n"
+    "#              | |           |       |         |         |\n"
+)
 FUNC_HELP_HEADER = (
     "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n"
     "#              | |         |         |         |\n"
@@ -186,18 +196,25 @@ def context(comms: dict, cpu: int, ts: int, pid: int, flags: int, preempt: int,
 
 
 def context_head(comms: dict, cpu: int, pid: int, flags: int, preempt: int,
-                 irq_info: bool = True) -> str:
+                 irq_info: bool = True, tgid=None) -> str:
     """``trace_print_context`` up to the timestamp (the same for every
-    entry of a task on a CPU with the same flags)."""
-    text = f"{comm_of(comms, pid):>16}-{pid:<7d} [{cpu:03d}] "
+    entry of a task on a CPU with the same flags); *tgid*: the task's
+    saved tgid under ``record-tgid`` (0: none saved), None without it."""
+    text = f"{comm_of(comms, pid):>16}-{pid:<7d} "
+    if tgid is not None:
+        text += f"({tgid:7d}) " if tgid else "(-------) "
+    text += f"[{cpu:03d}] "
     if irq_info:
         text += lat_flags(flags, preempt) + " "
     return text
 
 
 def trace_header(tracer: str, entries: int, written: int, nr_cpus: int,
-                 irq_info: bool = True) -> str:
-    """``print_trace_header`` + ``print_func_help_header_irq`` for ``trace``."""
+                 irq_info: bool = True, tgid: bool = False) -> str:
+    """``print_trace_header`` + ``print_func_help_header_irq`` for ``trace``
+    (with its TGID column under ``record-tgid``)."""
     head = (f"# tracer: {tracer}\n#\n"
             f"# entries-in-buffer/entries-written: {entries}/{written}   #P:{nr_cpus}\n#\n")
+    if tgid:
+        return head + (IRQ_HELP_HEADER_TGID if irq_info else FUNC_HELP_HEADER_TGID)
     return head + (IRQ_HELP_HEADER if irq_info else FUNC_HELP_HEADER)

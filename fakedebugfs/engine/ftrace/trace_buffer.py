@@ -72,6 +72,8 @@ class TraceBuffers:
         top = self.top
         if top.options["record-cmd"]:  # tracing_record_cmdline: the entry's task
             top.cmdlines.record(int.from_bytes(payload[4:8], "little", signed=True))
+        if self.options.get("record-tgid"):  # tracing_record_taskinfo's TRACE_RECORD_TGID
+            top.tgids.record(int.from_bytes(payload[4:8], "little", signed=True))
         return ok
 
     def batch_ok(self, batch, kinds) -> bool:
@@ -81,7 +83,8 @@ class TraceBuffers:
         ``saved_cmdlines``: unless every task of the batch is saved already,
         which none of their records changes), an event without a column
         encoder."""
-        if self.options["stacktrace"] or self.event_pids or self.notrace_pids:
+        if self.options["stacktrace"] or self.options.get("record-tgid") or self.event_pids \
+                or self.notrace_pids:
             return False
         if self.top.instances and not self.top.cmdlines.saved(batch.tasks()):
             return False  # one by one: the arrays' saved_cmdlines records interleave

@@ -127,8 +127,9 @@ class TraceOutput:
     def _head(self, heads: dict, cpu: int, payload) -> str:
         """``trace_print_context`` up to the timestamp, kept in *heads*."""
         _, flags, preempt, pid = ENTRY.unpack_from(payload)
+        tgid = self.top.tgids.find(pid) if self.options.get("record-tgid") else None
         head = heads[(cpu, payload[2:8])] = context_head(
-            self.top.cmdlines, cpu, pid, flags, preempt, self.options["irq-info"])
+            self.top.cmdlines, cpu, pid, flags, preempt, self.options["irq-info"], tgid)
         return head
 
     def _line(self, kind, tracer_line, heads: dict, ts: int, cpu: int, payload) -> str:
@@ -185,7 +186,7 @@ class TraceOutput:
         entries = sum(self.entries(c) for c in range(len(self.buffers)))
         written = entries + sum(b.overrun for b in self.buffers)
         return trace_header(self.tracer.name, entries, written, len(self.buffers),
-                            self.options["irq-info"])
+                            self.options["irq-info"], self.options.get("record-tgid"))
 
     def trace_text(self, cpus=None) -> Iterator[str]:
         """``trace`` / ``per_cpu/cpuN/trace``: the header, then every event's

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 from fakedebugfs.engine.core.errors import einval
-from fakedebugfs.engine.ftrace.cmdlines import SavedCmdlines
+from fakedebugfs.engine.ftrace.cmdlines import SavedCmdlines, SavedTgids
 from fakedebugfs.engine.ftrace.control import DEFAULT_SAVED_CMDLINES
 from fakedebugfs.engine.ftrace.events import FTRACE_EVENTS, KMEM_EVENTS, EventType, field_key
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
@@ -65,6 +65,7 @@ class Ftrace(TraceArray):
         self.instances: dict[str, TraceArray] = {}
         # saved_cmdlines (global: instances record into it too)
         self.cmdlines = SavedCmdlines(engine.comms, DEFAULT_SAVED_CMDLINES)
+        self.tgids = SavedTgids()  # saved_tgids (record-tgid)
         self.printk_formats = ""  # trace_printk formats (a replayed recording's)
         self.thresh_ns = 0  # tracing_thresh
         self.dyn_events = None  # dynamic_events' list (.trace_dynevent), made when first used
