@@ -408,6 +408,27 @@ def test_calls_injected_with_fake():
             fk.calls(tree)
 
 
+def test_reset_clears_the_function_filters_and_commands():
+    """``Fake.reset``: filters, pid lists, graph settings and the function
+    commands (which an O_TRUNC of set_ftrace_filter keeps) gone."""
+    from fakedebugfs import Fake
+
+    with Fake(profile=str(PROFILE), clock="virtual", cpus=2) as fk:
+        fk.run(["sh", "-c", "cd /sys/kernel/tracing && echo 'vfs_*' > set_ftrace_filter && "
+                "echo 'schedule:traceoff:3' >> set_ftrace_filter && "
+                "echo 'vfs_read:enable_event:sched:sched_switch' >> set_ftrace_filter && "
+                "echo 'x:mod:no_such_module' >> set_ftrace_filter && "
+                "echo 'rcu_*' > set_ftrace_notrace && echo 5 > max_graph_depth && "
+                "echo 12 > set_ftrace_pid && echo function > current_tracer"], check=True)
+        fk.reset()
+        t = fk.tracing
+        assert read(t / "set_ftrace_filter") == "#### all functions enabled ####\n"
+        assert read(t / "set_ftrace_notrace") == "#### no functions disabled ####\n"
+        assert read(t / "max_graph_depth") == "0\n" and read(t / "set_ftrace_pid") == "no pid\n"
+        assert read(t / "events/sched/sched_switch/enable") == "0\n"
+        assert read(t / "enabled_functions") == ""
+
+
 def test_calltrees_from_a_guest_function_graph():
     """The recorder's converter on ``function_graph`` text as the Debian
     6.12 guest printed it (funcgraph-abstime, funcgraph-proc, sys_enter as

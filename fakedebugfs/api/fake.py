@@ -157,8 +157,10 @@ class Fake(Injection, Waits, Commands):
         instances removed, the tracer, ``trace_options``, ``trace_clock``,
         buffer sizes, enabled events (and event pids), ``tracing_on``,
         ktrace's and kmemtrace's enables as they were, every buffer
-        emptied.  Done through the files, as ``trace-cmd reset`` does;
-        event filters and triggers a test set are not undone."""
+        emptied, and where the profile has function tracing its filters,
+        pid lists, graph settings and function commands cleared.  Done
+        through the files, as ``trace-cmd reset`` does; event filters and
+        triggers a test set are not undone."""
         from fakedebugfs.api.reset import apply
 
         if self._mounted_state is None:

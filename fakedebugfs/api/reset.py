@@ -12,7 +12,10 @@ from pathlib import Path
 
 # tracing/ files whose text is kept and written back when it changed
 VALUES = ("current_tracer", "buffer_subbuf_size_kb", "buffer_size_kb", "tracing_on")
-CLEARED = ("set_event_pid", "set_event_notrace_pid")  # O_TRUNC empties them
+CLEARED = ("set_event_pid", "set_event_notrace_pid",  # O_TRUNC empties them
+           # the function tracer's, where the profile has them
+           "set_ftrace_filter", "set_ftrace_notrace", "set_ftrace_pid", "set_ftrace_notrace_pid",
+           "set_graph_function", "set_graph_notrace", "stack_trace_filter")
 BUSY_WAIT = 5.0  # seconds an instance may stay busy (a reader closing)
 
 
@@ -51,6 +54,26 @@ def _truncate(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
 
 
+def _remove_function_probes(t: Path) -> None:
+    """The function commands of ``set_ftrace_filter`` (an O_TRUNC keeps
+    them): ``!func:command[:0]`` for each line listed, the ``:0`` taking
+    the counted one."""
+    listed = _read(t / "set_ftrace_filter") or ""
+    for line in listed.splitlines():
+        head, _, state = line.rpartition(":")
+        if not head or ":mod:" in line or line.startswith("#"):
+            continue
+        undo = "!" + head + (":0" if state.startswith("count=") else "")
+        try:
+            fd = os.open(t / "set_ftrace_filter", os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, undo.encode() + b"\n")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+
 def _remove_instances(t: Path) -> None:
     """``rmdir instances/*``; EBUSY while a reader still holds one."""
     deadline = time.monotonic() + BUSY_WAIT
@@ -82,8 +105,11 @@ def apply(root: Path, saved: dict) -> None:
                 os.write(fd, key.encode())
         finally:
             os.close(fd)
+    _remove_function_probes(t)
     for name in CLEARED:
         _truncate(t / name)
+    if (t / "max_graph_depth").exists() and _read(t / "max_graph_depth") != "0\n":
+        _write(t / "max_graph_depth", "0")
     if saved["trace_options"]:
         now = set((_read(t / "trace_options") or "").split())
         for word in saved["trace_options"].split():
