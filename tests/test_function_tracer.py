@@ -165,6 +165,19 @@ def test_probes_are_listed_in_the_kernels_hash_order(tracing):
     assert read(tracing / "set_ftrace_filter") == guest.read_text()
 
 
+def test_graph_functions_are_listed_in_the_kernels_hash_order(tracing):
+    """``set_graph_function`` after ``vfs_r*`` then ``>> do_sys_open*``, as
+    the Debian 6.12 guest listed it (fixtures/functions)."""
+    guest = Path(__file__).resolve().parent.parent / "fixtures" / "functions" / \
+        "debian-6.12-set-graph-function.txt"
+    write(tracing / "set_graph_function", "vfs_r*\n")
+    write(tracing / "set_graph_function", "do_sys_open*\n", append=True)
+    assert read(tracing / "set_graph_function") == guest.read_text()
+    assert errno_of(write, tracing / "set_graph_function", "!no_such_fn\n", True) == errno.EINVAL
+    write(tracing / "set_graph_function", "\n")
+    assert read(tracing / "set_graph_function") == "#### all functions enabled ####\n"
+
+
 def test_traceoff_fires_on_the_call(tracing):
     write(tracing / "set_ftrace_filter", "vfs_read:traceoff:1\n")
     assert read(tracing / "tracing_on") == "1\n"

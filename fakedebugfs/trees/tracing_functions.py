@@ -29,7 +29,7 @@ import errno
 import os
 
 from fakedebugfs.engine.ftrace.control import pid_write
-from fakedebugfs.engine.ftrace.ftrace import TraceParser
+from fakedebugfs.engine.ftrace.ftrace import TraceParser, hash_order
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
 from fakedebugfs.engine.ftrace.trace_functions import add_tracers, attach
 from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail
@@ -55,6 +55,9 @@ class RegexFile(FileOperations):
     def open(self, f: OpenFile) -> None:
         shown = self._show() if f.readable else []
         f.private = (TraceParser(), seq_open(shown) if f.readable else None)
+        if self.graph and f.writable:  # ftrace_graph_open: the hash this open builds
+            trunc = f.flags & os.O_TRUNC
+            self._seq = [] if trunc else list(self._order())
 
     def _show(self) -> list:
         if not self.graph:
@@ -64,12 +67,31 @@ class RegexFile(FileOperations):
             return ["#### all functions enabled ####\n" if self.enable
                     else "#### no functions disabled ####\n"]
         names = self.ops.records.names
-        return [names[i] + "\n" for i in sorted(h)]
+        return [names[i] + "\n" for i in self._order()]  # g_show: the hash's order
+
+    def _order(self) -> list:
+        """The graph hash's records in the order it lists them (record
+        order for one not written through this file)."""
+        h = self.ops.hash(self.enable)
+        order = self.ops.__dict__.setdefault("graph_order", {}).get(self.enable, [])
+        if set(order) != h:
+            order = sorted(h)
+        return order
+
+    def _reorder(self) -> None:
+        """The order ``__ftrace_hash_move`` gives the hash this open built
+        (:func:`~fakedebugfs.engine.ftrace.ftrace.hash_order`)."""
+        recs = self.ops.records
+        by_ip = {recs.addrs[i]: i for i in self._seq}
+        order = hash_order([], [recs.addrs[i] for i in self._seq])
+        self.ops.__dict__.setdefault("graph_order", {})[self.enable] = [by_ip[ip] for ip in order]
 
     def truncate(self, f) -> None:
         """``O_TRUNC``: the hash starts empty (the cached mods dropped)."""
         if f is None or f.flags & os.O_TRUNC:
             self.ops.clear(self.enable)
+            if self.graph:
+                self._seq = []
 
     def read_nowait(self, f: OpenFile, off: int, size: int) -> bytes:
         seq = f.private[1] if f.private else None
@@ -112,15 +134,21 @@ class RegexFile(FileOperations):
             raise fail(errno.EINVAL)
         idx, neg = self.ops.records.match(word, None)
         h = self.ops.hash(self.enable)
+        seq = self.__dict__.get("_seq")
+        if seq is None:
+            seq = self._seq = list(self._order())
         if neg:
             gone = h.intersection(idx)
             if not gone:
                 raise fail(errno.EINVAL)
             h.difference_update(gone)
+            seq[:] = [i for i in seq if i not in gone]
         else:
             if not idx:
                 raise fail(errno.EINVAL)
+            seq.extend(i for i in idx if i not in h)
             h.update(idx)
+        self._reorder()
 
 
 class PidFile(FileOperations):
