@@ -289,6 +289,25 @@ def test_the_adversary_gets_nowhere_from_a_fake_command(elsewhere):
     assert_host_unchanged(before)
 
 
+@pytest.mark.skipif(not ROOT, reason="the adversary is root")
+def test_the_adversary_gets_nowhere_from_run_attach(elsewhere):
+    """The same from ``run --attach MNT`` (a fake mounted already): its
+    PID 1 is the command's own init, confined and sealed as it is."""
+    mnt, sock, env = elsewhere
+    before = host_state()
+    with Fake() as fk:
+        own = runstate.read_state(str(fk.root))["sock"]
+        p = subprocess.run([FAKEDEBUGFS, "run", "--attach", str(fk.root), "--", sys.executable,
+                            str(ADVERSARY), "--kill", "/sys/kernel/tracing"],
+                           capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stderr
+        found = json.loads(p.stdout)
+        judge(found, own, [str(sock)])
+        assert found["kill"] == {"children_killed": True, "tracing_on": "1"}
+        assert fk.call("hello") and fk.status()["injected"] == 0
+    assert_host_unchanged(before)
+
+
 @pytest.mark.skipif(not ROOT, reason="starts runs as root")
 def test_kill_minus_one_ends_the_command_tree_not_the_fake():
     """``sh -c 'sleep & kill -9 -1'``: the shell and its children die (137),

@@ -127,6 +127,14 @@ def enter(mnt: str, work: str, rootless: bool, sealed: bool, supervisor=None) ->
         except OSError as err:
             raise RunError(f"cannot mount a mount table over /proc/mounts "
                            f"({err.strerror}): trace-cmd would not find the fake") from None
+    seal_in(mnt, work, sealed, supervisor)
+
+
+def seal_in(mnt: str, work: str, sealed: bool, supervisor=None) -> None:
+    """As an init whose namespace is arranged: confine this process as its
+    command will be (it inherits all of it), keep no descriptor of the
+    keeper's namespace, and seal it (the listener of its mount(2) calls
+    sent to *supervisor*)."""
     paths = runstate.paths(mnt)
     confine.confine(work, mnt, [str(paths["state"]), str(paths["sock"])], sealed)
     if sealed:
@@ -182,4 +190,4 @@ def watch_command(pid: int, mnt: str) -> None:
 
 
 __all__ = ["RunError", "bind_kallsyms", "close_inherited", "enter", "mount_proc",
-           "watch_command"]
+           "reserve_pids", "seal_in", "watch_command"]

@@ -698,7 +698,10 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
 def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
     """``run --attach MNT``: COMMAND sees the fake mounted at MNT (the Python
     API's ``Fake.run``) instead of one of its own; that fake stays mounted.
-    Rootless, in a user namespace of its own where that mount is bound."""
+    Rootless, in a user namespace of its own where that mount is bound.
+    The namespace's init arranges it, then confines and seals itself as
+    the command's init of a run does (:mod:`fakedebugfs.sandbox.cmdinit`)
+    and runs the command; this process answers their mount(2) calls."""
     mnt = runstate.canonical(attach)
     if runstate.mounted_fstype(mnt) != runstate.FSTYPE:
         raise RunError(f"--attach {attach}: no fakedebugfs is mounted there")
@@ -713,16 +716,30 @@ def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
         enter_private_namespace(rootless, keep=mnt)
         env = command_env(preload, mnt)
 
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
         def init() -> int:
+            # the command's own init, confined and sealed as it is
+            # (sandbox/cmdinit.py): no way out through /proc/1
+            ours.close()
             mount_proc()
+            cmdinit.reserve_pids()
             arrange_namespace(mnt, work, rootless)
+            cmdinit.seal_in(mnt, work, not unsealed, theirs if not unsealed else None)
             try:
-                return start_command(argv, env, not unsealed, None,
-                                     command_namespace(work, mnt, not unsealed))
+                return start_command(argv, env, False, None, None)
             finally:
                 end_namespace()
 
-        return wait_init(*fork_init(init, admit=mnt))
+        # (started first: once this process made the PID namespace, the
+        # kernel lets it start no thread)
+        threading.Thread(target=_supervise_mounts, args=(ours, mnt), daemon=True,
+                         name="mount supervisor").start()
+        try:
+            started = fork_init(init, admit=mnt)
+        finally:
+            theirs.close()
+        return wait_init(*started)
     except OSError as err:
         raise RunError(str(err)) from None
     finally:
