@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from conftest import FAKEDEBUGFS
+from test_run_sealed import nobody_dir, rootless  # noqa: F401 (a fixture, a helper)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="starts runs as root")
 
@@ -73,3 +74,17 @@ def test_a_new_debugfs_mount_is_the_fakes_root_and_other_mounts_are_refused(tmp_
         assert got[name] != "0", (name, p.stdout)
     with open("/proc/self/mountinfo") as fp:
         assert str(view) not in fp.read()
+
+
+def test_rootless_a_new_tracefs_mount_is_a_view_too(nobody_dir):
+    """Rootless (uid 0 of a user namespace, run as uid 65534): the same
+    view, in the command's namespace only; pids from 10000."""
+    script = ("mkdir -p v && mount -t tracefs nodev v; echo mount=$?; "
+              "test -f v/tracing_on && echo view=yes; echo me=$$")
+    p = rootless(nobody_dir, ["--workload", "none", "--", "sh", "-c", script])
+    assert p.returncode == 0, p.stderr
+    got = fields(p.stdout)
+    assert got.get("mount") == "0" and got.get("view") == "yes", (p.stdout, p.stderr)
+    assert int(got["me"]) >= 10000
+    with open("/proc/self/mountinfo") as fp:
+        assert str(nobody_dir / "v") not in fp.read()
