@@ -192,6 +192,30 @@ def cmd_emit(args) -> int:
     return 0
 
 
+def cmd_calls(args) -> int:
+    """Function calls from a file of ``depth start duration function`` lines
+    (docs/function-tracing.md), injected as one tree."""
+    try:
+        text = sys.stdin.read() if args.file == "-" else open(args.file).read()
+    except OSError as err:
+        raise CliError(f"{args.file}: {err.strerror}", USAGE_ERROR) from None
+    tree = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        try:
+            tree.append([int(parts[0]), int(parts[1]), int(parts[2]), parts[3]])
+        except (ValueError, IndexError):
+            raise CliError(f"{args.file}:{n}: not 'depth start duration function'",
+                           USAGE_ERROR) from None
+    reply = control(args.mountpoint, "calls", tree=tree, cpu=args.cpu, pid=args.pid,
+                    comm=args.comm, ts=args.ts)
+    if args.verbose:
+        print(f"{reply['calls']} calls")
+    return 0
+
+
 def cmd_define(args) -> int:
     step = define_step(args)
     step.pop("op")
@@ -375,6 +399,18 @@ def _instrument_commands(sub) -> None:
     add_emit_arguments(e, optional=True)
     e.add_argument("--file", metavar="SCENARIO", help="apply the steps of SCENARIO")
     e.add_argument("-v", "--verbose", action="store_true", help="print how many were emitted")
+
+    c = _sub(sub, "calls", cmd_calls, help="inject function calls (a profile with function "
+             "tracing)", description="Run a tree of function calls (FILE: 'depth start-ns "
+             "duration-ns function' lines, - for stdin) through the function tracers, "
+             "filters and probes, on the given CPU and task.")
+    c.add_argument("mountpoint")
+    c.add_argument("file", metavar="FILE")
+    c.add_argument("--cpu", type=int, default=0, help="CPU the calls run on (default 0)")
+    c.add_argument("--pid", type=int, default=0, help="task pid (default 0)")
+    c.add_argument("--comm", help="task name, recorded in saved_cmdlines")
+    c.add_argument("--ts", type=int, help="time of the tree's start in ns (default: now)")
+    c.add_argument("-v", "--verbose", action="store_true", help="print how many calls ran")
 
     d = _sub(sub, "define", cmd_define, help="define a new tracefs event",
              description="Create events/SYSTEM/EVENT/ with a format computed from C "

@@ -421,6 +421,21 @@ def test_calls_injected_with_fake():
             fk.calls(tree)
 
 
+def test_calls_injected_with_the_cli(tracing, tmp_path):
+    """``fakedebugfs calls MNT FILE``: the lines of a tree, as ``calltrees``
+    holds them; a bad line is a one-line usage error."""
+    tree = tmp_path / "tree"
+    tree.write_text("# read(2)\n0 0 900 ksys_read\n1 100 700 vfs_read\n")
+    write(tracing / "current_tracer", "function\n")
+    run_cli("calls", tracing.parent, tree, "--cpu", 1, "--pid", 9, "--comm", "cli")
+    body = [ln for ln in lines(tracing / "trace") if not ln.startswith("#")]
+    assert [ln.split(": ", 1)[1] for ln in body] == ["ksys_read", "vfs_read <-ksys_read"]
+    assert body[0].split()[:2] == ["cli-9", "[001]"]
+    tree.write_text("0 zero 900 ksys_read\n")
+    bad = run_cli("calls", tracing.parent, tree, check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_reset_clears_the_function_filters_and_commands():
     """``Fake.reset``: filters, pid lists, graph settings and the function
     commands (which an O_TRUNC of set_ftrace_filter keeps) gone."""
