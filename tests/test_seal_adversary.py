@@ -248,11 +248,12 @@ def test_the_adversary_gets_nowhere_from_run(elsewhere, tmp_path):
     ``kill(-1, SIGKILL)``: nothing on the host changed, the other fakes
     saw nothing, and the run's fake served to the end."""
     mnt, sock, env = elsewhere
+    target = tmp_path / "target"  # where the injected mount goes (a fake's view, at most)
     before = host_state()
     with Fake() as fk:
         fake_sock = runstate.read_state(str(fk.root))["sock"]
         p = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", sys.executable,
-                            str(ADVERSARY), "--kill", "/sys/kernel/tracing"],
+                            str(ADVERSARY), "--target", str(target), "--kill", "/sys/kernel/tracing"],
                            capture_output=True, text=True, timeout=180)
         assert p.returncode == 0, p.stderr
         found = json.loads(p.stdout)
@@ -266,17 +267,18 @@ def test_the_adversary_gets_nowhere_from_run(elsewhere, tmp_path):
 
 
 @pytest.mark.skipif(not ROOT, reason="the adversary is root (a Fake's commands are, in CI)")
-def test_the_adversary_gets_nowhere_from_a_fake_command(elsewhere):
+def test_the_adversary_gets_nowhere_from_a_fake_command(elsewhere, tmp_path):
     """The same from a command of a Fake (its keeper's namespace): its PID 1
     is the keeper's holder, sealed; after ``kill(-1, SIGKILL)`` (which
     ends the Fake's other commands) the fake answers and runs commands."""
     mnt, sock, env = elsewhere
+    target = tmp_path / "target"  # where the injected mount goes (a fake's view, at most)
     before = host_state()
     with Fake() as fk, Fake() as other:
         own = runstate.read_state(str(fk.root))["sock"]
         other_sock = runstate.read_state(str(other.root))["sock"]
         sleeper = fk.popen(["sleep", "300"])
-        r = fk.run([sys.executable, str(ADVERSARY), "--kill", str(fk.tracing)],
+        r = fk.run([sys.executable, str(ADVERSARY), "--target", str(target), "--kill", str(fk.tracing)],
                    capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, r.stderr
         found = json.loads(r.stdout)
@@ -290,15 +292,16 @@ def test_the_adversary_gets_nowhere_from_a_fake_command(elsewhere):
 
 
 @pytest.mark.skipif(not ROOT, reason="the adversary is root")
-def test_the_adversary_gets_nowhere_from_run_attach(elsewhere):
+def test_the_adversary_gets_nowhere_from_run_attach(elsewhere, tmp_path):
     """The same from ``run --attach MNT`` (a fake mounted already): its
     PID 1 is the command's own init, confined and sealed as it is."""
     mnt, sock, env = elsewhere
+    target = tmp_path / "target"  # where the injected mount goes (a fake's view, at most)
     before = host_state()
     with Fake() as fk:
         own = runstate.read_state(str(fk.root))["sock"]
         p = subprocess.run([FAKEDEBUGFS, "run", "--attach", str(fk.root), "--", sys.executable,
-                            str(ADVERSARY), "--kill", "/sys/kernel/tracing"],
+                            str(ADVERSARY), "--target", str(target), "--kill", "/sys/kernel/tracing"],
                            capture_output=True, text=True, timeout=180)
         assert p.returncode == 0, p.stderr
         found = json.loads(p.stdout)

@@ -46,7 +46,7 @@ SYS_MOUNT = 165
 # struct user_regs_struct (arch/x86/include/asm/user_64.h)
 REGS = ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp "
         "ss fs_base gs_base ds es fs gs").split()
-TARGET = "/tmp/seal-adversary-tracefs"
+TARGET = "/tmp/seal-adversary-tracefs"  # (--target DIR: the test's own)
 
 
 class Regs(ctypes.Structure):
@@ -208,6 +208,9 @@ def kill_all(tracing: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    global TARGET
+    if "--target" in argv:
+        TARGET = argv[argv.index("--target") + 1]
     me = os.getpid()
     mntns = os.readlink("/proc/self/ns/mnt")
     os.makedirs(TARGET, exist_ok=True)  # (an injected mount must not fail for want of it)
