@@ -85,13 +85,13 @@ def test_endless_input_ends_with_one_line(fk, tmp_path, command, source):
 
 @pytest.mark.skipif(not Path(TIME).exists(), reason="needs /usr/bin/time")
 def test_kmemtrace_check_of_dev_zero_stops_at_its_first_bytes(tmp_path):
-    """kmemtrace-check reads /dev/zero only up to its first record: zero
-    bytes where a record should start, exit 1, in a moment."""
+    """kmemtrace-check reads /dev/zero only up to its first record: one
+    line, zero bytes where a record should start, exit 1, in a moment."""
     p, rss = run_bounded(tmp_path, [FAKEDEBUGFS, "kmemtrace-check", "/dev/zero"], timeout=30)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
     assert p.stdout.splitlines() == [
-        "/dev/zero: 0 records (2008-08), 1 errors",
-        "  offset 0: zero bytes where a record should start (relay padding?)"]
+        "/dev/zero: 0 records (2008-08), 1 error: offset 0: zero bytes where a record should "
+        "start (relay padding?)"]
     assert rss < MAX_RSS_KB, f"{rss} KiB"
 
 
@@ -125,6 +125,6 @@ def test_kmemtrace_check_streams_a_file_with_records_across_chunks(tmp_path):
                         tmp_path / "cpu1.out"], capture_output=True, text=True, timeout=60)
     assert p.stdout.splitlines() == [
         f"{tmp_path}/cpu0.out: 100000 records (2008-08), OK",
-        f"{tmp_path}/cpu1.out: 100000 records (2008-08), 1 errors",
-        f"  offset {24 * 60_000}: invalid type id 9"], p.stdout
+        f"{tmp_path}/cpu1.out: 100000 records (2008-08), 1 error: offset {24 * 60_000}: "
+        f"invalid type id 9"], p.stdout
     assert p.returncode == 1

@@ -138,7 +138,12 @@ def main(args) -> int:
                   file=sys.stderr)
             status = 1
             continue
-        if found.count:
+        if found.count == 1:  # one line (/dev/zero: the first bytes are no record)
+            status = 1
+            off, message = found.listed[0]
+            print(f"{path}: {found.records} records ({found.abi}), 1 error: offset {off}: "
+                  f"{message}")
+        elif found.count:
             status = 1
             print(f"{path}: {found.records} records ({found.abi}), {found.count} errors")
             for off, message in found.listed:
