@@ -182,12 +182,19 @@ def expr_field_str(f: HistField) -> str:
     return out
 
 
-def expr_str(f: HistField, level: int = 0) -> str:
-    """``expr_str``: an expression's name."""
+def expr_str(f: HistField, level: int = 0) -> Optional[str]:
+    """``expr_str``: an expression's name; None where it has none (an
+    operand that is itself an expression of a modifier: the Debian 6.12
+    guest keeps such a trigger, its name printed empty)."""
+    if level > 1:
+        return None
     if f.operands[0] is None:
         return expr_field_str(f)
     if f.operator == OP_UNARY_MINUS:
-        return f"-({expr_str(f.operands[0], level + 1)})"
+        sub = expr_str(f.operands[0], level + 1)
+        return None if sub is None else f"-({sub})"
+    if f.operator not in OP_CHAR:
+        return None
     return expr_field_str(f.operands[0]) + OP_CHAR[f.operator] + expr_field_str(f.operands[1])
 
 
