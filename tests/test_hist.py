@@ -170,14 +170,16 @@ def test_default_profile_has_no_hist(tmp_path):
         assert write_errno(ev / "trigger", "hist:keys=common_pid") == "EINVAL"
 
 
+SLP = 'if next_comm == "h33slp" || prev_comm == "h33slp"'
 REPLAY_TRIGGERS = (  # as fixtures/hist/replay.sh set them in the guest, in this order
     ("sched/sched_switch",
-     "hist:keys=next_pid,prev_state:vals=hitcount:sort=hitcount.descending,next_pid"),
-    ("sched/sched_switch", "hist:keys=prev_comm:vals=prev_prio.hex:sort=prev_comm"),
-    ("sched/sched_waking", "hist:keys=common_pid.execname,target_cpu:vals=prio"),
-    ("sched/sched_waking", "hist:keys=pid:ts0=common_timestamp.usecs"),
+     f"hist:keys=next_pid,prev_state:vals=hitcount:sort=hitcount.descending,next_pid {SLP}"),
+    ("sched/sched_switch", f"hist:keys=prev_comm:vals=prev_prio.hex:sort=prev_comm {SLP}"),
+    ("sched/sched_waking", 'hist:keys=common_pid.execname,target_cpu:vals=prio if comm == "h33slp"'),
+    ("sched/sched_waking", 'hist:keys=pid:ts0=common_timestamp.usecs if comm == "h33slp"'),
     ("sched/sched_switch", "hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:"
-                           "onmatch(sched.sched_waking).h33lat($lat,next_pid)"),
+                           "onmatch(sched.sched_waking).h33lat($lat,next_pid)"
+                           ' if next_comm == "h33slp"'),
     ("synthetic/h33lat", "hist:keys=lat.log2"),
     ("synthetic/h33lat", "hist:keys=pid.buckets=10:vals=lat"),
 )
@@ -190,7 +192,7 @@ def test_replayed_recording_gives_the_guests_histograms(tmp_path):
     and histograms of that) aggregated them; the same triggers in the fake,
     the recording replayed: every hist file is the guest's, ties included."""
     guest = (FIXTURES / "replay.hists.debian-6.12.txt").read_text()
-    with Fake(profile="debian-6.12", clock="virtual", cpus=2) as fk:
+    with Fake(profile="debian-6.12", clock="virtual", cpus=4) as fk:  # the guest's 4 CPUs
         write(fk.tracing / "synthetic_events", "h33lat u64 lat; pid_t pid")
         inst = fk.tracing / "instances/h33r"
         os.mkdir(inst)

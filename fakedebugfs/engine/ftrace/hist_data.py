@@ -403,8 +403,10 @@ class HistData(FieldParser, HistActions):
         """``hist_trigger_elt_data_alloc`` + ``_init``: the comm of ``current``."""
         data = elt.private = HistEltData()
         if any(hf.flags & FL_EXECNAME for hf in self.fields):
-            pid = self._current_pid
-            data.comm = "<idle>" if pid == 0 else self.tr.engine.comms.get(pid, "")[:15]
+            pid, comm = self._current_pid, self._current_comm  # save_comm(current)
+            if comm is None:
+                comm = self.tr.engine.comms.get(pid, "")
+            data.comm = "<idle>" if pid == 0 else comm[:15]
         data.field_var_str = {}
 
     # --- variables --------------------------------------------------------------------
@@ -455,6 +457,7 @@ class HistData(FieldParser, HistActions):
         if self.var_refs and not self.resolve_var_refs(key, vals, False):
             return
         self._current_pid = ctx.pid
+        self._current_comm = ctx.rec.get("COMM") if isinstance(ctx.rec, dict) else None
         elt = self.map.insert(key)
         if elt is None:
             return
@@ -487,6 +490,7 @@ class HistData(FieldParser, HistActions):
         return True
 
     _current_pid = 0
+    _current_comm = None
 
 
 def _has_vars(hf, level: int) -> bool:

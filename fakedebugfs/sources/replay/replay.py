@@ -280,9 +280,16 @@ class Replay:
         pid = int.from_bytes(payload[4:8], "little", signed=True)
         if ft.ignore_pid(pid):
             return []
-        comm = self.kernel.engine.comms.get(pid, "")
+        fields = target.etype.decode(payload)
+        seen = self.__dict__.setdefault("comms_seen", {})
+        for who, what in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
+            name = fields.get(what)
+            if who in fields and isinstance(name, (str, bytes)):  # the task's comm then
+                seen[fields[who]] = name if isinstance(name, str) else \
+                    name.split(b"\0", 1)[0].decode(errors="replace")
+        comm = seen.get(pid) or self.kernel.engine.comms.get(pid, "")
         rec = {"common_pid": pid, "CPU": cpu, "cpu": cpu, "COMM": comm, "comm": comm}
-        rec.update(target.etype.decode(payload))
+        rec.update(fields)
         return event_triggers_call(ft, trig, rec, cpu, pid, ts, payload)
 
     def _passes(self, ft, cpu: int, payload: bytes, target) -> bool:
