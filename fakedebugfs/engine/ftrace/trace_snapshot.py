@@ -37,11 +37,26 @@ MAIN_HELP = ("# echo 0 > snapshot : Clears and frees snapshot buffer\n"
              "#                      (Doesn't have to be '2' works with any number that\n"
              "#                       is not a '0' or '1')\n")
 PERCPU_HELP = ("# echo 0 > snapshot : Invalid for per_cpu snapshot file.\n"
-               "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n"
-               "#                      Takes a snapshot of the main buffer for this cpu.\n"
+               "{one}"
                "# echo 2 > snapshot : Clears this cpu's snapshot buffer (but does not allocate)\n"
                "#                      (Doesn't have to be '2' works with any number that\n"
                "#                       is not a '0' or '1')\n")
+PERCPU_SWAP = ("# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n"
+               "#                      Takes a snapshot of the main buffer for this cpu.\n")
+PERCPU_NO_SWAP = ("# echo 1 > snapshot : Not supported with this kernel.\n"
+                  "#                     Must use main snapshot file to allocate.\n")
+# the tracers that select CONFIG_RING_BUFFER_ALLOW_SWAP (per-CPU swaps)
+SWAP_TRACERS = ("irqsoff", "preemptoff", "preemptirqsoff")
+
+
+def allow_swap(tr) -> bool:
+    """``CONFIG_RING_BUFFER_ALLOW_SWAP``: a kernel with the irqsoff or
+    preemptoff tracer (its ``available_tracers``) swaps one CPU's buffer;
+    Debian 6.12 has neither and refuses ``echo 1`` on a per-CPU file."""
+    prof = tr.top.profile
+    if prof is None:
+        return True
+    return any(t in SWAP_TRACERS for t in (prof.files.get("available_tracers") or "").split())
 
 
 class Snapshot:
@@ -103,6 +118,8 @@ class Snapshot:
                 raise OSError(errno.EINVAL, "per-CPU snapshot free")
             self.free()
         elif val == 1:
+            if cpu is not None and not allow_swap(self.tr):
+                raise OSError(errno.EINVAL, "per-CPU swap not supported")
             self.alloc()
             self.swap(cpu)
         elif self.allocated:
@@ -111,8 +128,9 @@ class Snapshot:
     def help_text(self, cpu=None) -> str:
         """``print_snapshot_help``."""
         state = "allocated" if self.allocated else "freed"
+        percpu = PERCPU_HELP.format(one=PERCPU_SWAP if allow_swap(self.tr) else PERCPU_NO_SWAP)
         return (f"#\n# * Snapshot is {state} *\n#\n# Snapshot commands:\n"
-                + (MAIN_HELP if cpu is None else PERCPU_HELP))
+                + (MAIN_HELP if cpu is None else percpu))
 
 
 def snapshot_of(tr) -> Snapshot:
