@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,33 @@ def test_dynamic_events_take_synthetic_events(fk):
     write(t / "dynamic_events", "-:other\n")
     assert (t / "synthetic_events").read_text() == ""
     assert gone(t / "events/synthetic")
+
+
+BUILD = Path(__file__).resolve().parents[1] / "build" / "conformance"
+TRACE_CMD_33 = BUILD / "src" / "trace-cmd-v3.3.3" / "tracecmd" / "trace-cmd"  # bench.conformance's
+
+
+@pytest.mark.skipif(not TRACE_CMD_33.exists(), reason="no trace-cmd 3.3 (python -m bench.conformance builds it)")
+def test_trace_cmd_sqlhist_as_the_guest(fk):
+    """``trace-cmd sqlhist -e`` (libtracefs's SQL to synthetic events and hist
+    triggers): its commands are taken, and the trigger lists, the
+    synthetic event and its format are what the Debian 6.12 guest shows."""
+    sql = ("SELECT end.next_pid AS pid, (end.TIMESTAMP_USECS - start.TIMESTAMP_USECS) AS delta "
+           "FROM sched_waking AS start JOIN sched_switch AS end ON start.pid = end.next_pid")
+    out = fk.run(["env", f"LD_LIBRARY_PATH={BUILD / 'prefix' / 'lib'}", str(TRACE_CMD_33),
+                  "sqlhist", "-e", "-n", "wakeup_lat", sql],
+                 capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    t = fk.tracing
+    assert (t / "dynamic_events").read_text() == "s:synthetic/wakeup_lat\tpid_t pid; u64 delta\n"
+    waking = re.sub(r"_[0-9]*_", "_N_", (t / "events/sched/sched_waking/trigger").read_text())
+    switch = re.sub(r"_[0-9]*_", "_N_", (t / "events/sched/sched_switch/trigger").read_text())
+    assert waking == "hist:keys=pid:vals=hitcount:_N_arg_N_2=common_timestamp.usecs:" \
+                     "sort=hitcount:size=2048:clock=global [active]\n"
+    assert switch == ("hist:keys=next_pid:vals=hitcount:_N_pid_N_1=next_pid,"
+                      "_N_delta_N_3=common_timestamp.usecs-$_N_arg_N_2:sort=hitcount:size=2048:"
+                      "clock=global:onmatch(sched.sched_waking).trace(wakeup_lat,$_N_pid_N_1,"
+                      "$_N_delta_N_3) [active]\n")
+    fmt = (t / "events/synthetic/wakeup_lat/format").read_text()
+    assert "\tfield:pid_t pid;\toffset:8;\tsize:4;\tsigned:1;\n" \
+           "\tfield:u64 delta;\toffset:16;\tsize:8;\tsigned:0;\n" in fmt
