@@ -69,6 +69,31 @@ def _subbuf_story(tracing: str) -> dict:
     return seen
 
 
+def _same_size_write(tracing: str) -> int:
+    """A fresh instance's ``buffer_subbuf_size_kb`` written the size it
+    has: ``buffer_subbuf_size_write`` answers that with the count before
+    anything else, so an error comes from outside tracefs."""
+    inst = os.path.join(tracing, "instances", f"sbw{os.getpid()}")
+    os.mkdir(inst)
+    try:
+        return fuzz._write(os.path.join(inst, "buffer_subbuf_size_kb"), b"4")
+    finally:
+        os.rmdir(inst)
+
+
+def on_real_subbuf(story):
+    """*story* on the real tracefs (None where there is none); a skip when
+    this host refuses every write to ``buffer_subbuf_size_kb`` before
+    tracefs sees it (seen on one machine of this kind: EPERM even for the
+    size the buffer has, from a security policy of the host's, not from
+    the kernel's tracing code)."""
+    res = fuzz.on_real_tracefs(_same_size_write)
+    if res is not None and res < 0:
+        pytest.skip(f"this host refuses writes to buffer_subbuf_size_kb before tracefs sees "
+                    f"them (errno {-res} for the size it has): no real answer to compare")
+    return fuzz.on_real_tracefs(story) if res is not None else None
+
+
 def test_subbuf_size_as_the_kernel(fake):
     seen = _subbuf_story(str(fake("--workload", "none") / "tracing"))
     assert seen["start"] == ("4\n", 4080)
@@ -85,7 +110,7 @@ def test_subbuf_size_as_the_kernel(fake):
     assert seen["dropped"] == b""
     assert (seen["100 KiB"], seen["after 16"], seen["freed"]) == ("103\n", "103\n", "31\n")
     assert seen["marker"] == 4054 and seen["raw"] == (4064, -22)
-    real = fuzz.on_real_tracefs(_subbuf_story)
+    real = on_real_subbuf(_subbuf_story)
     if real is not None:  # the kernel, where there is one, answers the same
         assert real == seen
 
@@ -272,7 +297,7 @@ def test_reads_of_any_size_as_the_kernel(fake):
     assert all(0 < int(h[2], 16) <= 4080 for h in halves[::2]) and \
         all(h[2] == "0x0" for h in halves[1::2])
     assert 4080 < int(got[12][2], 16) <= 8176
-    real = fuzz.on_real_tracefs(_raw_reads)
+    real = on_real_subbuf(_raw_reads)
     if real is not None:  # the kernel, where there is one, answers the same
         assert real == seen
 
