@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from conftest import FAKEDEBUGFS
-from test_run_sealed import nobody_dir, rootless  # noqa: F401 (a fixture, a helper)
+from support.rootless import nobody_dir, rootless  # noqa: F401 (a fixture, a helper)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="starts runs as root")
 

@@ -35,6 +35,7 @@ import pyfuse3
 from conftest import FAKEDEBUGFS
 from support import realtracefs
 from support.nobody import NOBODY, SYSTEM_PYTHON, usable as nobody_usable
+from support.rootless import nobody_dir, rootless  # noqa: F401 (a fixture, a helper)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests start runs as root and "
                                                          "as uid 65534 (setpriv)")
@@ -159,45 +160,6 @@ def test_sealed_bpftrace_still_attaches():
 
 
 # --- rootless ---------------------------------------------------------------------
-
-@pytest.fixture
-def nobody_dir():
-    """A directory uid 65534 may write (tmp_path is under root's 0700 one)."""
-    d = tempfile.mkdtemp(prefix="sealed-")
-    os.chown(d, NOBODY, NOBODY)
-    yield Path(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def rootless(work: Path, run_args, fuse_mode=0o666, prelude="",
-             root_setup="") -> subprocess.CompletedProcess:
-    """``fakedebugfs run RUN_ARGS`` as uid 65534, in a private mount
-    namespace whose /dev/fuse is a node of mode *fuse_mode*, after the
-    shell commands *root_setup*; *prelude* (a command line) runs as root
-    before dropping to uid 65534, which *exec*s the command given as "$@"."""
-    if problem := nobody_usable():
-        pytest.skip(problem)
-    site = str(Path(pyfuse3.__file__).parents[1])
-    repo = str(Path(fakedebugfs.__file__).parents[1])
-    dev = work / "dev"
-    dev.mkdir()
-    setup = textwrap.dedent(f"""
-        set -e
-        mount -t tmpfs -o mode=755 tmpfs {dev}
-        mknod -m {fuse_mode:o} {dev}/fuse c 10 229
-        mount --bind {dev}/fuse /dev/fuse
-        {root_setup}
-        cd {work}
-        exec {prelude} "$@"
-    """)
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(work),
-           "XDG_RUNTIME_DIR": str(work), "FAKEDEBUGFS_BUILD": str(work / "build"),
-           "PYTHONPATH": f"{repo}:{site}"}
-    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", setup, "setup",
-           "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-           SYSTEM_PYTHON, "-m", "fakedebugfs", "run", *map(str, run_args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
-
 
 def _userns_forbidden() -> str | None:
     from fakedebugfs.sandbox.userns import forbidding_setting
