@@ -6,6 +6,7 @@ the oracle guest and under the fake, and write docs/conformance.md.
     python -m bench.conformance --suite ftracetest   one suite
     python -m bench.conformance --report-only        the document from the saved results
     python -m bench.conformance --reparse            read the kept logs again, run nothing
+    python -m bench.conformance --suite ftracetest --only 'trigger/*'   some tests again
 
 Where git.kernel.org cannot be reached, ``--git-from DIR`` clones
 libtraceevent, libtracefs and trace-cmd from ``DIR/<name>`` instead.
@@ -31,12 +32,12 @@ def _logs_of(side, suite: str) -> Path:
     return BUILD / "logs" / side.name / suite
 
 
-def _one(suite, side, git_from, reparse: bool) -> dict:
+def _one(suite, side, git_from, reparse: bool, only: str | None) -> dict:
     if suite.kind == "ftracetest":
         ftrace = sources.ftracetest_dir(profile_dir(PROFILE))
         if reparse:
             return runs.parse_ftracetest(_logs_of(side, suite.name), ftrace / "test.d")
-        return runs.run_ftracetest(side, ftrace, suite)
+        return runs.run_ftracetest(side, ftrace, suite, only)
     binary = sources.utest(suite, git_from)
     if reparse:
         logs = _logs_of(side, suite.name)
@@ -62,6 +63,9 @@ def main(argv=None) -> int:
     ap.add_argument("--report-only", action="store_true", help="only write the document")
     ap.add_argument("--reparse", action="store_true",
                     help="read the logs of the last runs again instead of running")
+    ap.add_argument("--only", metavar="GLOB",
+                    help="ftracetest: run only the tests whose path under test.d matches "
+                         "(e.g. 'trigger/*'), the other rows kept")
     ap.add_argument("--git-from", type=Path, metavar="DIR",
                     help="clone the utests' repositories from DIR/<name> (default: git.kernel.org)")
     args = ap.parse_args(argv)
@@ -75,12 +79,16 @@ def main(argv=None) -> int:
                     t0 = time.monotonic()
                     print(f"# {suite.name} on {name} ...", file=sys.stderr, flush=True)
                     try:
-                        rows, requires = _one(suite, side, args.git_from, args.reparse)
+                        rows, requires = _one(suite, side, args.git_from, args.reparse,
+                                              args.only)
                     except (sources.SourceError, OSError) as e:
                         print(f"# {suite.name} on {name}: {e}", file=sys.stderr)
                         failed = True
                         continue
                     old = report.load(suite.name, name) or {}
+                    if args.only and old:  # the other rows stay as they were
+                        rows = {**old["rows"], **rows}
+                        requires = {**old.get("requires", {}), **requires}
                     when = old.get("date", stamp()) if args.reparse else stamp()
                     release = old.get("release") if args.reparse and old else side.release()
                     report.save(suite.name, name, release, when, rows, requires,

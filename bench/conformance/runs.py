@@ -10,6 +10,7 @@ its time limit, NOT RUN for one the suite never reached (a crash).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 from pathlib import Path
@@ -22,7 +23,7 @@ from .sides import Side
 FTRACETEST_LOOP = """\
 cd {ftrace} || exit 2
 n=0
-for t in $(find test.d -name '*.tc' | sort); do
+for t in {tests}; do
   n=$((n+1)); d={logs}/$(printf %03d $n); mkdir -p $d; echo $t > $d/test
   timeout -k 10 {limit} ./ftracetest -k -l $d $t > $d/stdout 2>&1
   echo $? > $d/rc
@@ -36,12 +37,17 @@ echo $? > rc
 """
 
 
-def run_ftracetest(side: Side, ftrace: Path, suite: Suite) -> tuple[dict, dict]:
-    """{row: result} and {row: the test's ``# requires:``} of ftracetest on *side*."""
-    logs = side.logs(suite.name)
+def run_ftracetest(side: Side, ftrace: Path, suite: Suite,
+                   only: str | None = None) -> tuple[dict, dict]:
+    """{row: result} and {row: the test's ``# requires:``} of ftracetest on
+    *side*: every test file, or those whose path under test.d matches the
+    glob *only* (their logs kept apart, in ``<suite>-only``)."""
+    logs = side.logs(suite.name + ("-only" if only else ""))
     per_test = 900 if side.name == "guest" else 300
+    tests = sorted(str(p.relative_to(ftrace)) for p in (ftrace / "test.d").rglob("*.tc")
+                   if not only or fnmatch.fnmatch(str(p.relative_to(ftrace / "test.d")), only))
     script = FTRACETEST_LOOP.format(ftrace=shlex.quote(str(ftrace)), logs=shlex.quote(str(logs)),
-                                    limit=per_test)
+                                    limit=per_test, tests=" ".join(map(shlex.quote, tests)))
     side.run(script, timeout=suite.guest_timeout if side.name == "guest" else suite.fake_timeout)
     return parse_ftracetest(logs, ftrace / "test.d")
 
