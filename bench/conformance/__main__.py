@@ -47,8 +47,8 @@ def _one(suite, side, git_from, reparse: bool, only: str | None) -> dict:
 
 def _version(suite) -> str:
     if suite.git:
-        return (f"{suite.git.tag} ({suite.git.commit[:12]}), with {LIBTRACEFS.tag} and "
-                f"{LIBTRACEEVENT.tag}")
+        deps = [g.tag for g in (LIBTRACEFS, LIBTRACEEVENT) if g != suite.git]
+        return f"{suite.git.tag} ({suite.git.commit[:12]}), with {' and '.join(deps)}"
     source, version = sources.kernel_source_version(profile_dir(PROFILE))
     return f"Debian's {source} {version}"
 
