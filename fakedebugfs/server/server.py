@@ -210,7 +210,9 @@ class Server:
         engine, seen = self.kernel.engine, None
         while True:
             await trio.sleep(TRIM_EVERY)
-            now = (engine.emitted, len(self.kernel.ftrace.instances))
+            # (instances removed, not how many there are: a cycle of mkdir
+            # and rmdir between two ticks leaves the count as it was)
+            now = (engine.emitted, self.kernel.ftrace.instances_removed)
             if now != seen:
                 seen = now
                 release_heap()

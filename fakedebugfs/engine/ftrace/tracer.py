@@ -63,6 +63,7 @@ class Ftrace(TraceArray):
         events, by_id = install_registry(engine, self.profile, BUILTIN_EVENTS)
         super().__init__(engine, events, by_id, buffer_kb=config.buffer_kb)
         self.instances: dict[str, TraceArray] = {}
+        self.instances_removed = 0  # (how many went: a heap trim follows them)
         # saved_cmdlines (global: instances record into it too)
         self.cmdlines = SavedCmdlines(engine.comms, DEFAULT_SAVED_CMDLINES)
         self.tgids = SavedTgids()  # saved_tgids (record-tgid)
@@ -174,6 +175,7 @@ class Ftrace(TraceArray):
             if tp is not None:
                 tp.unregister(tr.probes[key])
         del self.instances[name]
+        self.instances_removed += 1
 
 
 __all__ = ["Ftrace", "FtraceConfig", "TraceArray", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS",
