@@ -66,7 +66,7 @@ def test_tree_mirrors_the_programs_syscalls(getppid):
     pid = res.stdout.splitlines()[0].strip()
     got = lines_of(res.stdout, pid)
     assert len(got) == n, res.stdout[-2000:]
-    assert all("getppid-" in line for line in got[:5])  # saved_cmdlines has its name
+    assert all("getppid-" in line for line in got[:5]), got[:5]  # saved_cmdlines has its name
     # nothing else was opened: no other event's lines
     assert not [line for line in res.stdout.splitlines()
                 if not line.startswith("#") and line.strip() and ": sys_" in line

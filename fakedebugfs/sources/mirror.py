@@ -336,6 +336,7 @@ class Mirror(MirrorDrain):
         self._clock_base = None  # virtual clock: (sample time, fake time) of the first
         self.drained_at = 0.0  # time.monotonic() of the last drain
         self._taken: dict = {}  # CpuBuffer -> (its consumed_events, when they last changed)
+        self._last_sample: dict[int, int] = {}  # task -> perf time of its last sample fired
 
     # --- what is open -------------------------------------------------------------
 

@@ -258,11 +258,25 @@ class MirrorDrain:
             at = o + 8 + _COMM_HEAD.size
             name = data[at:o + size].split(b"\0", 1)[0]
             engine.set_comm(tid, name.decode(errors="replace"))
+            self._late_comm(tid, int.from_bytes(data[o + size - 8:o + size], "little"))
             return
         _, _, tid, ptid, _ = _TASK.unpack_from(data, o + 8)
         if self.members is not None:
             self.members.add(tid)
         engine.set_comm(tid, engine.comms.get(ptid) or comm_of(tid))
+
+    def _late_comm(self, tid: int, when: int) -> None:
+        """A task's new name (exec, prctl) read after samples of it that
+        came later (*when*: the record's perf time, its ``sample_id``'s
+        last field).  The rings are read one after the other, so a record
+        on one CPU can arrive a drain after the samples its task made on
+        another.  On the kernel those events were recorded with the new
+        name (``tracing_record_cmdline`` at each), so its slot in
+        ``saved_cmdlines`` takes it now."""
+        top = self.kernel.ftrace
+        if self._last_sample.get(tid, -1) > when and tid in top.cmdlines.map \
+                and top.options["record-cmd"]:
+            top.cmdlines.record(tid)
 
     def _fire(self, data: bytes, off, cpu, u32, u64) -> int:
         """The samples at offsets *off* of *data* (sample_type TID | TIME |
@@ -296,9 +310,20 @@ class MirrorDrain:
         n = len(ident)
         if not n:
             return 0
-        for p in _distinct(pid):
+        last = self._last_sample
+        if len(last) > 1 << 16:  # (tasks long gone)
+            last.clear()
+        tasks = _distinct(pid)
+        for p in tasks:
             if p not in engine.comms:
                 engine.set_comm(p, comm_of(p) or "<...>")
+        if len(tasks) == 1:
+            last[next(iter(tasks))] = int(ts.max())
+        else:
+            uniq, where = np.unique(pid, return_inverse=True)
+            latest = np.full(len(uniq), -1, np.int64)
+            np.maximum.at(latest, where, ts)
+            last.update(zip(uniq.tolist(), latest.tolist()))
         ts = self._fake_time(ts)
         # emission order: per CPU by time (rings of CPUs folded together are merged)
         order = np.lexsort((ts, cpu))
