@@ -51,7 +51,9 @@ def test_capture_profile_reproduces_the_shipped_profile(tmp_path):
     res = host(FAKEDEBUGFS, "capture-profile", out, "-q")
     assert res.returncode == 0, res.stderr
     shipped = sorted(p.name for p in DEFAULT_PROFILE.iterdir())
-    assert sorted(p.name for p in out.iterdir()) == shipped
+    # every shipped file, and only kallsyms more: the shipped profile leaves
+    # it out (5 MB; without it the fake lays out its own table of functions)
+    assert sorted(p.name for p in out.iterdir() if p.name != "kallsyms") == shipped
     for name in shipped:
         assert (out / name).read_bytes() == (DEFAULT_PROFILE / name).read_bytes(), name
 

@@ -179,7 +179,7 @@ KNOWN: list[Known] = [
     Known("buffer_subbuf_size_kb", rb"",
           "this host's 6.18.44 build (6.18.44-fc-v1300) refuses every write to "
           "buffer_subbuf_size_kb with EPERM, before reading the number; the build the "
-          "linux-6.18 profile was captured on (fc-v769) and Debian's 6.12 resize the "
+          "linux-6.18 profile was first captured on (fc-v769) and Debian's 6.12 resize the "
           "sub-buffers, as the fake does (no issue: a restriction of this host's build)",
           ("linux-6.18",)),
 ]
