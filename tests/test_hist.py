@@ -62,6 +62,41 @@ def test_marker_hist_matches_the_guest(fk):
     assert ours == guest[guest.index("hist:"):]
 
 
+def test_syscall_keys_are_named_as_the_guest_names_them(fk):
+    """fixtures/hist/syscall-write.py's writes (counts read as syscall
+    numbers: names, numbers the kernel does not name, ties) in an instance:
+    the trigger lists, hist files and the refusal of ``.syscall`` on a value
+    are the guest's, byte for byte (names from the profile's ``syscalls``)."""
+    import runpy
+
+    fixture = runpy.run_path(str(FIXTURES / "syscall-write.py"), run_name="fixture")
+    guest = (FIXTURES / "syscall-write.debian-6.12.out").read_text()
+    pid, fd = map(int, re.match(r"P (\d+) (\d+)\n", guest).groups())
+    inst = fk.tracing / "instances/h33sc"
+    os.mkdir(inst)
+    for event, cmd in fixture["TRIGGERS"]:
+        filt = f" if common_pid == {pid} && " + ("id == 1" if event.startswith("raw") else f"fd == {fd}")
+        write(inst / "events" / event / "trigger", cmd + filt)
+    for n in fixture["COUNTS"]:
+        fk.emit("raw_syscalls:sys_enter", pid=pid, id=1)
+        fk.emit("syscalls:sys_enter_write", pid=pid, __syscall_nr=1, fd=fd, count=n)
+    events = sorted({e for e, _ in fixture["TRIGGERS"]})
+    ours = f"P {pid} {fd}\n" + "".join(
+        f"### {d}\n" + (inst / "events" / d / "trigger").read_text()
+        + (inst / "events" / d / "hist").read_text() for d in events)
+    event, cmd = fixture["REFUSED"]
+    tfd = os.open(inst / "events" / event / "trigger", os.O_WRONLY | os.O_APPEND)
+    try:  # one write(2), as the fixture's (a buffered file retries it at close)
+        os.write(tfd, cmd.encode())
+        code = 0
+    except OSError as err:
+        code = err.errno
+    finally:
+        os.close(tfd)
+    ours += f"### refused: {code}\n" + "".join(errors(inst))
+    assert ours == guest
+
+
 def test_hist_table_and_trigger_line(fk):
     """keys=common_pid.execname, sort=hitcount.descending in an instance:
     the header with the trigger's line, one entry per task with its comm,

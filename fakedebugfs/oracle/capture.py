@@ -21,7 +21,8 @@ from fakedebugfs.oracle.image import MODULES, OracleError
 # addresses change from boot to boot)
 # files of the guest's kernel outside tracefs that the profile keeps: the
 # kprobe blacklist (debugfs; its addresses are fixed: the guest boots with
-# nokaslr) and the kernel's BTF (for probes' BTF arguments)
+# nokaslr) and the kernel's BTF (for probes' BTF arguments); ``syscalls``
+# (the names the kernel gives syscall numbers) is made by syscall_table.py
 GUEST_FILES = {"kprobes_blacklist": "/sys/kernel/debug/kprobes/blacklist",
                "btf": "/sys/kernel/btf/vmlinux"}
 INSTANCE = "/sys/kernel/tracing/instances/fakedebugfs_capture"
@@ -56,6 +57,8 @@ def capture(guest, outdir: Path) -> int:
     extra += (f" && mkdir {INSTANCE} && {shlex.quote(sys.executable)} -c "
               f"{shlex.quote(_INSTANCE_MODES)} {INSTANCE} > {shlex.quote(str(tmp / 'instance_modes'))}"
               f"; rc=$?; rmdir {INSTANCE}; [ $rc = 0 ]")
+    extra += (f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.syscall_table "
+              f"/sys/kernel/tracing {shlex.quote(str(tmp / 'syscalls'))}")
     res = guest.run(f"{shlex.quote(sys.executable)} -m fakedebugfs capture-profile -q "
                     f"--tracefs /sys/kernel/tracing {shlex.quote(str(tmp))}{extra}", timeout=1800)
     if res.returncode != 0:

@@ -17,6 +17,10 @@ commit next to their tool's tests; this module reads them back:
     options           ``<name> <0|1>``: the value of each ``options/`` file
     kprobes_blacklist, btf    the oracle's captures only: debugfs'
                       ``kprobes/blacklist`` and ``/sys/kernel/btf/vmlinux``
+    syscalls          the oracle's captures only: ``<nr> <name>`` of each
+                      syscall number the kernel names (``sys_openat``), as
+                      its hist triggers' ``.syscall`` print them
+                      (:mod:`fakedebugfs.oracle.syscall_table`)
     instance_modes    the oracle's captures only: ``modes`` of a new
                       instance's files and ``options/``
     oracle            the Debian kernel package that boots this kernel under
@@ -146,6 +150,19 @@ class Profile:
         out = self.__dict__.get("_instance_modes")
         if out is None:
             out = self._instance_modes = _parse_modes(self._opt("instance_modes"))
+        return out
+
+    def syscall_names(self) -> dict[int, str]:
+        """The ``syscalls`` file's ``nr -> name`` (``sys_openat``), read once;
+        empty without one (every number is then ``unknown_syscall``)."""
+        out = self.__dict__.get("_syscall_names")
+        if out is None:
+            out = {}
+            for line in (self._opt("syscalls") or "").splitlines():
+                nr, _, name = line.partition(" ")
+                if nr.isdigit() and name:
+                    out[int(nr)] = name.strip()
+            self._syscall_names = out
         return out
 
     def modes(self) -> dict[str, tuple[int, str]]:

@@ -526,11 +526,11 @@ def print_key(hd: HistData, key: bytes, elt) -> str:
 
 
 def syscall_name(tr, nr: int) -> str:
-    """``get_syscall_name``: ``sys_<name>`` of the syscall events the
-    profile's kernel has, where their number is known, else
-    ``unknown_syscall``."""
-    table = getattr(tr.top, "syscall_names", None) or {}
-    return table.get(nr, "unknown_syscall")
+    """``get_syscall_name``: the name the profile's kernel gives syscall
+    number *nr* (its ``syscalls`` file, the kernel's ``syscall_nr_to_meta``
+    captured in the oracle), else ``unknown_syscall``."""
+    prof = tr.top.profile
+    return (prof.syscall_names() if prof else {}).get(nr, "unknown_syscall")
 
 
 __all__ = ["HistTrigger", "hist_show", "hist_trigger_parse", "hist_unreg_all", "parse_attrs",
