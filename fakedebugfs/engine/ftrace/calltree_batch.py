@@ -17,7 +17,7 @@ hands each CPU's entries, in time order, to its buffer's ``write_batch``.
 
 from __future__ import annotations
 
-from fakedebugfs.engine.core.batch import column_value, payload_group
+from fakedebugfs.engine.core.batch import EventBatch, as_words, column_value, split_per_cpu
 from fakedebugfs.engine.core.lazynp import np
 
 ENTRY = 24  # struct ftrace_entry: trace_entry, ip, parent_ip
@@ -36,6 +36,7 @@ class FunctionBatch:
     def ok(self) -> bool:
         tr, flags = self.tr, self.tracer.flags
         return not (flags.get("func_stack_trace") or flags.get("func-no-repeats") or tr.enabled
+                    or tr.options.get("record-tgid")
                     or tr.__dict__.get("ftrace_pids") is not None
                     or tr.__dict__.get("ftrace_no_pids"))
 
@@ -51,7 +52,8 @@ class FunctionBatch:
         got = self._templates.get(id(tree))
         if got is not None and got[0] is tree and got[1] == state:
             return got[2]
-        made = self.make(tree)
+        starts, rows, lengths, times = self.make(tree)
+        made = (starts, as_words(rows), lengths, times)  # rows as uint32 words
         self._templates[id(tree)] = (tree, state, made)
         return made
 
@@ -71,50 +73,51 @@ class FunctionBatch:
 
     def write(self, trees: list, tree_of, cpu, pid, ts) -> None:
         """The entries of events whose trees are ``trees[tree_of[e]]``, on
-        *cpu*, in *pid*, from *ts* (arrays in event order)."""
+        *cpu*, in *pid*, from *ts* (arrays in event order): each event's
+        template rows in turn, in one pass (no sort: an event's entries
+        follow the previous event's, as one by one), written through
+        :func:`~fakedebugfs.engine.core.batch.split_per_cpu` (the compiled
+        writer when built) in that order."""
         tr = self.tr
         if not tr.tracing_on or not len(tree_of):
             return
-        parts = []
-        for t in np.unique(tree_of).tolist():
-            sel = np.flatnonzero(tree_of == t)
-            starts, rows, lengths, times = self.template(trees[t])
-            m = len(starts)
-            if not m:
-                continue
-            n = len(sel)
-            r = np.tile(rows, (n, 1))
-            r[:, 4:8] = np.repeat(pid[sel].astype("<i4"), m).view(np.uint8).reshape(-1, 4)
-            base = np.repeat(ts[sel], m)
-            if times is not None:  # calltime, rettime: the tree's time plus their offsets
-                timed = np.tile(times[:, 0] >= 0, n)
-                w = r.view("<u8")
-                w[timed, 3] = (base + np.tile(times[:, 0], n))[timed]
-                w[timed, 4] = (base + np.tile(times[:, 1], n))[timed]
-            parts.append((np.repeat(sel, m) * (1 << 20) + np.tile(np.arange(m), n),
-                          base + np.tile(starts, n), np.repeat(cpu[sel], m), r,
-                          np.tile(lengths, n)))
-        if not parts:
+        temps = [self.template(t) for t in trees]
+        m = np.array([len(t[0]) for t in temps], np.int64)
+        counts = m[tree_of]
+        total = int(counts.sum())
+        if not total:
             return
-        pick = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
-        when = np.concatenate([p[1] for p in parts])[pick]
-        where = np.concatenate([p[2] for p in parts])[pick]
-        rows = np.concatenate([p[3] for p in parts])[pick]
-        lengths = np.concatenate([p[4] for p in parts])[pick]
-        mask = np.array([(tr.cpumask >> c) & 1 for c in range(len(tr.buffers))], bool)
-        keep = mask[where]
-        written = 0
-        for c in np.unique(where[keep]).tolist():
-            idx = np.flatnonzero(where == c)
-            groups = []
-            for size in np.unique(lengths[idx]).tolist():
-                j = np.flatnonzero(lengths[idx] == size)
-                groups.append(payload_group(j, np.ascontiguousarray(rows[idx[j], :size])))
-            tr.buffers[c].write_batch(when[idx], groups)
-            written += len(idx)
-        tr.written += written
-        if written and tr.top.options["record-cmd"]:  # tracing_record_cmdline of each entry
-            tr.top.cmdlines.record_many(rows[keep][:, 4:8].copy().view("<i4").ravel())
+        base = np.zeros(len(trees), np.int64)
+        np.cumsum(m[:-1], out=base[1:])
+        first = np.cumsum(counts) - counts  # each event's first entry
+        ev = np.repeat(np.arange(len(tree_of)), counts)  # the event of each entry
+        rowidx = np.arange(total) + (base[tree_of] - first)[ev]  # its template row
+        starts = np.concatenate([t[0] for t in temps])
+        words = np.concatenate([t[1] for t in temps])[rowidx]
+        words[:, 1] = pid.astype(np.int32).view(np.uint32)[ev]  # trace_entry.pid
+        when = ts[ev] + starts[rowidx]
+        if any(t[3] is not None for t in temps):  # calltime, rettime: the tree's time plus theirs
+            times = np.concatenate([t[3] if t[3] is not None else np.full((len(t[0]), 2), -1)
+                                    for t in temps])[rowidx]
+            timed = np.flatnonzero(times[:, 0] >= 0)
+            w64 = words.view(np.uint64)
+            w64[timed, 3] = ts[ev[timed]] + times[timed, 0]
+            w64[timed, 4] = ts[ev[timed]] + times[timed, 1]
+        lengths = np.concatenate([t[2] for t in temps])[rowidx]
+        length = int(lengths[0]) if (lengths == lengths[0]).all() else lengths
+        where = cpu[ev]
+        nr = len(tr.buffers)
+        mask = np.array([(tr.cpumask >> c) & 1 for c in range(nr)], bool)
+        sel = None if mask.all() else np.flatnonzero(mask[where])
+        if sel is not None and not len(sel):
+            return
+        entries = EventBatch((), np.zeros(total, np.int64), where, np.repeat(pid, counts),
+                             when, ())
+        split_per_cpu(tr.buffers, entries, [(np.arange(total), words, length, None)], sel)
+        tr.written += total if sel is None else len(sel)
+        if tr.top.options["record-cmd"]:  # tracing_record_cmdline of each entry
+            kept = counts > 0 if sel is None else (counts > 0) & mask[cpu]
+            tr.top.cmdlines.record_many(pid[kept].astype(np.int32))
 
 
 class GraphBatch(FunctionBatch):
@@ -195,11 +198,12 @@ def expand(calls, batch, kinds) -> None:
         t_c, s_c = ts[on], span[on]
         before = np.concatenate(([busy.get(c, 0)], (t_c + s_c)[:-1]))
         if (t_c < before).any():  # trees overlap: one after the other, in turn
-            last = busy.get(c, 0)
-            for j in range(len(on)):
-                t_c[j] = max(int(t_c[j]), last)
-                last = int(t_c[j] + s_c[j])
-            ts[on] = t_c
+            # t'[j] = max(t[j], t'[j-1] + s[j-1]): less the spans before it,
+            # a running maximum
+            t_c[0] = max(int(t_c[0]), busy.get(c, 0))
+            before = np.zeros(len(on), np.int64)
+            np.cumsum(s_c[:-1], out=before[1:])
+            ts[on] = np.maximum.accumulate(t_c - before) + before
         busy[c] = int(ts[on[-1]] + s_c[-1])
     clock = calls.engine.clock
     end = max(busy.values())
