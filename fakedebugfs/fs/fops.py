@@ -85,6 +85,11 @@ class FileOperations:
     #: every write goes to the async :meth:`write` (a class that defines
     #: ``write`` and not :meth:`write_nowait`: its writes may wait)
     write_waits = False
+    #: what the simulated machine did until now is recorded before the file
+    #: opens (the adapter's ``on_write`` hook: a paced workload's owed
+    #: events, the mirror's backlog), for a file that shows at open what the
+    #: tracers made of the events (an event's ``hist``)
+    catch_up = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

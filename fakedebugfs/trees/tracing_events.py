@@ -24,6 +24,7 @@ from fakedebugfs.engine.ftrace.trace_events_hist import hist_show
 from fakedebugfs.engine.ftrace.control import EVENT_BUF_SIZE, bool_write, pid_write, trace_get_user
 from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail, read_from_buffer
 from fakedebugfs.fs.tree import Dir
+from fakedebugfs.trees.tracing_hist import HistFile
 
 RW, RO = 0o640, 0o440
 
@@ -114,7 +115,7 @@ class EventsDir:
         if f"events/ftrace/{name}/trigger" in modes:
             edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
         if f"events/ftrace/{name}/hist" in modes:
-            edir.file("hist", RO, SeqFile(lambda: [hist_show(ft, key)]))
+            edir.file("hist", RO, HistFile(lambda: [hist_show(ft, key)]))
 
     def _system_dir(self, events: Dir, system: str, keys=()) -> Dir:
         """``event_subsystem_dir``: ``enable`` and ``filter`` over the
@@ -191,7 +192,7 @@ class EventsDir:
         edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
         edir.file("trigger", RW, TriggerFile(ft, key))
         if trigger_cmds.has_hist(ft):  # trace_events_hist.c's event_hist_fops
-            edir.file("hist", RO, SeqFile(lambda: [hist_show(ft, key)]))
+            edir.file("hist", RO, HistFile(lambda: [hist_show(ft, key)]))
 
     # --- writes ---------------------------------------------------------------
 

@@ -4,7 +4,8 @@
 ``per_cpu/cpuN/snapshot_raw`` (trace.c's ``snapshot_fops``,
 ``snapshot_raw_fops``, ``tracing_max_lat_fops``).  Each is served where the
 profile's captured tree has it (the default 6.18 profile has none).
-The events' ``hist`` files are :mod:`.tracing_events`'."""
+The events' ``hist`` files are :mod:`.tracing_events`', with
+:class:`HistFile`."""
 
 from __future__ import annotations
 
@@ -12,10 +13,19 @@ import os
 
 from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.ftrace import trace_events_synth, trace_snapshot
-from fakedebugfs.fs.fops import OpenFile, ValueFile
+from fakedebugfs.fs.fops import OpenFile, SeqFile, ValueFile
 from fakedebugfs.trees.tracing_pipes import TracePipeRaw, TraceText, TextState, trace_lines
 
 RW, RO = 0o640, 0o440
+
+
+class HistFile(SeqFile):
+    """An event's ``hist`` (``event_hist_fops``: ``hist_show`` at open, a
+    seq_file).  On the kernel it shows every event that fired until the
+    open; here a paced workload's owed events (and ``--mirror``'s backlog)
+    are fired first, as a write to a control file fires them."""
+
+    catch_up = True
 
 
 def _modes(ft) -> dict:
