@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import errno_of, read, run_cli
+from conftest import FAKEDEBUGFS, errno_of, read, run_cli
 
 PROFILE = Path(__file__).resolve().parent.parent / "fakedebugfs" / "profiles" / "debian-6.12"
 DEFAULT_PROFILE = PROFILE.parent / "linux-6.18"
@@ -526,6 +526,38 @@ def test_stack_tracer(tracing):
     write(tracing / ".stack_tracer_enabled", "0\n")
 
 
+def test_stack_tracer_enabled_inside_run(profile):
+    """``run`` binds the fake's switch over
+    ``/proc/sys/kernel/stack_tracer_enabled`` (made where this host's
+    kernel has no such sysctl): ``echo 1`` there and ``trace-cmd stack
+    --start/--stop`` turn the stack tracer on and off, and ``trace-cmd
+    stack`` shows the deepest stack of a system call the command makes
+    the fake fire; the other sysctls stay the kernel's, read-only."""
+    script = (
+        "cat /proc/sys/kernel/stack_tracer_enabled\n"
+        "echo 1 > /proc/sys/kernel/stack_tracer_enabled\n"
+        f'{FAKEDEBUGFS} emit "$FAKEDEBUGFS_MOUNT" raw_syscalls:sys_enter id=0 --pid 42 --cpu 1\n'
+        "trace-cmd stack\n"
+        "echo 0 > /proc/sys/kernel/stack_tracer_enabled\n"
+        "echo stopped $(cat /sys/kernel/tracing/.stack_tracer_enabled)\n"
+        "trace-cmd stack --start; echo started $(cat /proc/sys/kernel/stack_tracer_enabled)\n"
+        "trace-cmd stack --stop; echo stopped $(cat /proc/sys/kernel/stack_tracer_enabled)\n"
+        "cat /proc/sys/kernel/osrelease\n"
+        # the value it has (harmless if it went through): EROFS
+        "v=$(cat /proc/sys/kernel/printk_ratelimit)\n"
+        "(echo $v > /proc/sys/kernel/printk_ratelimit) 2>&1 | grep -q 'Read-only' && echo refused\n")
+    out = run_cli("run", "--workload", "none", "--clock", "virtual", "--profile", profile,
+                  "--", "sh", "-c", script, timeout=120).stdout
+    got = out.splitlines()
+    assert got[0] == "0", out
+    assert got[1] == "(stack tracer running)", out
+    assert "Depth" in got[2] and got[4].split()[3].startswith("security_file_permission+"), out
+    assert [ln for ln in got if ln.startswith(("stopped", "started"))] == \
+        ["stopped 0", "started 1", "stopped 0"], out
+    assert os.uname().release in got, out  # the kernel's sysctls, seen through
+    assert got[-1] == "refused", out
+
+
 def _selftests() -> Path:
     env = os.environ.get("FTRACETEST_DIR")
     if env:
@@ -538,7 +570,9 @@ def _selftests() -> Path:
 FTRACETEST_ROWS = tuple(f"ftrace/{r}" for r in (
     "fgraph-filter.tc", "fgraph-multi.tc", "func-filter-glob.tc", "func-filter-notrace-pid.tc",
     "func-filter-stacktrace.tc", "func_cpumask.tc", "func_event_triggers.tc",
-    "func_set_ftrace_file.tc", "func_traceonoff_triggers.tc", "func-filter-pid.tc")) + (
+    "func_set_ftrace_file.tc", "func_traceonoff_triggers.tc", "func-filter-pid.tc",
+    # the stack tracer's switch: /proc/sys/kernel/stack_tracer_enabled, bound by run
+    "func_stack_tracer.tc", "fgraph-filter-stack.tc")) + (
     "kprobe/kprobe_ftrace.tc",)  # a kprobe at a function's entry fires from the call trees
 
 

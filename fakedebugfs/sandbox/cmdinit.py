@@ -45,7 +45,7 @@ import stat
 from fakedebugfs.control import runstate
 from fakedebugfs.engine.core.kallsyms import PROC_FILE
 from fakedebugfs.native import libc
-from fakedebugfs.sandbox import confine, seal, userns
+from fakedebugfs.sandbox import confine, procsys, seal, userns
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,7 @@ def enter(mnt: str, work: str, rootless: bool, sealed: bool, supervisor=None) ->
     mount_proc()
     reserve_pids()
     bind_kallsyms(mnt, work)
+    procsys.bind_stack_tracer(mnt)
     if rootless:
         try:
             userns.publish_mounts(work)

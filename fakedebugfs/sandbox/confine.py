@@ -140,8 +140,11 @@ def sysctl_copies(work: str, names=SYSCTL_COPIES) -> list[str]:
     folder = os.path.join(work, "sysctl")
     os.makedirs(folder, exist_ok=True)
     made = []
+    fakes = {point for point, fstype in mount_points() if fstype == FAKE_FSTYPE}
     for name in names:
         target = os.path.join(PROC_SYS, name)
+        if target in fakes:  # the fake's own switch bound there (sandbox/procsys.py)
+            continue
         try:
             with open(target) as fp:
                 value = fp.read()

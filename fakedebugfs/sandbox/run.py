@@ -85,7 +85,7 @@ from pathlib import Path
 
 from fakedebugfs.native import libc
 from fakedebugfs.control import runstate
-from fakedebugfs.sandbox import cmdinit, confine, helper, seal, userns
+from fakedebugfs.sandbox import cmdinit, confine, helper, procsys, seal, userns
 from fakedebugfs.sandbox.cmdinit import RunError, bind_kallsyms, mount_proc
 
 CLONE_NEWNS = 0x00020000
@@ -328,6 +328,7 @@ def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
         replace_tracing_mounts(mnt, work)
     check_covered(mnt)
     bind_kallsyms(mnt, work)
+    procsys.bind_stack_tracer(mnt)  # kernel.stack_tracer_enabled, where the fake has it
     helper.make_reachable(work, mount)  # mount -o remount,gid=N (fakedebugfs.sandbox.helper)
     if rootless:
         try:
