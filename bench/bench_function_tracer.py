@@ -136,7 +136,7 @@ def guest_rates(tracer: str) -> list:
     try:
         for _ in range(TRIALS):
             res = guest.run(GUEST_SCRIPT.format(tracer=tracer), check=True)
-            m = re.search(r"entries=(\d+) ns=(\d+)", res.stdout)
+            m = re.search(r"entries=(\d+) ns=(\d+)", res.text)
             out.append(int(m[1]) / int(m[2]) * 1e3)
     finally:
         guest.stop()

@@ -20,6 +20,7 @@ from conftest import FAKEDEBUGFS, errno_of, read, run_cli
 
 PROFILE = Path(__file__).resolve().parent.parent / "fakedebugfs" / "profiles" / "debian-6.12"
 DEFAULT_PROFILE = PROFILE.parent / "linux-6.18"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "functions"
 
 # read(2) and openat(2), as function_graph shows them on the profile's kernel
 # (functions the kernel cannot trace, such as __fdget_pos, are left out by it)
@@ -61,7 +62,8 @@ def profile(tmp_path_factory):
         pytest.skip("no debian-6.12 profile with function records")
     out = tmp_path_factory.mktemp("profile")
     for f in PROFILE.iterdir():
-        (out / f.name).symlink_to(f)
+        if f.name != "calltrees":  # (the profile's own, recorded in the guest)
+            (out / f.name).symlink_to(f)
     (out / "calltrees").write_text(CALLTREES)
     return out
 
@@ -346,6 +348,36 @@ def test_mirrored_syscalls_expand_into_call_trees(profile):
     assert any(ln.endswith("|      getname_flags();") for ln in graph), out
 
 
+def _first_graph(text: str, func: str) -> list:
+    """The first call of *func* in a function_graph text (``trace``,
+    ``perf ftrace``, ``trace-cmd report``): the function column's lines,
+    durations left out."""
+    out: list = []
+    for ln in text.splitlines():
+        body = ln.split("|")[-1] if "|" in ln else ""
+        if not out and body.strip() != f"{func}() {{":
+            continue
+        out.append(body.rstrip())
+        if body.startswith("  }"):
+            break
+    return out
+
+
+def test_the_profiles_call_trees_are_the_guests():
+    """The call trees the debian-6.12 profile ships, recorded in the
+    guest: ``perf ftrace -G do_sys_openat2`` of ``cat /proc/version``
+    under ``run --mirror`` draws the calls the guest's own
+    ``trace-cmd record -p function_graph -g do_sys_openat2
+    --max-graph-depth 3`` recorded (fixtures/functions)."""
+    guest = _first_graph((FIXTURES / "debian-6.12-openat2-graph-depth3.txt").read_text(),
+                         "do_sys_openat2")
+    assert len(guest) > 10
+    out = run_cli("run", "--mirror", "tree", "--profile", "debian-6.12", "--", "perf",
+                  "ftrace", "-G", "do_sys_openat2", "--graph-opts", "depth=3", "cat",
+                  "/proc/version", timeout=120).stdout
+    assert _first_graph(out, "do_sys_openat2") == guest, out
+
+
 @pytest.mark.parametrize("tracer", ["function", "function_graph"])
 def test_the_batch_path_writes_what_one_by_one_writes(profile, tracer):
     """A batch of events (a workload's, the mirror's) expanded at once
@@ -579,14 +611,11 @@ FTRACETEST_ROWS = tuple(f"ftrace/{r}" for r in (
 @pytest.mark.skipif(not (_selftests() / "ftracetest").is_file(),
                     reason="needs the kernel's tools/testing/selftests/ftrace (FTRACETEST_DIR)")
 def test_ftracetest_function_rows(tmp_path):
-    """ftracetest's function rows under ``fakedebugfs run --profile``, the
-    profile given the sample call trees (fixtures/calltrees)."""
-    prof = tmp_path / "profile"
-    prof.mkdir()
-    for f in PROFILE.iterdir():
-        (prof / f.name).symlink_to(f)
-    sample = Path(__file__).resolve().parent.parent / "fixtures" / "calltrees" / "debian-6.12-sample"
-    (prof / "calltrees").symlink_to(sample)
+    """ftracetest's function rows under ``fakedebugfs run --profile
+    debian-6.12``, with the call trees the profile ships (recorded in the
+    guest): its fork tree has ``kernel_clone``, whose ``stacktrace``
+    command and pid filters the rows check on real forks."""
+    prof = PROFILE
     work = tmp_path / "ftrace"
     shutil.copytree(_selftests(), work)
     rows = " ".join(f"test.d/{r}" for r in FTRACETEST_ROWS)

@@ -111,62 +111,119 @@ _TRIGGERS = (
     (re.compile(r"^sched_process_exec: "), lambda m: "sched:sched_process_exec"),
     (re.compile(r"^sched_process_exit: "), lambda m: "sched:sched_process_exit"),
     (re.compile(r"^sched_wakeup: "), lambda m: "sched:sched_wakeup"),
+    (re.compile(r"^page_fault_user: "), lambda m: "exceptions:page_fault_user"),
 )
+
+
+class _Open:
+    """A tree being read: its section head, start, nodes and open calls."""
+
+    __slots__ = ("head", "t0", "nodes", "stack", "last")
+
+    def __init__(self, head: str, t0: int):
+        self.head, self.t0, self.nodes, self.stack, self.last = head, t0, [], [], t0
+
+    def line(self, ts: int, depth: int, body: str, dur) -> None:
+        self.last = ts
+        nodes, stack, at = self.nodes, self.stack, ts - self.t0
+        if body.endswith("();"):  # (a module's function: "name [mod]()")
+            nodes.append([depth, at, round(float(dur or 0) * 1000), body[:-3].split(" [")[0]])
+        elif body.endswith("{"):
+            node = [depth, at, 0, body[:-4].split(" [")[0]]
+            nodes.append(node)
+            stack.append(node)
+        elif body.startswith("}"):
+            while stack and stack[-1][0] > depth:  # (never closed in what was shown)
+                node = stack.pop()
+                node[2] = max(0, at - node[1])
+            if stack and stack[-1][0] == depth:
+                stack.pop()[2] = round(float(dur or 0) * 1000)
+
+    def close(self, out: dict) -> None:
+        for node in self.stack:  # cut by the next event: open until then
+            node[2] = max(0, self.last - self.t0 - node[1])
+        if self.nodes and self.head not in out:
+            out[self.head] = _rebase(self.nodes)
+
+
+_PROCESS = ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit")
 
 
 def calltrees_from_graph(text: str) -> str:
     """A ``calltrees`` text from a ``function_graph`` ``trace`` recorded
     with ``funcgraph-abstime`` and ``funcgraph-proc`` and the trigger
-    events enabled (their lines are ``/* ... */`` comments): on each CPU,
-    the calls after a trigger's comment, up to the next comment, are its
-    tree; the first tree of each trigger is kept."""
-    cur: dict = {}  # cpu -> (section head, start ns, nodes)
-    out: dict = {}
-    open_: dict = {}  # cpu -> stack of [depth, start, node]
+    events enabled (their lines are ``/* ... */`` comments), with
+    ``sys_exit`` too; the first tree of each trigger is kept.  Per task:
 
-    def close(cpu):
-        got = cur.pop(cpu, None)
-        open_.pop(cpu, None)
-        if got and got[2] and got[0] not in out:
-            out[got[0]] = got[2]
+    * a system call's tree is its calls from its ``sys_enter`` to its
+      ``sys_exit``; a fork, exec or exit inside it makes it that event's
+      tree (the fake's process events stand for the whole call);
+    * another trigger's (a switch, a wake-up, a user page fault) is the
+      task's calls after it up to its next event (inside a system call,
+      they are the call's too).
+
+    A tree may start inside calls it does not show (a task switched back
+    in returns through the scheduler): depths are made relative to its
+    shallowest call and never more than one deeper than the call before;
+    a ``}`` closes the open call of its own depth; a call still open at
+    the tree's end lasts until the tree's last line."""
+    out: dict = {}
+    calls: dict = {}  # task -> its system call's tree
+    other: dict = {}  # task -> the tree of another trigger
 
     for line in text.splitlines():
         m = _GRAPH_LINE.match(line)
         if not m:
             continue
         ts = round(float(m[1]) * 1e9)
-        cpu, dur, fn = int(m[2]), m[4], m[5]
+        task, dur, fn = m[3].strip(), m[4], m[5]
         body = fn.strip()
         if body.startswith("/*"):
-            close(cpu)
+            got = other.pop(task, None)
+            if got is not None:
+                got.close(out)
             event = body[2:].rstrip("*/ ").strip()
-            for pat, head in _TRIGGERS:
-                em = pat.match(event)
-                if em:
-                    cur[cpu] = (head(em), ts, [])
-                    open_[cpu] = []
-                    break
+            if event.startswith("sys_exit:"):
+                got = calls.pop(task, None)
+                if got is not None:
+                    got.close(out)
+                continue
+            head = next((h(em) for pat, h in _TRIGGERS for em in [pat.match(event)] if em), None)
+            if head is None:
+                continue
+            if head.startswith("raw_syscalls:sys_enter"):
+                got = calls.pop(task, None)
+                if got is not None:
+                    got.close(out)
+                calls[task] = _Open(head, ts)
+            elif head in _PROCESS and task in calls:
+                if calls[task].head not in _PROCESS:
+                    calls[task].head = head
+            else:
+                other[task] = _Open(head, ts)
             continue
-        if cpu not in cur:
-            continue
-        head, t0, nodes = cur[cpu]
         depth = (len(fn) - len(fn.lstrip(" "))) // 2
-        stack = open_[cpu]
-        if body.endswith("();"):
-            nodes.append([depth, ts - t0, round(float(dur or 0) * 1000), body[:-3]])
-        elif body.endswith("{"):
-            node = [depth, ts - t0, 0, body[:-4]]
-            nodes.append(node)
-            stack.append(node)
-        elif body.startswith("}") and stack:
-            stack.pop()[2] = round(float(dur or 0) * 1000)
-    for cpu in list(cur):
-        close(cpu)
+        for tree in (calls.get(task), other.get(task)):
+            if tree is not None:
+                tree.line(ts, depth, body, dur)
+    for tree in [*calls.values(), *other.values()]:
+        tree.close(out)
     parts = []
     for head, nodes in out.items():
         parts.append(f"### {head}\n")
         parts.extend(f"{d} {max(0, s)} {du} {name}\n" for d, s, du, name in nodes)
     return "".join(parts)
+
+
+def _rebase(nodes: list) -> list:
+    """Depths from the tree's shallowest call, each at most one deeper
+    than the call before it."""
+    base = min(n[0] for n in nodes)
+    prev = -1
+    for n in nodes:
+        n[0] = min(n[0] - base, prev + 1)
+        prev = n[0]
+    return nodes
 
 
 def check_nodes(nodes, nr_cpus: int, cpu: int) -> None:
