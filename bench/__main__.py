@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -13,7 +14,7 @@ import traceback
 from . import PREFIX, available
 
 COLUMNS = ("benchmark", "fake", "real", "fake/real", "unit", "fake min/med/max",
-           "real min/med/max", "pair ratio min/med/max")
+           "real min/med/max", "pair ratio min/med/max", "load")
 
 
 def fmt(value) -> str:
@@ -61,9 +62,15 @@ def spread(row: dict, side: str) -> str:
     return "/".join(fmt(v) for v in three) if three else "-"
 
 
+def load(row: dict) -> str:
+    """The 1-minute load average before/after the row's trials, where the
+    row says (``"load": [before, after]``)."""
+    return "/".join(fmt(v) for v in row.get("load") or ()) or "-"
+
+
 def table(rows: list[dict]) -> str:
     cells = [COLUMNS] + [(r["name"], fmt(r["fake"]), fmt(r["real"]), ratio(r), r["unit"],
-                          spread(r, "fake"), spread(r, "real"), spread(r, "ratio"))
+                          spread(r, "fake"), spread(r, "real"), spread(r, "ratio"), load(r))
                          for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     lines = []
@@ -101,6 +108,8 @@ def main(argv=None) -> int:
             for row in got:
                 print(json.dumps(row), flush=True)
     if not args.json:
+        print(f"# {os.uname().release}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} "
+              f"at the end")
         print(table(rows))
     return 0 if ok else 1
 

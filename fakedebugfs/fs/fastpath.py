@@ -14,7 +14,10 @@ wait (``trace_pipe`` with nothing in it), for a file whose write may wait
 same methods, so the two paths give the same answers (docs/fuse.md).
 
 What a tool's control-plane sweep costs is mostly these requests: a
-``trace-cmd reset`` makes some 31,000 (docs/cost.md).
+``trace-cmd reset`` makes some 31,000 (docs/cost.md).  Each control request
+(a lookup, getattr, open, write, opendir) notes its time in the slicer
+(``slicer.last_control``): the workload's turns wait for a sweep's end
+(:meth:`~fakedebugfs.fs.slices.Slicer.quiet`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ import os
 
 import pyfuse3
 
+from time import perf_counter
+
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile
+from fakedebugfs.fs.slices import slicer
 from fakedebugfs.fs.tree import Dir, File
 
 log = logging.getLogger(__name__)
@@ -136,6 +142,7 @@ class FastPath:
         return f
 
     def lookup_nowait(self, parent_inode, name, ctx=None):
+        slicer.last_control = perf_counter()
         parent = self._node(parent_inode)
         if not isinstance(parent, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
@@ -151,11 +158,13 @@ class FastPath:
         return self.attrs(node)
 
     def getattr_nowait(self, inode, ctx=None):
+        slicer.last_control = perf_counter()
         return self.attrs(self._node(inode))
 
     # --- directories ----------------------------------------------------
 
     def opendir_nowait(self, inode, ctx=None):
+        slicer.last_control = perf_counter()
         if not isinstance(self._node(inode), Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         return inode
@@ -177,6 +186,7 @@ class FastPath:
         the file is static); EISDIR for a directory."""
         if type(node) is not File and not isinstance(node, File):
             raise pyfuse3.FUSEError(errno.EISDIR)
+        slicer.last_control = perf_counter()
         if self.on_open is not None and not node.static:
             try:
                 self.on_open()
@@ -218,6 +228,7 @@ class FastPath:
         """A write by the file's ``write_nowait`` (the writer's *pid* is
         ``current``'s); None for a file whose write waits, or while a
         scripted fault is active."""
+        slicer.last_control = perf_counter()
         f = self._file(fh)
         fops = f.node.fops
         if fops.write_waits or (self.faults is not None and self.faults.active):

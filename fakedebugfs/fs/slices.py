@@ -17,6 +17,18 @@ workload, ``trace`` and ``trace_pipe`` formatting) runs in *turns*:
 
 This is what keeps the kernel's promise that a control write does not wait
 for the tracer: there, writers and readers run on other CPUs.
+
+Control requests go first.  A tool's sweep of the tree (``trace-cmd
+stat``, ``reset``, ``perf list``: thousands of LOOKUP, OPEN, READ and
+RELEASE in a row) leaves ``/dev/fuse`` empty only for the tool's own turn
+between two requests (10-30 us), long enough for a turn to start and keep
+the next request waiting.  So the background sources (the workload, the
+mirror's drain) wait for the sweep to end first (:meth:`Slicer.quiet`: no
+control request, a lookup, getattr, open, write or opendir, for ``QUIET``
+seconds, or ``QUIET_MOST`` at most), without holding the turn meanwhile,
+and catch up afterwards: a paced workload fires what it owes then
+(server/workload.py).  Reads of the data files (``trace_pipe_raw``...) do
+not count: a recorder reading flat out must not stop the events it reads.
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ SLICE = 0.001  # seconds of long work per turn
 MAX_DEFER = 0.02  # a turn waits at most this long for the request queue to empty
 MIN_WORK = 0.0002  # a turn works this long before a waiting request ends it
 POLL_EVERY = 0.0001  # seconds between looks at /dev/fuse during a turn
+QUIET = 0.002  # a background turn waits for this long without a control request ...
+QUIET_MOST = 0.05  # ... for at most this long (a tool sweeping for seconds)
 
 
 class Turn:
@@ -70,6 +84,9 @@ class Slicer:
         self._busy = False
         self._waiting = {self.WRITER: deque(), self.READER: deque()}
         self._poll: select.poll | None = None
+        #: perf_counter() of the last control request (fs/fastpath.py sets it)
+        self.last_control = 0.0
+        self.quiet_s, self.quiet_most = QUIET, QUIET_MOST
 
     def attach(self, fd: int | None = None) -> None:
         """Watch the FUSE device *fd* (default: this process's ``/dev/fuse``)."""
@@ -83,6 +100,22 @@ class Slicer:
     def pending(self) -> bool:
         """A request is waiting in ``/dev/fuse`` for the loop to read it."""
         return self._poll is not None and bool(self._poll.poll(0))
+
+    async def quiet(self) -> None:
+        """Wait until no control request has come for ``quiet_s`` seconds
+        (at most ``quiet_most``): a background source's turn comes after a
+        tool's sweep, not inside it.  The loop sleeps meanwhile, so the
+        requests are answered at the pace of a mount without a workload.
+        A checkpoint always."""
+        now = time.perf_counter()
+        give_up = now + self.quiet_most
+        while True:
+            wait = min(self.last_control + self.quiet_s, give_up) - now
+            if wait <= 0:
+                break
+            await trio.sleep(wait)
+            now = time.perf_counter()
+        await trio.lowlevel.checkpoint()
 
     @asynccontextmanager
     async def turn(self, kind: str = READER):

@@ -147,6 +147,7 @@ class Server:
         while True:
             await trio.sleep(MIRROR_EVERY)
             if mirror.rings and mirror.pending():
+                await slicer.quiet()  # a tool's sweep first (fs/slices.py)
                 async with slicer.turn(slicer.WRITER) as turn:
                     try:  # slices (Mirror.slice_bytes) until a FUSE request waits
                         while mirror.drain() and not turn.over() and mirror.pending():
@@ -179,6 +180,8 @@ class Server:
             "mountpoint": self.mountpoint,
             "workload": getattr(self.workload, "name", "none"),
             "emitted": self.kernel.engine.emitted,
+            # the paced workload's events owed more than a second: never generated
+            "workload_skipped": self.driver.skipped if self.driver is not None else 0,
             "done": self.done,
             "ktrace": {"enabled": kt.enabled, "overflow": kt.overflow(),
                        "entries": sum(b.entries for b in kt.buffers)},

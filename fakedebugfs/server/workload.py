@@ -16,7 +16,15 @@ time, so:
 * a paced workload owes events between its batches: a write to a control
   file first fires what it owes until now (:meth:`WorkloadDriver.catch_up`),
   so that ``echo 1 > tracing_on; ls; echo 0 > tracing_on`` records what the
-  simulated machine did meanwhile, as the kernel would.
+  simulated machine did meanwhile, as the kernel would; while no probe
+  listens to any tracepoint (nothing enabled: what it fired would be
+  recorded nowhere) a write does not wait for that, and the owed events
+  come in the workload's next turn;
+* control requests go first: a turn waits for a tool's sweep of the tree
+  to end (:meth:`~fakedebugfs.fs.slices.Slicer.quiet`), and the workload
+  catches up after it in time, at most a second behind: what it owes
+  beyond that is not generated and is counted (``skipped``, the status's
+  ``workload_skipped``), never lost unsaid.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import Callable, Optional
 
 import trio
 
+from fakedebugfs.engine.core.tracepoint import Tracepoint
 from fakedebugfs.fs.slices import slicer
 
 log = logging.getLogger(__name__)
@@ -53,6 +62,8 @@ class WorkloadDriver:
         self.release = release
         self.start = None  # trio time of the first event (None: not started)
         self.fired = 0  # events fired (or skipped, after falling behind) since start
+        self.skipped = 0  # of which skipped: owed more than a second, never generated
+        self._listened, self._listened_at = False, None  # listened()'s answer, and when
         self.woken, self.last_wake = 0, 0.0
         self.last_fire = 0.0
         self.size = BatchSize(wl, batch_ms)
@@ -87,7 +98,10 @@ class WorkloadDriver:
                         self.wake()
                     await trio.sleep(TICK)
                     continue
+            await slicer.quiet()  # a tool's sweep first
             async with slicer.turn(slicer.WRITER) as turn:
+                if self.rate:  # (what is owed now, after the wait)
+                    due = self.owed()
                 self.fired += fire_until(wl, due, turn.over, self.size)
                 self.last_fire = trio.current_time()
             if self.last_fire - self.last_wake >= WAKE_EVERY:
@@ -103,17 +117,31 @@ class WorkloadDriver:
         second's: one fallen behind by more skips the rest, no burst)."""
         due = int((trio.current_time() - self.start) * self.rate) - self.fired
         if due > self.rate:
-            self.fired += due - int(self.rate)
+            skip = due - int(self.rate)
+            self.fired += skip
+            self.skipped += skip
             due = int(self.rate)
         return due
+
+    def listened(self) -> bool:
+        """Whether a probe is attached to any tracepoint (what an event
+        fired now would be recorded by); kept until a probe comes or goes
+        (``Tracepoint.changes``, where the kernel flips a static key)."""
+        if self._listened_at != Tracepoint.changes:
+            self._listened_at = Tracepoint.changes
+            self._listened = any(tp.probes for tp in dict.values(self.engine.tracepoints))
+        return self._listened
 
     def catch_up(self) -> int:
         """Before a write to a file: fire what the paced workload owes
         until now (at most ``CATCH_UP_MOST`` seconds' worth, in at most
         ``CATCH_UP_WORK``, its blocks permitting), as the simulated machine
         did it before the write; returns how many (the rest stays owed).
-        Nothing for a workload flat out, not started or done."""
-        if not self.rate or self.start is None or self.wl.done:
+        Nothing for a workload flat out, not started or done, nor while no
+        probe listens (what it fired would be recorded nowhere: the owed
+        events come in the next turn, after the write, as a machine a
+        little late)."""
+        if not self.rate or self.start is None or self.wl.done or not self.listened():
             return 0
         due = min(self.owed(), int(self.rate * CATCH_UP_MOST))
         end = time.perf_counter() + CATCH_UP_WORK
@@ -154,6 +182,7 @@ class BlockMaker:
                 if not self.wl.wants_block():
                     return
                 self.steps = self.wl.block_steps()
+            await slicer.quiet()
             async with slicer.turn(slicer.WRITER) as turn:
                 for _ in self.steps:
                     if turn.over():
