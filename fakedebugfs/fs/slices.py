@@ -27,8 +27,10 @@ mirror's drain) wait for the sweep to end first (:meth:`Slicer.quiet`: no
 control request, a lookup, getattr, open, write or opendir, for ``QUIET``
 seconds, or ``QUIET_MOST`` at most), without holding the turn meanwhile,
 and catch up afterwards: a paced workload fires what it owes then
-(server/workload.py).  Reads of the data files (``trace_pipe_raw``...) do
-not count: a recorder reading flat out must not stop the events it reads.
+(server/workload.py; one flat out, ``--rate 0``, does not wait: it was
+asked for all the loop can give).  Reads of the data files
+(``trace_pipe_raw``...) do not count: a recorder must not hold up the
+events it reads.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ MAX_DEFER = 0.02  # a turn waits at most this long for the request queue to empt
 MIN_WORK = 0.0002  # a turn works this long before a waiting request ends it
 POLL_EVERY = 0.0001  # seconds between looks at /dev/fuse during a turn
 QUIET = 0.002  # a background turn waits for this long without a control request ...
-QUIET_MOST = 0.05  # ... for at most this long (a tool sweeping for seconds)
+QUIET_MOST = 0.02  # ... for at most this long (a tool sweeping for seconds)
 
 
 class Turn:

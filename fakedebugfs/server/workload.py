@@ -20,8 +20,8 @@ time, so:
   listens to any tracepoint (nothing enabled: what it fired would be
   recorded nowhere) a write does not wait for that, and the owed events
   come in the workload's next turn;
-* control requests go first: a turn waits for a tool's sweep of the tree
-  to end (:meth:`~fakedebugfs.fs.slices.Slicer.quiet`), and the workload
+* control requests go first: a paced workload's turn waits for a tool's sweep
+  of the tree to end (:meth:`~fakedebugfs.fs.slices.Slicer.quiet`), and it
   catches up after it in time, at most a second behind: what it owes
   beyond that is not generated and is counted (``skipped``, the status's
   ``workload_skipped``), never lost unsaid.
@@ -86,7 +86,7 @@ class WorkloadDriver:
         for module in imports:  # in a thread: the loop answers meanwhile (GIL_SWITCH)
             await trio.to_thread.run_sync(importlib.import_module, module)
         self.start = self.last_wake = self.last_fire = trio.current_time()
-        self.blocks = BlockMaker(wl)
+        self.blocks = BlockMaker(wl, paced=bool(self.rate))
         while not wl.done:
             await self.blocks.ready()
             due = None
@@ -98,7 +98,8 @@ class WorkloadDriver:
                         self.wake()
                     await trio.sleep(TICK)
                     continue
-            await slicer.quiet()  # a tool's sweep first
+            if self.rate:  # a tool's sweep first (flat out: all the loop gives)
+                await slicer.quiet()
             async with slicer.turn(slicer.WRITER) as turn:
                 if self.rate:  # (what is owed now, after the wait)
                     due = self.owed()
@@ -165,8 +166,9 @@ class BlockMaker:
     ``block_steps``: the kmem workload, whose blocks take 7-40 ms to make
     at once, which FUSE requests would wait for; its steps take a few)."""
 
-    def __init__(self, wl):
+    def __init__(self, wl, paced: bool = False):
         self.wl = wl
+        self.paced = paced  # its turns wait for a tool's sweep (Slicer.quiet)
         self.steps = None  # the block being made
         self.on = hasattr(wl, "start_prefetch")
         if self.on:
@@ -182,7 +184,8 @@ class BlockMaker:
                 if not self.wl.wants_block():
                     return
                 self.steps = self.wl.block_steps()
-            await slicer.quiet()
+            if self.paced:
+                await slicer.quiet()
             async with slicer.turn(slicer.WRITER) as turn:
                 for _ in self.steps:
                     if turn.over():
