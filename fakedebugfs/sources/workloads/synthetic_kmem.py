@@ -4,6 +4,7 @@ page allocator do (sizes from engine/core/slab.py)."""
 
 from __future__ import annotations
 
+from fakedebugfs.engine.core.kallsyms import FUNCTIONS
 from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
 from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, kmalloc_size
 
@@ -38,9 +39,44 @@ class KmemActivity:
             return ks.addrs[0] + offset if ks.addrs else 0
 
     def _call_site(self) -> int:
+        """An instruction in one of the allocating functions
+        (kallsyms.FUNCTIONS), where the kernel's symbol table has them."""
+        sites = self._sites()
+        addr, size = sites[self.rng.randrange(len(sites))]
+        return addr + self.rng.randrange(size) // 4 * 4
+
+    def _sites(self) -> list:
+        """``(address, size)`` of each of the first ``alloc_sites``
+        functions of kallsyms.FUNCTIONS the symbol table has, made again
+        when the table changes (a replay's).  The fake's own table starts
+        with them; a profile's (a kernel's ``/proc/kallsyms``, in address
+        order) has them by name, and lacks some (a module's, one renamed):
+        those are left out (taking its first symbols instead made kmalloc's
+        call sites early boot code, ``startup_64_setup_gdt_idt``)."""
         ks = self.engine.kallsyms
-        i = self.rng.randrange(min(self.alloc_sites, len(ks.names)))
-        return ks.addrs[i] + self.rng.randrange(ks.sizes[i]) // 4 * 4
+        cached = self.__dict__.get("_site_table")
+        if cached is not None and cached[0] is ks.addrs:
+            return cached[1]
+        names, addrs, sizes = ks.names, ks.addrs, ks.sizes
+        n = min(self.alloc_sites, len(names))
+        wanted = [name for name, _ in FUNCTIONS[:n]]
+        if names[:n] == wanted:  # the fake's own table
+            sites = [(addrs[i], sizes[i]) for i in range(n)]
+        else:
+            by_name = getattr(ks, "by_name", None)  # a profile's table: name -> positions
+            if by_name is not None:
+                types = ks.types  # its text symbol, where a name has several
+                pos = {w: next((p for p in by_name[w] if types[p] in "tT"), by_name[w][0])
+                       for w in wanted if by_name.get(w)}
+            else:
+                pos, want = {}, set(wanted)
+                for i, name in enumerate(names):
+                    if name in want and name not in pos:
+                        pos[name] = i
+            sites = [(addrs[pos[w]], max(sizes[pos[w]], 4)) for w in wanted if w in pos] \
+                or [(addrs[i], max(sizes[i], 4)) for i in range(n)]
+        self._site_table = (ks.addrs, sites)
+        return sites
 
     def _kmem(self, cpu):
         r = self.rng.random()
