@@ -100,12 +100,13 @@ def test_definitions_listings_and_formats(t):
         "e:eprobes/ep sched.sched_switch pid=$prev_pid\n")
     assert (t / "kprobe_profile").read_text() == "".join(
         f"  {name:<44} {0:15} {0:15}\n" for name in ("p_vfs_read_0", "myr", "e", "r_vfs_write_0"))
+    # $retval takes do_sys_openat2's return type from the profile's BTF (long)
     fmt = (t / "events/kprobes/myr/format").read_text()
     assert fmt.split("\n\n", 1)[1] == (
         "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n"
         "\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n"
-        "\tfield:u64 arg1;\toffset:24;\tsize:8;\tsigned:0;\n\n"
-        'print fmt: "(%lx <- %lx) arg1=0x%Lx", REC->__probe_func, REC->__probe_ret_ip, '
+        "\tfield:s64 arg1;\toffset:24;\tsize:8;\tsigned:1;\n\n"
+        'print fmt: "(%lx <- %lx) arg1=%Ld", REC->__probe_func, REC->__probe_ret_ip, '
         "REC->arg1\n")
     fmt = (t / "events/g/e/format").read_text()
     assert fmt.split("\n\n", 1)[1] == (

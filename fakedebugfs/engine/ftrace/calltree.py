@@ -259,6 +259,9 @@ class FunctionCalls:
         self.busy: dict = {}  # cpu -> when its last tree ends
         self._addr: dict = {}
         self._kallsyms_len = -1
+        # the event whose tree runs, (key, values): what probes fetch from
+        # (probe_fetch); None for an injected tree
+        self.firing: Optional[tuple] = None
 
     # --- registration (register_ftrace_function / unregister_ftrace_function) ----------
 
@@ -313,7 +316,9 @@ class FunctionCalls:
         def probe(cpu, pid, ts, values):
             for pairs, tree in sels:
                 if all(i < len(values) and values[i] == v for i, v in pairs):
+                    self.firing = (tp.key, values)
                     self.run(tree, cpu, pid, ts)
+                    self.firing = None
                     return
         probe.batch_owner = self  # the engine's batch path (calltree_batch)
         probe.sels = sels

@@ -2,17 +2,35 @@
 (arch/x86/kernel/kprobes/ftrace.c: a kprobe on a function's ftrace
 location is an ``ftrace_ops``, ``kprobe_ftrace_handler``).
 
-While some trace array has a ``kprobe_events`` event enabled whose probe
-sits at a traceable function (its symbol, offset 0), or a return probe on
-one, this ops is registered with the call trees
+While some trace array has a kprobe event enabled whose probe sits at a
+traceable function (its symbol, offset 0), a return probe on one, or an
+fprobe (trace_fprobe.c: an ``ftrace_ops`` on the function, entry and
+exit), this ops is registered with the call trees
 (:class:`~.calltree.FunctionCalls`): each call of the function fires the
-probe's event at the call's time, a return probe's at its return.  The
-fake has no registers to fetch: ``__probe_ip`` (``__probe_func`` and
-``__probe_ret_ip`` for a return probe) are the call's addresses, other
-arguments are 0 (or empty strings).
+probe's event at the call's time, a return probe's at its return (at one
+time, kprobe before fprobe at an entry, fprobe before kretprobe at a
+return, as the guest records them).  ``__probe_ip`` (``__probe_func``
+and ``__probe_ret_ip`` for a return probe) are the call's addresses; the
+other arguments are what the fake knows of the call
+(:mod:`.probe_fetch`: the parameters the tree's event gives by name,
+``$comm``, immediates), else 0 or a faulted string.
 """
 
 from __future__ import annotations
+
+from fakedebugfs.engine.ftrace.probe_fetch import (CallContext, call_params, event_values,
+    probe_values)
+
+# the kinds of probe this ops fires, and their order at one time (entry, return)
+KINDS = {"kprobe": (0, 1), "fprobe": (1, 0)}
+
+
+def _on_function(p) -> bool:
+    """A probe the call trees fire: a kprobe at a function's start, an fprobe."""
+    kind = getattr(p, "kind", "")
+    if kind == "kprobe":
+        return bool(p.symbol) and not p.offset
+    return kind == "fprobe" and not p.is_tracepoint
 
 
 class KprobeFtrace:
@@ -26,24 +44,22 @@ class KprobeFtrace:
         self.top.on_enable_change.append(self.enable_change)
 
     def _probes(self) -> dict:
-        """``{function: [probe, ...]}`` of the enabled kprobes at a
-        function's start."""
+        """``{function: [probe, ...]}`` of the enabled probes on a
+        function (a ``MOD:`` prefix dropped)."""
         dyn = self.top.__dict__.get("dyn_events")
         out: dict = {}
         if dyn is None:
             return out
         for p in dyn.list:
-            if getattr(p, "kind", "") == "kprobe" and p.key in self.enabled \
-                    and p.symbol and not p.offset:
-                out.setdefault(p.symbol, []).append(p)
+            if p.key in self.enabled and _on_function(p):
+                out.setdefault(p.symbol.rpartition(":")[2], []).append(p)
         return out
 
     def enable_change(self, key: str, on: bool) -> None:
         """``on_enable_change``: called before an array starts or stops
         recording *key*."""
         dyn = self.top.__dict__.get("dyn_events")
-        if dyn is None or not any(getattr(p, "kind", "") == "kprobe" and p.key == key
-                                  for p in dyn.list):
+        if dyn is None or not any(p.key == key and _on_function(p) for p in dyn.list):
             return
         if on:
             self.enabled.add(key)
@@ -58,33 +74,54 @@ class KprobeFtrace:
 
     def _make_user(self):
         engine = self.top.engine
+        calls = self.fn.calls
 
         def user(tree, cpu, pid, ts):
             probes = self._probes()
             if not probes:
                 return
+            known = None
             fired = []
             for k, node in enumerate(tree.nodes):
                 for p in probes.get(node[3], ()):
                     tp = engine.tracepoints.get(p.key)
-                    ev = self.top.events.get(p.key)
-                    if tp is None or ev is None:
+                    if tp is None or p.key not in self.top.events:
                         continue
+                    if known is None:
+                        known = self._known(tree, calls.firing)
                     start = tree.addrs[k] - 4  # the function's address (symbol+0)
                     if p.is_return:
                         parent = node[4]
                         ret = tree.rets[parent] if parent >= 0 else \
                             (tree.tail[0] if tree.tail else 0)
-                        vals = {"__probe_func": start, "__probe_ret_ip": ret}
-                        at = ts + node[1] + node[2]
+                        head = {"__probe_func": start, "__probe_ret_ip": ret}
+                        at, rank = ts + node[2] + node[1], KINDS[p.kind][1]
                     else:
-                        vals, at = {"__probe_ip": start}, ts + node[1]
-                    values = tuple(vals.get(a, "" if a in ev.dyn else 0) for a in tp.args)
-                    fired.append((at, k, p, tp, values))
-            for at, _, _, tp, values in sorted(fired, key=lambda f: (f[0], f[1])):
+                        head, at = {"__probe_ip": start}, ts + node[1]
+                        rank = KINDS[p.kind][0]
+                    ctx = self._context(known[k], engine.comms.get(pid, ""), start)
+                    vals = probe_values(p, ctx, head)
+                    values = tuple(vals.get(a, 0) for a in tp.args)
+                    fired.append((at, rank, k, tp, values))
+            for at, _, _, tp, values in sorted(fired, key=lambda f: f[:3]):
                 tp.fire(cpu, pid, at, values)  # (kprobe_profile counts the hit)
         user.hooks = lambda: set()
         return user
+
+    def _known(self, tree, firing) -> list:
+        """What each call of *tree* gets from the event that started it."""
+        if firing is None:
+            return [None] * len(tree.nodes)
+        dyn = self.top.__dict__.get("dyn_events")
+        btf = dyn.facts.btf if dyn is not None else None
+        return call_params(btf, tree, event_values(self.top, *firing))
+
+    @staticmethod
+    def _context(known, comm: str, ip: int) -> CallContext:
+        if known is None:
+            return CallContext(comm=comm, ip=ip)
+        params, names, strings = known
+        return CallContext(params, names, strings, comm, ip)
 
 
 def attach(fn) -> KprobeFtrace:

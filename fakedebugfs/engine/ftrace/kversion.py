@@ -35,6 +35,19 @@ VERSION_GATED = {
     # count to sizeof(struct raw_data_entry), the id counted twice: 4,061
     # bytes are EINVAL there.  First seen here in 6.18.
     "raw_marker_id_counted_once": ((6, 18, 0),),
+    # trace_probe.h's error texts as 6.18 has them: "Invalid $-valiable
+    # specified" (the typo), "Forgot '>''?", no "Event too big" (6.12's
+    # guest answers a probe event over MAX_PROBE_EVENT_SIZE with it), and
+    # too many arguments logged ("Too many arguments are specified",
+    # E2BIG) where 6.12's guest answers a bare E2BIG.  6.12.113 (the
+    # guest) has 6.12's texts; 6.13 is the first release taken to have
+    # 6.18's (the fake's built-in set, this host's 6.18.44 build has no
+    # kprobe_events to check them on).
+    "probe_errors_logged_6_13": ((6, 13, 0),),
+    # is_good_system_name: a probe group is a C identifier that may have
+    # '.' after its first byte; 6.12's __is_good_name(name, true) takes '-'
+    # anywhere instead (the guest's 6.12.113 takes "p:a-b/e vfs_read").
+    "probe_group_dots": ((6, 13, 0),),
 }
 
 

@@ -26,11 +26,13 @@ uprobes only, and it refuses the other commands with EINVAL as
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 from typing import Callable, Optional
 
 from fakedebugfs.engine.ftrace import (trace_eprobe, trace_events_synth, trace_fprobe,
     trace_kprobe, trace_uprobe)
+from fakedebugfs.engine.ftrace.trace_btf import btf_of
 from fakedebugfs.engine.ftrace.trace_probe import ProbeError, ProbeFacts
 
 WRITE_BUFSIZE = 4096
@@ -59,9 +61,14 @@ class DynEvents:
             kinds = (*kinds, "synth")
         self.kinds = [k for k in TYPES if k in kinds]
         self.facts = facts or ProbeFacts()  # the kernel's probe code (.trace_probe)
+        if self.facts.btf_args and self.facts.btf is None and prof is not None:
+            # its functions' BTF: the profile's btf file, read when first asked
+            self.facts = dataclasses.replace(self.facts, btf=btf_of(prof))
         self.list: list = []  # every probe, in creation order
         self.stat_path = stat_path or (lambda path: None)
         self.argv: list = []  # the command being run (its error log)
+        if "eprobe" in self.kinds and hasattr(ft, "on_enable_change"):
+            self.eprobe_hits = trace_eprobe.EprobeHits(self)
 
     # --- the files ------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ time may be attached (synthetic events too), except probe events
 ftrace's own entries: "Attached event does not exist", ENODEV.  The
 filter is checked as the attached event's filter.
 
-Hits: when an attached event is emitted while the event probe is enabled,
-the probe records one entry with the values of the attached fields it
-names (``eprobe_trigger_func``); :func:`hit_values` computes them.
+Hits: when an attached event fires while the event probe is enabled
+(:class:`EprobeHits`), the probe records one entry with the values of the
+attached fields it names (``eprobe_trigger_func``); :func:`hit_values`
+computes them.
 """
 
 from __future__ import annotations
@@ -156,18 +157,107 @@ def register(ep: TraceEprobe, dyn) -> None:
     dyn.add(ep, ep.make_event, lambda: log.err(0, "EVENT_EXIST", errno.EEXIST))
 
 
-def hit_values(ep: TraceEprobe, rec: dict, comm: str) -> dict:
-    """The entry one hit of the attached event (*rec*: its field values)
-    records: each ``$field`` argument its value, ``$comm`` the task's."""
+# 6.12 records a $field of a char array or string, and $comm, without a
+# :string type as the address of the bytes (the entry being built in the
+# CPU's buffer, the task's comm): the fake has no memory, these are fixed
+# places in the direct map (the guest's were alike: 0xff11000006c5f008 for
+# the entry on CPU 0, 0x3000 lower per CPU)
+ENTRY_BUFFER, BUFFER_STRIDE = 0xFF11000006C5F008, 0x3000
+TASK_COMM = 0xFF11000005000DA0
+
+
+def hit_values(ep: TraceEprobe, attached, vals: dict, cpu: int, pid: int, comm: str) -> dict:
+    """The entry one hit of the attached event records
+    (``eprobe_trigger_func``, ``process_fetch_insn``): each ``$field`` the
+    field's value (*vals*, by field), a string type the text of a char
+    array or string field (a pointer field's text is not known: a faulted
+    fetch), ``$comm`` the task's name as a string, else its address."""
+    fields = {f[1].split("[", 1)[0]: f for f in attached.fields}
     out = {}
     for arg in ep.args:
         fetch = arg.comm.split(":", 1)[0]
         if fetch in ("$comm", "$COMM"):
-            out[arg.name] = comm
-        elif fetch.startswith("$"):
-            out[arg.name] = rec.get(fetch[1:], 0)
+            out[arg.name] = comm if arg.type.is_string else TASK_COMM + (pid & 0xFFFF) * 0x2A40
+            continue
+        if not fetch.startswith("$"):
+            continue
+        f = fields.get(fetch[1:])
+        v = vals.get(fetch[1:], 0)
+        textual = f is not None and ("[" in f[1] or f[0].startswith("__data_loc"))
+        if arg.type.is_string:
+            out[arg.name] = (v.decode(errors="replace") if isinstance(v, bytes) else v) \
+                if textual and isinstance(v, (str, bytes)) else ""
+        elif textual:
+            out[arg.name] = ENTRY_BUFFER - BUFFER_STRIDE * cpu + f[2]
+        else:
+            out[arg.name] = v if isinstance(v, int) else 0
     return out
 
 
+class EprobeHits:
+    """Each enabled event probe's hits: a probe on its attached event's
+    tracepoint (``trace_event_trigger_enable_disable`` of the eprobe
+    trigger) that records the eprobe's entry when the attached event fires
+    and the eprobe's filter lets it through."""
+
+    def __init__(self, dyn):
+        self.dyn, self.ft = dyn, dyn.ft
+        self.attached: dict = {}  # eprobe key -> (tracepoint, probe)
+        self.ft.on_enable_change.append(self.enable_change)
+
+    def enable_change(self, key: str, on: bool) -> None:
+        ep = next((p for p in self.dyn.probes_of(key) if p.kind == "eprobe"), None)
+        if ep is None:
+            return
+        if on and key not in self.attached:
+            self._attach(ep)
+        elif not on and key in self.attached \
+                and sum(key in tr.enabled for tr in self.ft.arrays()) <= 1:
+            tp, probe = self.attached.pop(key)
+            tp.unregister(probe)
+            self._tell(ep.attached, False)
+
+    def _attach(self, ep: TraceEprobe) -> None:
+        ft = self.ft
+        tps = ft.engine.tracepoints
+        tp, mine = tps.get(ep.attached), tps.get(ep.key)
+        ev = ft.events.get(ep.attached) if ep.attached in ft.events else None
+        if tp is None or mine is None or ev is None:
+            return
+        match = None
+        if ep.filter_str:
+            from fakedebugfs.engine.ftrace.filter import FilterError, compile_filter
+
+            try:
+                match = compile_filter(ev, ep.filter_str, ft.engine.kallsyms)
+            except FilterError:
+                match = None
+
+        def probe(cpu, pid, ts, values):
+            vals = ev.encode_values(values) if ev.encode_values else dict(zip(tp.args, values))
+            comm = ft.engine.comms.get(pid, "")
+            if match is not None:
+                rec = {"common_pid": pid, "CPU": cpu, "cpu": cpu, "COMM": comm, "comm": comm}
+                rec.update(vals)
+                if not match(rec):
+                    return
+            out = hit_values(ep, ev, vals, cpu, pid, comm)
+            mine.fire(cpu, pid, ts, tuple(out.get(a, 0) for a in mine.args))
+        tp.register(probe)
+        self.attached[ep.key] = (tp, probe)
+        self._tell(ep.attached, True)
+
+    def _tell(self, key: str, on: bool) -> None:
+        """The sources that feed only what is recorded (``--mirror``,
+        ``run``'s watcher) hear of the attached event as of an enable."""
+        for hook in tuple(self.ft.on_enable_change):
+            if hook == self.enable_change:
+                continue
+            try:
+                hook(key, on)
+            except OSError:
+                pass
+
+
 __all__ = ["EPROBE_EVENT_SYSTEM", "TraceEprobe", "create", "register", "hit_values",
-           "find_and_get_event"]
+           "find_and_get_event", "EprobeHits"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
+from fakedebugfs.engine.ftrace.kversion import has
 
 MAX_TRACE_ARGS = 128
 MAX_ARGSTR_LEN = 63
@@ -161,21 +162,18 @@ class ProbeFacts:
         return ProbeLog(subsystem, argv, self.errors)
 
 
-def kernel_version(release: str) -> tuple:
-    """``(major, minor)`` of a ``uname -r`` text, (0, 0) if none."""
-    m = re.match(r"(\d+)\.(\d+)", release or "")
-    return (int(m[1]), int(m[2])) if m else (0, 0)
-
-
-def probe_facts(profile) -> ProbeFacts:
-    """The :class:`ProbeFacts` of a kernel profile (None: 6.18's)."""
+def probe_facts(profile, btf=None) -> ProbeFacts:
+    """The :class:`ProbeFacts` of a kernel profile (None: 6.18's); *btf*
+    its BTF (:func:`.trace_btf.btf_of`).  What follows the kernel's version
+    is read from :mod:`.kversion`'s table."""
     if profile is None:
-        return ProbeFacts()
+        return ProbeFacts(btf=btf)
     readme = profile.files.get("README") or ""
     btf_args = "<argname>[->field" in readme
-    if kernel_version(profile.release) < (6, 13):
-        return ProbeFacts(ERRORS_6_12, False, True, btf_args, group_chars="-")
-    return ProbeFacts(btf_args=btf_args)
+    new_errors = has(profile, "probe_errors_logged_6_13")
+    return ProbeFacts(ERRORS if new_errors else ERRORS_6_12, log_too_many_args=new_errors,
+                      event_too_big=not new_errors, btf_args=btf_args, btf=btf,
+                      group_chars="." if has(profile, "probe_group_dots") else "-")
 
 
 # x86_64 pt_regs names regs_query_register_offset knows
@@ -319,4 +317,4 @@ class ProbeArg:
 
 __all__ = ["ERRORS", "ERRORS_6_12", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN",
            "ProbeArg", "ProbeError", "ProbeFacts", "ProbeLog", "find_fetch_type",
-           "is_good_name", "kernel_version", "parse_event_name", "probe_facts"]
+           "is_good_name", "parse_event_name", "probe_facts"]
