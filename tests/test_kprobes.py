@@ -286,3 +286,83 @@ def test_eprobe_syntax_errors(t, command):
     assert re.fullmatch(r"\[ *\d+\.\d{6}\] event_probe: error: .+", log[-3])
     assert log[-2] == f"  Command: {cmd.rstrip()}"  # the words re-joined
     assert log[-1] == " " * (11 + pos) + "^"
+
+
+def _entries(t) -> list:
+    return [l for l in (t / "trace").read_text().splitlines() if not l.startswith("#")]
+
+
+def test_calls_hit_kprobes_and_fprobes_with_their_arguments(fk, t):
+    """A system call's call tree (the profile's, recorded in the guest)
+    hits the kprobe, kretprobe and fprobes on do_sys_openat2 with what the
+    fake knows of the call: the openat's dfd and filename reach the
+    parameters of those names (BTF), so %di, $arg1 and ``$arg*``; the
+    user's string and the kernel's open_how are memory it cannot read. In
+    the guest's order: kprobe then fprobe at the entry, fprobe then
+    kretprobe at the return; $retval typed by BTF (long)."""
+    size = symbol("do_sys_openat2")[1]
+    for line in ("p:myp do_sys_openat2 dfd=%di fn=+0(%si):string flags=+0(%dx):x64 "
+                 "a1=$arg1 c=$comm",
+                 "r:myr do_sys_openat2 $retval"):
+        assert append(t / "kprobe_events", line) is None
+    for line in ("f:myf do_sys_openat2 $arg*", "f:myfr do_sys_openat2%return $retval"):
+        assert append(t / "dynamic_events", line) is None
+    (t / "events/kprobes/enable").write_text("1")
+    (t / "events/fprobes/enable").write_text("1")
+    (t / "trace").write_text("")
+    fk.emit("raw_syscalls:sys_enter", cpu=1, pid=42, comm="cat", id=257,
+            args=[0xFFFFFF9C, 0x7FFD1000, 0x241, 0o666, 0, 0])
+    lines = _entries(t)
+    assert [re.search(r" (\w+): ", l)[1] for l in lines] == ["myp", "myf", "myfr", "myr"]
+    assert all(l.split()[0] == "cat-42" and l.split()[1] == "[001]" for l in lines)
+    assert lines[0].endswith(f"myp: (do_sys_openat2+0x0/0x{size:x}) dfd=0xffffff9c fn=(fault) "
+                             'flags=0x0 a1=0xffffff9c c="cat"')
+    assert lines[1].endswith(f"myf: (do_sys_openat2+0x0/0x{size:x}) dfd=-100 "
+                             "filename=0x7ffd1000 how=0x0")
+    assert re.search(r"myfr: \(__x64_sys_openat\+0x[0-9a-f]+/0x[0-9a-f]+ <- do_sys_openat2\) "
+                     r"arg1=-?\d+$", lines[2])
+    assert re.search(r"  myp +1 +0\n", (t / "kprobe_profile").read_text())
+    # another system call's tree does not reach do_sys_openat2
+    (t / "trace").write_text("")
+    fk.emit("raw_syscalls:sys_enter", cpu=0, pid=42, comm="cat", id=0, args=[3, 0, 8, 0, 0, 0])
+    assert _entries(t) == []
+
+
+def test_exec_tree_hands_its_file_name_to_getname(fk, t):
+    """An exec's tree (sched_process_exec) calls getname(filename): a
+    string fetch of its first argument is the exec'd file's name."""
+    assert append(t / "kprobe_events", "p:g getname name=+0(%di):string") is None
+    (t / "events/kprobes/g/enable").write_text("1")
+    (t / "trace").write_text("")
+    fk.emit("sched:sched_process_exec", cpu=0, pid=43, comm="ls", filename="/usr/bin/ls",
+            old_pid=43)
+    lines = _entries(t)
+    assert lines and all(re.search(r'g: \(getname\+0x0/0x[0-9a-f]+\) name="/usr/bin/ls"$', l)
+                         for l in lines)
+
+
+def test_eprobes_record_their_event_fields(fk, t):
+    """An event probe records an entry each time its event fires, with the
+    attached fields: 6.12 stores a char array field without a string type,
+    and $comm, as addresses (u64), numbers as they are; its filter is the
+    attached event's."""
+    assert append(t / "dynamic_events", "e:ep2 sched.sched_switch prev=$prev_comm "
+                  "np=$next_pid p=$prev_comm:string c=$comm") is None
+    assert append(t / "dynamic_events", "e:ep3 sched.sched_switch np=$next_pid "
+                  "if next_pid == 9") is None
+    (t / "events/eprobes/enable").write_text("1")
+    (t / "trace").write_text("")
+    for nxt in (7, 9):
+        fk.emit("sched:sched_switch", cpu=1, pid=42, comm="cat", prev_comm="cat", prev_pid=42,
+                prev_prio=120, prev_state=1, next_comm="sh", next_pid=nxt, next_prio=120)
+    lines = _entries(t)
+    assert len(lines) == 3
+    assert re.search(r'ep2: \(sched\.sched_switch\) prev=0xff[0-9a-f]{14} np=0x7 p="cat" '
+                     r"c=0xff[0-9a-f]{14}$", lines[0])
+    assert re.search(r"ep2: .* np=0x9 ", lines[1])
+    assert lines[2].endswith("ep3: (sched.sched_switch) np=0x9")
+    (t / "events/eprobes/enable").write_text("0")
+    (t / "trace").write_text("")
+    fk.emit("sched:sched_switch", cpu=1, pid=42, comm="cat", prev_comm="cat", prev_pid=42,
+            prev_prio=120, prev_state=1, next_comm="sh", next_pid=9, next_prio=120)
+    assert _entries(t) == []
