@@ -330,14 +330,19 @@ def test_calls_hit_kprobes_and_fprobes_with_their_arguments(fk, t):
 
 def test_exec_tree_hands_its_file_name_to_getname(fk, t):
     """An exec's tree (sched_process_exec) calls getname(filename): a
-    string fetch of its first argument is the exec'd file's name."""
+    string fetch of its first argument is the exec'd file's name.  getname
+    starts with an endbr64 (its ftrace site is at +4): the probe sits
+    there, and +4 is its entry too (BTF names $arg1), as in the guest."""
     assert append(t / "kprobe_events", "p:g getname name=+0(%di):string") is None
+    assert append(t / "kprobe_events", "p:k4 kernel_clone+4 $arg1") is None
+    assert (t / "kprobe_events").read_text().splitlines()[-1] == \
+        "p:kprobes/k4 kernel_clone+4 args=args"
     (t / "events/kprobes/g/enable").write_text("1")
     (t / "trace").write_text("")
     fk.emit("sched:sched_process_exec", cpu=0, pid=43, comm="ls", filename="/usr/bin/ls",
             old_pid=43)
     lines = _entries(t)
-    assert lines and all(re.search(r'g: \(getname\+0x0/0x[0-9a-f]+\) name="/usr/bin/ls"$', l)
+    assert lines and all(re.search(r'g: \(getname\+0x4/0x50\) name="/usr/bin/ls"$', l)
                          for l in lines)
 
 

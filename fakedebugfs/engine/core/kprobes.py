@@ -2,10 +2,15 @@
 ``register_kprobe``/``register_kretprobe`` from the kernel's symbol table
 (:class:`~.kallsyms_profile.ProfileKallsyms`) alone; no code is patched.
 
-* :meth:`Kprobes.kprobe_addr` is ``_kprobe_addr``: ``SYM+OFFS`` (or an
-  address) made an address inside a symbol, and whether it is the
-  function's entry (offset 0: the fake cannot see the ``endbr64`` that
-  lets the kernel take +4 as the entry too).
+* :meth:`Kprobes.kprobe_addr` is ``_kprobe_addr`` with x86's
+  ``arch_adjust_kprobe_addr``: ``SYM+OFFS`` (or an address) made an
+  address inside a symbol, and whether it is the function's entry: offset
+  0, or 4 after an ``endbr64``, where the probe then sits.  The fake has
+  no text to read the ``endbr64`` from: a function has one where the
+  profile's ``available_filter_functions_addrs`` puts its ftrace site at
+  +4 (the oracle guest's CPU has no IBT, so no ``endbr64`` is sealed:
+  ``kernel_clone``, ``getname`` are probed at +0x4, the static
+  ``do_sys_openat2`` at +0x0).
 * :meth:`Kprobes.blacklisted` is ``within_kprobe_blacklist``: the
   ``__kprobes`` text, the ``noinstr`` text and x86's entry text (three
   ranges of ``_stext``.. bounded by their ``__*_text_start``/``_end``
@@ -44,6 +49,7 @@ class Kprobes:
         self.blacklist_path = blacklist_path
         self._ranges = None  # sorted (start, end) of the blacklist
         self._traceable = None  # names with an ftrace site
+        self._sites = None  # the ftrace sites' addresses (available_filter_functions_addrs)
 
     # --- the blacklist ---------------------------------------------------------------
 
@@ -119,6 +125,23 @@ class Kprobes:
             self._traceable = names
         return self._traceable
 
+    def endbr(self, func: int) -> bool:
+        """The function at *func* starts with an ``endbr64`` (``is_endbr``):
+        its ftrace site is 4 bytes in."""
+        if self._sites is None:
+            self._sites = set()
+            path = self.filter_functions_path
+            addrs = path.parent / "available_filter_functions_addrs" if path else None
+            if addrs is not None and addrs.is_file():
+                with open(addrs) as fp:
+                    for line in fp:
+                        word = line.split(None, 1)[0] if line.strip() else ""
+                        try:
+                            self._sites.add(int(word, 16))
+                        except ValueError:
+                            continue
+        return func + 4 in self._sites
+
     def notrace(self, addr: int) -> bool:
         """``within_notrace_func``: *addr* is in a function without an ftrace site."""
         names = self.traceable()
@@ -140,11 +163,15 @@ class Kprobes:
             addr = ks.kallsyms_lookup_name(symbol)
             if not addr:
                 raise OSError(errno.ENOENT, symbol)
-        addr += offset
-        found = ks.lookup_size_offset(addr)
+        found = ks.lookup_size_offset(addr + offset)
         if found is None:
-            raise OSError(errno.ENOENT, hex(addr))
-        return addr, found[1] == 0
+            raise OSError(errno.ENOENT, hex(addr + offset))
+        func = addr + offset - found[1]
+        if self.endbr(func):  # arch_adjust_kprobe_addr
+            if found[1] in (0, 4):
+                return func + 4, True
+            return addr + offset, False
+        return addr + offset, found[1] == 0
 
     def on_func_entry(self, symbol, offset: int, addr: int = 0) -> int:
         """``kprobe_on_func_entry``: 0, -EINVAL or -ENOENT (as errnos)."""

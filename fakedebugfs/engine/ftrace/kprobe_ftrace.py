@@ -25,11 +25,14 @@ from fakedebugfs.engine.ftrace.probe_fetch import (CallContext, call_params, eve
 KINDS = {"kprobe": (0, 1), "fprobe": (1, 0)}
 
 
-def _on_function(p) -> bool:
-    """A probe the call trees fire: a kprobe at a function's start, an fprobe."""
+def _on_function(p, kp=None) -> bool:
+    """A probe the call trees fire: a kprobe at a function's entry (+0, or
+    +4 after an ``endbr64``), an fprobe."""
     kind = getattr(p, "kind", "")
     if kind == "kprobe":
-        return bool(p.symbol) and not p.offset
+        if not p.symbol or p.offset not in (0, 4):
+            return False
+        return not p.offset or kp is None or kp.on_func_entry(p.symbol, p.offset) == 0
     return kind == "fprobe" and not p.is_tracepoint
 
 
@@ -44,15 +47,22 @@ class KprobeFtrace:
         self.top.on_enable_change.append(self.enable_change)
 
     def _probes(self) -> dict:
-        """``{function: [probe, ...]}`` of the enabled probes on a
-        function (a ``MOD:`` prefix dropped)."""
+        """``{function: [(probe, address), ...]}`` of the enabled probes on
+        a function (a ``MOD:`` prefix dropped), each with the address it
+        sits at (``kp.addr``: the function's entry, past its ``endbr64``)."""
         dyn = self.top.__dict__.get("dyn_events")
         out: dict = {}
         if dyn is None:
             return out
+        kp = dyn.kprobes()
         for p in dyn.list:
-            if p.key in self.enabled and _on_function(p):
-                out.setdefault(p.symbol.rpartition(":")[2], []).append(p)
+            if p.key in self.enabled and _on_function(p, kp):
+                name = p.symbol.rpartition(":")[2]
+                try:
+                    addr = kp.kprobe_addr(name, 0)[0]
+                except OSError:
+                    addr = 0
+                out.setdefault(name, []).append((p, addr))
         return out
 
     def enable_change(self, key: str, on: bool) -> None:
@@ -83,13 +93,13 @@ class KprobeFtrace:
             known = None
             fired = []
             for k, node in enumerate(tree.nodes):
-                for p in probes.get(node[3], ()):
+                for p, addr in probes.get(node[3], ()):
                     tp = engine.tracepoints.get(p.key)
                     if tp is None or p.key not in self.top.events:
                         continue
                     if known is None:
                         known = self._known(tree, calls.firing)
-                    start = tree.addrs[k] - 4  # the function's address (symbol+0)
+                    start = addr or tree.addrs[k] - 4  # where the probe sits
                     if p.is_return:
                         parent = node[4]
                         ret = tree.rets[parent] if parent >= 0 else \

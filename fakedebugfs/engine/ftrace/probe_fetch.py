@@ -31,6 +31,7 @@ prints a fetch that faulted, ``(fault)``.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from typing import Optional
 
@@ -69,7 +70,9 @@ def event_values(ft, key: str, values) -> dict:
     sc = tps.get(f"syscalls:sys_enter_{name[4:]}") if name and name.startswith("sys_") else None
     if sc is None:
         return {}
-    args = list(named.get("args") or ())
+    args = named.get("args") or ()
+    if isinstance(args, (bytes, bytearray)):  # the field's bytes (a mirrored entry)
+        args = struct.unpack_from(f"<{len(args) // 8}q", args)
     return {a: args[i] for i, a in enumerate(a for a in sc.args if a != "__syscall_nr")
             if i < len(args)}
 
@@ -104,6 +107,8 @@ def call_params(btf, tree, known: dict) -> list:
                 text = value.decode(errors="replace") if isinstance(value, bytes) else value
                 value = string_address(text)
                 strings[value] = text
+            elif isinstance(value, int):  # the register holds the C parameter's bits
+                value &= (1 << (8 * _size(btf, ptype))) - 1
             taken[i] = names[pname] = value
         if taken:
             out[k] = (taken, names, strings)
@@ -123,6 +128,16 @@ def _btf_params(btf, name: str) -> list:
     except (OSError, ValueError):
         return []
     return btf.params(proto) if proto is not None else []
+
+
+def _size(btf, tid: int) -> int:
+    """Bytes of a parameter's type: an int's or enum's size, else a register's."""
+    from fakedebugfs.engine.ftrace.trace_btf import KIND_ENUM, KIND_INT
+
+    t, _ = btf.skip_modifiers(tid)
+    if t is not None and t[0] in (KIND_INT, KIND_ENUM) and t[4] in (1, 2, 4, 8):
+        return t[4]
+    return 8
 
 
 def _char_pointer(btf, tid: int) -> bool:
