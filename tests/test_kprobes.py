@@ -371,3 +371,21 @@ def test_eprobes_record_their_event_fields(fk, t):
     fk.emit("sched:sched_switch", cpu=1, pid=42, comm="cat", prev_comm="cat", prev_pid=42,
             prev_prio=120, prev_state=1, next_comm="sh", next_pid=9, next_prio=120)
     assert _entries(t) == []
+
+
+def test_dereference_drops_the_btf_type(t):
+    """perf-tools' opensnoop defines ``r:getnameprobe getname
+    +0(+0($retval)):string``: a dereference reads through the BTF type of
+    what it dereferences, so the string type is not checked against
+    getname's ``struct filename *`` and a bare ``+0($retval)`` is x64, as
+    in the guest."""
+    for line in ("r:getnameprobe getname +0(+0($retval)):string",
+                 "r:g2 getname +0($retval)", "p:g3 vfs_read +0(file)"):
+        assert append(t / "kprobe_events", line) is None
+    assert (t / "kprobe_events").read_text() == (
+        "r10:kprobes/getnameprobe getname arg1=+0(+0($retval)):string\n"
+        "r10:kprobes/g2 getname arg1=+0($retval)\n"
+        "p:kprobes/g3 vfs_read arg1=+0(file)\n")
+    assert (t / "events/kprobes/g2/format").read_text().splitlines()[-1] == (
+        'print fmt: "(%lx <- %lx) arg1=0x%Lx", REC->__probe_func, REC->__probe_ret_ip, '
+        "REC->arg1")

@@ -163,6 +163,7 @@ def _parse_arg(arg: str, ops: list, ctx: _Ctx) -> None:
         if len(ops) >= FETCH_INSN_MAX - 1:
             raise ctx.err(ctx.offset, "TOO_MANY_OPS")
         ops.append(deref)
+        ctx.last_type = None  # a dereference drops the BTF type it read through
     elif c == "\\":
         if arg[1:2] == '"':
             body = arg[2:]
