@@ -328,8 +328,9 @@ def test_formats_match_fixtures(fake):
                 "tracing_cpumask", "set_event_pid", "error_log", "dynamic_events",
                 "buffer_percent", "timestamp_mode", "available_tracers"):
         want = read(FIXTURES / rel)
-        if rel == "available_tracers":
-            want = "kmemtrace nop\n"  # blk and function are not emulated
+        if rel == "available_tracers":  # the fake's own kmemtrace first; no function
+            # tracer where the kernel refuses it (this host's 6.18: no set_ftrace_filter)
+            want = "kmemtrace " + " ".join(t for t in want.split() if t != "function") + "\n"
         assert read(tracing / rel) == want, rel
     assert read(tracing / "trace").splitlines()[4:] == \
         read(FIXTURES / "instance_trace_empty.txt").splitlines()[4:]

@@ -22,7 +22,8 @@ from fakedebugfs.oracle.image import MODULES, OracleError
 # files of the guest's kernel outside tracefs that the profile keeps: the
 # kprobe blacklist (debugfs; its addresses are fixed: the guest boots with
 # nokaslr) and the kernel's BTF (for probes' BTF arguments); ``syscalls``
-# (the names the kernel gives syscall numbers) is made by syscall_table.py
+# (the names the kernel gives syscall numbers) is made by syscall_table.py,
+# ``pci_devices`` (the machine's, as mmiotrace lists them) by pci_devices.py
 GUEST_FILES = {"kprobes_blacklist": "/sys/kernel/debug/kprobes/blacklist",
                "btf": "/sys/kernel/btf/vmlinux"}
 INSTANCE = "/sys/kernel/tracing/instances/fakedebugfs_capture"
@@ -59,6 +60,8 @@ def capture(guest, outdir: Path) -> int:
               f"; rc=$?; rmdir {INSTANCE}; [ $rc = 0 ]")
     extra += (f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.syscall_table "
               f"/sys/kernel/tracing {shlex.quote(str(tmp / 'syscalls'))}")
+    extra += (f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.pci_devices "
+              f"/sys/bus/pci/devices {shlex.quote(str(tmp / 'pci_devices'))}")
     res = guest.run(f"{shlex.quote(sys.executable)} -m fakedebugfs capture-profile -q "
                     f"--tracefs /sys/kernel/tracing {shlex.quote(str(tmp))}{extra}", timeout=1800)
     if res.returncode != 0:

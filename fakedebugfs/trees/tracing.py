@@ -211,8 +211,15 @@ class TracingTree(EventsDir, OptionsDir):
     # --- writes ----------------------------------------------------------------
 
     def _tracing_on(self, data: bytes) -> None:
-        """``rb_simple_write``: nonzero turns the buffers on."""
-        self.ft.tracing_on = kstrtoul(data) != 0
+        """``rb_simple_write``: nonzero turns the buffers on; a change
+        starts or stops the current tracer where it has a ``start`` or
+        ``stop`` (blk, mmiotrace)."""
+        ft, on = self.ft, kstrtoul(data) != 0
+        if on != ft.tracing_on:
+            ft.tracing_on = on
+            hook = getattr(ft.tracer, "start" if on else "stop", None)
+            if hook is not None:
+                hook(ft)
         self.trace_wait.wake()
 
     def _set_tracer(self, data: bytes) -> int:

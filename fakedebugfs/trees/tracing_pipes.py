@@ -157,7 +157,10 @@ class TracePipe(FileOperations):
         self.cpu = cpu
 
     def open(self, f: OpenFile) -> None:
-        f.private = b""  # a line that did not fit the last read
+        # a line that did not fit the last read; first, what the tracer
+        # hands out at open (its pipe_open: mmiotrace's version and devices)
+        lead = getattr(self.tree.ft.tracer, "pipe_open", None)
+        f.private = lead(self.tree.ft) if lead is not None else b""
 
     def _fill(self, f: OpenFile, size: int, turn) -> bytes:
         """Whole lines up to *size* bytes, or what was made in the *turn*."""
@@ -181,8 +184,14 @@ class TracePipe(FileOperations):
 
     async def read(self, f: OpenFile, off: int, size: int) -> bytes:
         """``tracing_read_pipe``: wait for an event, then whole lines, as many
-        as the read asks for or one slicer turn makes."""
+        as the read asks for or one slicer turn makes; a tracer's own
+        ``read`` first (mmiotrace's note of lost events)."""
         ft = self.tree.ft
+        note = getattr(ft.tracer, "pipe_note", None)
+        if note is not None:
+            text = note(ft)
+            if text:
+                return text
         while True:
             if f.private or not ft.empty(self.cpu):
                 async with slicer.turn() as turn:

@@ -21,6 +21,10 @@ commit next to their tool's tests; this module reads them back:
                       syscall number the kernel names (``sys_openat``), as
                       its hist triggers' ``.syscall`` print them
                       (:mod:`fakedebugfs.oracle.syscall_table`)
+    pci_devices       the oracle's captures only: the machine's PCI devices,
+                      one ``PCIDEV`` line each, as the ``mmiotrace``
+                      tracer's ``trace_pipe`` lists them
+                      (:mod:`fakedebugfs.oracle.pci_devices`)
     instance_modes    the oracle's captures only: ``modes`` of a new
                       instance's files and ``options/``
     oracle            the Debian kernel package that boots this kernel under

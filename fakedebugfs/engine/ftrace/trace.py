@@ -30,6 +30,7 @@ from fakedebugfs.engine.ftrace.control import marker_count, raw_marker_ok
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer, NopTracer
 from fakedebugfs.engine.ftrace.kversion import has
 from fakedebugfs.engine.ftrace.output import OutputContext
+from fakedebugfs.engine.ftrace.register_tracer import add_profile_tracers
 from fakedebugfs.engine.ftrace.stacks import stack_payload
 from fakedebugfs.engine.ftrace.trace_buffer import TraceBuffers
 from fakedebugfs.engine.ftrace.trace_events import TraceEvents
@@ -134,6 +135,8 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
         # instances get the tracers that allow them (here only nop)
         self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()} if top is None \
             else {"nop": NopTracer()}
+        if top is None:  # blk, mmiotrace where the profile's kernel has them
+            add_profile_tracers(self, profile)
         self.tracer = self.tracers["nop"]
         self.clock = "local"
         self.firing = ""  # the event whose probe ran last (.stacks: its kernel_stack)
@@ -147,7 +150,8 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
     # --- the tracer, options, clock ---------------------------------------------------
 
     def set_tracer(self, name: str) -> None:
-        """``tracing_set_tracer``: reset the old one, init the new one."""
+        """``tracing_set_tracer``: reset the old one, init the new one
+        (``tracer_init``: the buffers are reset first, nop's too)."""
         new = self.tracers.get(name)
         if new is None:
             raise einval(name)
@@ -155,6 +159,7 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
             return
         self.tracer.reset(self)
         self.tracer = new
+        self.reset()
         new.init(self)
         for callback in self.on_tracer_change:
             callback()
@@ -197,12 +202,17 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
 
     def set_option_file(self, name: str, on: bool) -> None:
         """A write to ``options/<name>`` (``trace_options_write``): a flag
-        of a tracer that is not the current one goes to that tracer
-        (``__set_tracer_option``), where ``trace_options`` would refuse it."""
+        of a tracer that is not the current one goes to that tracer's
+        ``set_flag`` (``__set_tracer_option``), where ``trace_options``
+        would refuse it."""
         owner = None if name in self.options or name in self.tracer.flags \
             else self._flag_owner(name)
         if owner is None:
             self.set_option(name, on)
+            return
+        tracer = next((t for t in self.tracers.values() if t.flags is owner), None)
+        if tracer is not None:  # the option's own tracer's set_flag (blk_classic's side effect)
+            tracer.set_flag(name, on)
         else:
             owner[name] = on
 

@@ -142,6 +142,7 @@ class TraceOutput:
             return ""
         rec = etype.decode(payload)
         if tracer_line is not None:
+            self.iter_ts = ts  # iter->ts, for a print_line that prints it (mmiotrace)
             line = tracer_line(self, etype, rec)
             if line is not None:
                 return line
@@ -185,7 +186,8 @@ class TraceOutput:
             return f"# tracer: {self.tracer.name}\n#\n" + own
         entries = sum(self.entries(c) for c in range(len(self.buffers)))
         written = entries + sum(b.overrun for b in self.buffers)
-        return trace_header(self.tracer.name, entries, written, len(self.buffers),
+        online = getattr(self.tracer, "online_cpus", None) or len(self.buffers)  # #P
+        return trace_header(self.tracer.name, entries, written, online,
                             self.options["irq-info"], self.options.get("record-tgid"))
 
     def trace_text(self, cpus=None) -> Iterator[str]:
