@@ -389,3 +389,20 @@ def test_dereference_drops_the_btf_type(t):
     assert (t / "events/kprobes/g2/format").read_text().splitlines()[-1] == (
         'print fmt: "(%lx <- %lx) arg1=0x%Lx", REC->__probe_func, REC->__probe_ret_ip, '
         "REC->arg1")
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kprobes"
+
+
+def test_btf_arguments_as_the_guest():
+    """fixtures/kprobes/btf-args.sh (BTF parameters by name, ``$arg*``,
+    ``$argN``, fields, typed ``$retval``, string fetches, their refusals),
+    run in the Debian 6.12 guest and under ``fakedebugfs run``: the same
+    acceptances, listing, ``error_log`` entries with their carets, fields
+    and print fmts (the log's timestamps cut)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--",
+         "bash", str(FIXTURES / "btf-args.sh")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    strip = lambda text: re.sub(r"(?m)^\[ *\d+\.\d+\] ", "", text)
+    assert strip(out.stdout) == strip((FIXTURES / "btf-args.debian-6.12.out").read_text())

@@ -268,14 +268,16 @@ def check_btf_string(typename: str, ops: list, ctx) -> None:
         elem, _ = btf.skip_modifiers(struct.unpack_from("<I", btf.data, t[5])[0])
         if elem is not None and elem[0] == KIND_INT and btf.int_data(elem) & 0xFF == 8:
             return
-    if t[0] == KIND_PTR:
-        elem, _ = btf.skip_modifiers(t[4])
-        if elem is not None and elem[0] == KIND_INT and btf.int_data(elem) & 0xFF == 8 \
-                and not (btf.int_data(elem) >> 24) & 1:
-            if len(ops) >= FETCH_INSN_MAX - 1:
-                raise ctx.err(ctx.offset, "TOO_MANY_OPS", errno.E2BIG)
-            ops.append("UDEREF" if typename[:1] == "u" else "DEREF")
-            return
+    # btf_type_is_char_ptr reads type->type whatever the kind: an integer's
+    # size is taken for a type id (6.12 takes "count:string" on a size_t
+    # when BTF type 8 is an 8-bit unsigned int, as in its vmlinux)
+    elem, _ = btf.skip_modifiers(t[4])
+    if elem is not None and elem[0] == KIND_INT and btf.int_data(elem) & 0xFF == 8 \
+            and not (btf.int_data(elem) >> 24) & 1:
+        if len(ops) >= FETCH_INSN_MAX - 1:
+            raise ctx.err(ctx.offset, "TOO_MANY_OPS", errno.E2BIG)
+        ops.append("UDEREF" if typename[:1] == "u" else "DEREF")
+        return
     raise ctx.err(ctx.offset, "BAD_TYPE4STR")
 
 
