@@ -33,13 +33,26 @@ pair's ratio is in ``spread["ratio"]``):
   ``reset_pattern_ms[C libfuse, spin]``: 2,305 x (OPEN, WRITE, RELEASE, 2 x
   (OPEN, READ, READ, RELEASE)) and the GETATTRs the kernel asks after a
   write, some 27,000 requests.
+* ``walk_pattern_ms[...]``: a listing of ``events/``, of each system's
+  directory and of each event's (OPENDIR, READDIRPLUS until empty,
+  RELEASEDIR), as ``ls -R``, ``find`` and ``perf list`` walk it;
+  ``[C libfuse, cache_dir]``: the C server opening its directories with
+  FOPEN_CACHE_DIR, so the kernel lists them from its cache after the
+  first pass (pyfuse3 3.5 cannot ask for it: its opendir reply sets no
+  flags).
+* ``static_pattern_ms[...]``: OPEN, READ, READ, RELEASE of each event's
+  ``format``, what ``trace-cmd stream`` and ``record`` read at start
+  (twice each).
+
+Every row carries ``"load"``, the 1-minute load average before and after
+its trials.
 
 The gap between a C server's row and the kernel's is what a request costs
 through FUSE on this machine (the two wake-ups of a round trip, the
 kernel's FUSE code), whatever the server; the gap between the fake's row
 and the C servers' is the fake's own (docs/cost.md, "The floor").
 
-    python -m bench floor                  # this table (about a minute)
+    python -m bench floor                  # this table (a few minutes)
     python -m bench.bench_floor            # rows as JSON lines
 """
 
@@ -56,8 +69,8 @@ from . import FAKEDEBUGFS, print_rows
 from .bench_control import TrialProcess, interleaved, namespace_trials, real_available, row
 
 HERE = Path(__file__).resolve().parent
-TRIALS = 7  # rounds of one pass on each side
-PATTERNS = ("stat", "reset")
+TRIALS = 5  # rounds of one pass on each side
+PATTERNS = ("stat", "reset", "walk", "static")
 # prints the event directories ("system/event") under the events/ directory $1
 LIST_EVENTS = 'cd "$1" && for d in */*/; do [ -e "$d/filter" ] && echo "${d%/}"; done; true'
 REAL_LOOP = r"""
@@ -119,11 +132,13 @@ def real_side(client: str, events: str, pattern: str):
 
 
 @contextlib.contextmanager
-def c_side(server: str, client: str, events: str, pattern: str, workdir: str, spin: bool):
-    """Passes against floor_server mounted in *workdir*; a spinning one is
-    stopped (SIGSTOP) between its passes."""
+def c_side(server: str, client: str, events: str, pattern: str, workdir: str, mode: str = ""):
+    """Passes against floor_server mounted in *workdir* (*mode*: ``--spin``,
+    ``--cache-dir`` or nothing); a spinning one is stopped (SIGSTOP)
+    between its passes."""
+    spin = mode == "--spin"
     mnt = tempfile.mkdtemp(prefix="floor-", dir=workdir)
-    proc = subprocess.Popen([server, mnt, events] + (["--spin"] if spin else []),
+    proc = subprocess.Popen([server, mnt, events] + ([mode] if mode else []),
                             stdout=subprocess.PIPE, text=True)
     try:
         if proc.stdout.readline().strip() != "mounted":
@@ -150,26 +165,29 @@ def c_side(server: str, client: str, events: str, pattern: str, workdir: str, sp
         os.rmdir(mnt)
 
 
-def run(trials: int = TRIALS) -> list[dict]:
+def run(trials: int = TRIALS, patterns=PATTERNS) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as workdir:
         client, server = _build(workdir)
         events = _event_list(workdir)
-        for pattern in PATTERNS:
+        for pattern in patterns:
+            before = os.getloadavg()[0]
             with contextlib.ExitStack() as stack:
-                fake = stack.enter_context(fake_side(client, events, pattern))
-                blocking = stack.enter_context(c_side(server, client, events, pattern, workdir,
-                                                      spin=False))
-                spinning = stack.enter_context(c_side(server, client, events, pattern, workdir,
-                                                      spin=True))
+                labels = ["", "[C libfuse]", "[C libfuse, spin]"]
+                sides = [stack.enter_context(fake_side(client, events, pattern))]
+                for mode in ("", "--spin") + (("--cache-dir",) if pattern == "walk" else ()):
+                    sides.append(stack.enter_context(c_side(server, client, events, pattern,
+                                                            workdir, mode)))
+                if pattern == "walk":
+                    labels.append("[C libfuse, cache_dir]")
                 real = stack.enter_context(real_side(client, events, pattern))
-                sides = (fake, blocking, spinning)
                 interleaved(1, real, *sides)  # untimed: every name's lookup
-                (f, b, s), r = interleaved(trials, real, *sides)
+                passes, r = interleaved(trials, real, *sides)
             name = f"{pattern}_pattern_ms"
-            rows += [row(name, "ms", f, r, scale=1000, paired=True),
-                     row(f"{name}[C libfuse]", "ms", b, r, scale=1000, paired=True),
-                     row(f"{name}[C libfuse, spin]", "ms", s, r, scale=1000, paired=True)]
+            load = [round(before, 2), round(os.getloadavg()[0], 2)]
+            for label, p in zip(labels, passes):
+                rows.append(dict(row(f"{name}{label}", "ms", p, r, scale=1000, paired=True),
+                                 load=load))
     return rows
 
 

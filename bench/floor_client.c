@@ -2,7 +2,7 @@
  * floor_client: the per-event system calls of `trace-cmd stat` or
  * `trace-cmd reset`, and nothing else, over an `events/` directory.
  *
- *     floor_client EVENTS_DIR LIST stat|reset
+ *     floor_client EVENTS_DIR LIST stat|reset|walk|static
  *
  * LIST has one "system/event" a line.  The client prints "ready", then runs
  * one pass over every event each time it reads a line on stdin and answers
@@ -16,7 +16,13 @@
  *          open(filter, O_WRONLY|O_TRUNC), write("0"), close;
  *          then over all events: stat(dir), stat(trigger), and twice:
  *          open(trigger, O_RDONLY), read until 0, close
+ *   walk:  a listing of EVENTS_DIR, of each system's directory and of each
+ *          event's (opendir, readdir to the end, closedir), as `ls -R`,
+ *          `find` or `perf list` walk events/
+ *   static: open, read until 0 and close of each event's `format`, as
+ *          `trace-cmd stream`/`record` read them (twice each, at start)
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +88,47 @@ static void stat_pass(const char *root)
 	}
 }
 
+static void list_dir(const char *p)
+{
+	DIR *d = opendir(p);
+
+	if (!d) {
+		perror(p);
+		exit(1);
+	}
+	while (readdir(d))
+		;
+	closedir(d);
+}
+
+static void walk_pass(const char *root)
+{
+	char p[1024], last[512] = "";
+
+	list_dir(root);
+	for (int i = 0; i < nevents; i++) {
+		size_t sys = strcspn(events[i], "/");
+
+		if (strncmp(last, events[i], sys) || last[sys]) { /* a new system */
+			snprintf(last, sizeof(last), "%.*s", (int)sys, events[i]);
+			snprintf(p, sizeof(p), "%s/%s", root, last);
+			list_dir(p);
+		}
+		path(p, sizeof(p), root, i, NULL);
+		list_dir(p);
+	}
+}
+
+static void static_pass(const char *root)
+{
+	char p[1024];
+
+	for (int i = 0; i < nevents; i++) {
+		path(p, sizeof(p), root, i, "format");
+		read_to_end(p);
+	}
+}
+
 static void reset_pass(const char *root)
 {
 	char p[1024];
@@ -113,8 +160,9 @@ int main(int argc, char **argv)
 	char line[512];
 	FILE *list;
 
-	if (argc != 4 || (strcmp(argv[3], "stat") && strcmp(argv[3], "reset"))) {
-		fprintf(stderr, "usage: %s EVENTS_DIR LIST stat|reset\n", argv[0]);
+	if (argc != 4 || (strcmp(argv[3], "stat") && strcmp(argv[3], "reset") &&
+			  strcmp(argv[3], "walk") && strcmp(argv[3], "static"))) {
+		fprintf(stderr, "usage: %s EVENTS_DIR LIST stat|reset|walk|static\n", argv[0]);
 		return 2;
 	}
 	list = fopen(argv[2], "r");
@@ -135,6 +183,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(argv[3], "stat"))
 			stat_pass(argv[1]);
+		else if (!strcmp(argv[3], "walk"))
+			walk_pass(argv[1]);
+		else if (!strcmp(argv[3], "static"))
+			static_pass(argv[1]);
 		else
 			reset_pass(argv[1]);
 		printf("%.6f\n", now() - t0);

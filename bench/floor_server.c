@@ -3,11 +3,12 @@
  * passes: a libfuse low-level server in C, one thread, answering every
  * request at once from a table built at start.
  *
- *     floor_server MOUNTPOINT LIST [--spin]
+ *     floor_server MOUNTPOINT LIST [--spin|--cache-dir]
  *
  * The tree is LIST's "system/event" directories, each with a `filter`
- * ("none\n") and a `trigger` (the "# Available triggers:" text of a kernel without
- * hist triggers, as the fake's 6.18 profile gives it),
+ * ("none\n"), a `trigger` (the "# Available triggers:" text of a kernel without
+ * hist triggers, as the fake's 6.18 profile gives it), a `format` (a
+ * typical event's, 1 KiB), `enable` and `id`,
  * with what the fake gives the same files: entries and attributes kept a
  * day, every file opened FOPEN_DIRECT_IO, FLUSH answered ENOSYS (so the
  * kernel stops sending it), writes accepted whole.
@@ -19,7 +20,10 @@
  * us after each reply (patches/pyfuse3-*-fastpath.patch).
  * bench/bench_floor.py times the same passes against both, the fake and
  * the real tracefs: what is left between the fake and the kernel that no
- * server can take away.
+ * server can take away.  With --cache-dir its directories are opened
+ * FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE (the kernel keeps their listings):
+ * what a directory walk would cost a server that asks for that, which
+ * pyfuse3 3.5 cannot (its opendir reply sets no flags).
  */
 #define FUSE_USE_VERSION 34
 #include <errno.h>
@@ -37,7 +41,10 @@ struct node {
 	fuse_ino_t parent;
 	char *name;
 	int dir;
+	fuse_ino_t child, next; /* first child; next sibling */
 };
+
+static int cache_dir;
 
 static struct node *nodes; /* index = inode; 1 = the root */
 static fuse_ino_t nnodes = 2;
@@ -47,6 +54,7 @@ static const char FILTER[] = "none\n";
 static const char TRIGGER[] =
 	"# Available triggers:\n"
 	"# traceon traceoff snapshot stacktrace enable_event disable_event\n";
+static char FORMAT[1024];
 
 static unsigned slot_of(fuse_ino_t parent, const char *name)
 {
@@ -73,7 +81,8 @@ static fuse_ino_t add(fuse_ino_t parent, const char *name, int dir)
 	if (ino)
 		return ino;
 	nodes = realloc(nodes, (nnodes + 1) * sizeof(*nodes));
-	nodes[nnodes] = (struct node){ parent, strdup(name), dir };
+	nodes[nnodes] = (struct node){ parent, strdup(name), dir, 0, nodes[parent].child };
+	nodes[parent].child = nnodes;
 	for (s = slot_of(parent, name); slots[s]; s = (s + 1) & (SLOTS - 1))
 		;
 	slots[s] = nnodes;
@@ -127,7 +136,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	const char *text = strcmp(nodes[ino].name, "filter") ? TRIGGER : FILTER;
+	const char *name = nodes[ino].name;
+	const char *text = !strcmp(name, "filter") ? FILTER : !strcmp(name, "format") ? FORMAT :
+			   !strcmp(name, "trigger") ? TRIGGER : "0\n";
 	size_t len = strlen(text);
 
 	(void)fi;
@@ -157,10 +168,51 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fi->fh = ino;
+	if (cache_dir)
+		fi->cache_readdir = fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* READDIRPLUS: the children from *off* (their index), each with its attributes */
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	char *buf = malloc(size);
+	size_t used = 0;
+	off_t i = 0;
+
+	(void)fi;
+	for (fuse_ino_t c = nodes[ino].child; c; c = nodes[c].next, i++) {
+		struct fuse_entry_param e = { .ino = c, .attr_timeout = TIMEOUT,
+					      .entry_timeout = TIMEOUT };
+		size_t n;
+
+		if (i < off)
+			continue;
+		fill(c, &e.attr);
+		n = fuse_add_direntry_plus(req, buf + used, size - used, nodes[c].name, &e, i + 1);
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino, (void)fi;
+	fuse_reply_err(req, 0);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.lookup = op_lookup, .getattr = op_getattr, .setattr = op_setattr,
 	.open = op_open, .read = op_read, .write = op_write, .flush = op_flush,
-	.release = op_release,
+	.release = op_release, .opendir = op_opendir, .readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
 };
 
 /* the --spin loop: poll(2) without a timeout until a request waits, then take it */
@@ -189,10 +241,15 @@ int main(int argc, char **argv)
 	struct fuse_session *se;
 	FILE *list;
 
-	if (argc < 3 || (argc == 4 && strcmp(argv[3], "--spin")) || argc > 4) {
-		fprintf(stderr, "usage: %s MOUNTPOINT LIST [--spin]\n", argv[0]);
+	if (argc < 3 || (argc == 4 && strcmp(argv[3], "--spin") && strcmp(argv[3], "--cache-dir"))
+	    || argc > 4) {
+		fprintf(stderr, "usage: %s MOUNTPOINT LIST [--spin|--cache-dir]\n", argv[0]);
 		return 2;
 	}
+	cache_dir = argc == 4 && !strcmp(argv[3], "--cache-dir");
+	memset(FORMAT, 'x', sizeof(FORMAT) - 1);
+	for (size_t i = 63; i < sizeof(FORMAT) - 1; i += 64)
+		FORMAT[i] = '\n';
 	nodes = calloc(2, sizeof(*nodes));
 	nodes[1] = (struct node){ 0, "", 1 };
 	list = fopen(argv[2], "r");
@@ -210,7 +267,10 @@ int main(int argc, char **argv)
 			continue;
 		*event++ = 0;
 		dir = add(add(1, line, 1), event, 1);
+		add(dir, "enable", 0);
 		add(dir, "filter", 0);
+		add(dir, "format", 0);
+		add(dir, "id", 0);
 		add(dir, "trigger", 0);
 	}
 	fclose(list);
@@ -219,7 +279,7 @@ int main(int argc, char **argv)
 		return 1;
 	printf("mounted\n");
 	fflush(stdout);
-	if (argc == 4)
+	if (argc == 4 && !cache_dir)
 		spin_loop(se);
 	else
 		fuse_session_loop(se);
