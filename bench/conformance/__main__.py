@@ -98,7 +98,8 @@ def main(argv=None) -> int:
         finally:
             for side in opened.values():
                 side.close()
-    path = report.write("python -m bench.conformance")
+    path = report.write("python -m bench.conformance",
+                        versions={name: _version(suite) for name, suite in SUITES.items()})
     print(f"wrote {path}")
     return 1 if failed else 0
 
