@@ -252,19 +252,20 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
         if not self.options["markers"]:
             raise einval("markers option is off")
         cpu = pid % len(self.buffers) if cpu is None else cpu
+        pc = self.marker_preempt_count()
         if raw:  # all or nothing: an id and what one event holds
             if not raw_marker_ok(len(data), has(getattr(self.top, "profile", None),
                                                 "raw_marker_id_counted_once")):
                 raise einval("raw marker")
             ev = self.events["ftrace:raw_data"]  # its id is the profile's (18 in 6.12, 19 in 6.18)
-            payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, 1) + data[4:]
+            payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, pc) + data[4:]
             count = len(data)
         else:  # cut to TRACE_MARKER_MAX_SIZE, then to one event: the count says
             count = marker_count(len(data))
             text = data[:count]
             text = text + b"\0\0" if text.endswith(b"\n") else text + b"\n\0"
             ev = self.events["ftrace:print"]
-            payload = ev.pack(pid, {"ip": 0}, 0, 1) + text  # ip 0: see sym()
+            payload = ev.pack(pid, {"ip": 0}, 0, pc) + text  # ip 0: see sym()
         ts = self.engine.clock.now() if ts is None else ts
         post = [] if raw else marker_triggers(self, cpu, pid, ts, data[:count])
         if not self.commit(cpu, ts, payload) and not self.tracing_on:
@@ -272,6 +273,12 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
         for t in post:  # event_triggers_post_call
             run_trigger(self, t, cpu, pid, ts)
         return count
+
+    def marker_preempt_count(self) -> int:
+        """The ``common_preempt_count`` of a marker's entry: 1 where the
+        kernel takes its context with preemption disabled (6.18), else 0
+        (6.12; kversion's ``marker_preempt_disabled``)."""
+        return 1 if has(getattr(self.top, "profile", None), "marker_preempt_disabled") else 0
 
     def stack_entry(self, cpu: int, pid: int, ts: int) -> None:
         """The ``kernel_stack`` entry of the ``stacktrace`` trigger and

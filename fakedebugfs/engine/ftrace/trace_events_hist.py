@@ -133,7 +133,8 @@ def record_bytes(tr, key: str, rec: dict, pid: int) -> bytes:
     ev = tr.events[key]
     if key == "ftrace:print":
         buf = rec.get("buf") or b""
-        return ev.pack(pid, {"ip": rec.get("ip", 0)}, 0, 1) + bytes(buf) + b"\0"
+        head = ev.pack(pid, {"ip": rec.get("ip", 0)}, 0, tr.marker_preempt_count())
+        return head + bytes(buf) + b"\0"
     return ev.pack(pid, rec)
 
 

@@ -220,7 +220,8 @@ def marker_triggers(tr, cpu: int, pid: int, ts: int, text: bytes) -> list:
     if trig is None or not trig.list:
         return []
     comm = tr.engine.comms.get(pid, "")
-    rec = dict(ip=0, buf=text, common_pid=pid, CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
+    rec = dict(ip=0, buf=text, common_pid=pid, common_preempt_count=tr.marker_preempt_count(),
+               CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
     return event_triggers_call(tr, trig, rec, cpu, pid, ts)
 
 
