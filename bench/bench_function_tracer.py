@@ -40,7 +40,7 @@ from . import ROOT, compiled_and_python, print_rows, spread
 
 TRIALS = 5
 RUNS = (1000, 1)
-EVENTS = {1000: 60_000, 1: 3_000}  # events per trial
+EVENTS = {1000: 20_000, 1: 1_000}  # events per trial
 PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
 SAMPLE = ROOT / "fixtures" / "calltrees" / "debian-6.12-sample"
 
@@ -115,7 +115,10 @@ def measure(profile: Path, tracer: str, run: int) -> float:
         else:
             k.engine.emit_batch(b)
     fire(batch(max(run, 64)))  # templates made, buffers touched
-    batches = [batch(run if run > 1 else EVENTS[1]) for _ in range(max(1, EVENTS[run] // run))]
+    if run == 1:  # one batch fired event by event
+        batches = [batch(EVENTS[1])]
+    else:
+        batches = [batch(run) for _ in range(EVENTS[run] // run)]
     before = k.ftrace.written
     began = time.thread_time()
     for b in batches:

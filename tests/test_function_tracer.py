@@ -430,6 +430,37 @@ def test_the_batch_path_writes_what_one_by_one_writes(profile, tracer):
     assert one.engine.clock.now() == many.engine.clock.now()
 
 
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_a_big_tree_written_at_once_is_what_call_by_call_writes(tracer, monkeypatch):
+    """The per-event path writes a big tree (the profile's recorded ones:
+    hundreds of calls) from its template at once: the same bytes,
+    counters and saved_cmdlines as writing its calls one by one, with a
+    filter and a CPU masked out."""
+    from fakedebugfs.engine.ftrace import trace_functions, trace_functions_graph
+    from fakedebugfs.engine.kernel import Kernel, KernelConfig
+    from fakedebugfs.trees.tracing import TracingTree
+
+    def run(whole: int):
+        monkeypatch.setattr(trace_functions, "WHOLE_TREE", whole)
+        monkeypatch.setattr(trace_functions_graph, "WHOLE_TREE", whole)
+        k = Kernel(KernelConfig(profile=str(PROFILE), clock="virtual", cpus=3))
+        TracingTree(k, k.ftrace)
+        k.ftrace.set_tracer(tracer)
+        k.ftrace.function_trace.ops(k.ftrace).process_regex("*spin*", False)  # notrace
+        k.ftrace.cpumask = 0b011
+        tp = k.engine.tracepoints["raw_syscalls:sys_enter"]
+        for i, nr in enumerate((257, 0, 89, 1, 257, 61, 3, 0) * 3):
+            k.engine._fire_each([(tp, i % 3, 40 + i % 4, 10**9 + 20_000 * i, (nr, (0,) * 6))])
+        return k
+
+    one, whole = run(10**9), run(48)
+    for a, b in zip(one.ftrace.buffers, whole.ftrace.buffers):
+        assert bytes(a.mem) == bytes(b.mem) and a.entries == b.entries
+    assert one.ftrace.written == whole.ftrace.written > 1000
+    assert one.ftrace.cmdlines.show() == whole.ftrace.cmdlines.show()
+    assert one.engine.clock.now() == whole.engine.clock.now()
+
+
 def test_calls_injected_with_fake():
     """``Fake.calls``: a tree of calls through the filters and the tracer;
     a malformed tree, or a profile without function tracing, is refused

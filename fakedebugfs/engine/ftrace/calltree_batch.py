@@ -21,6 +21,9 @@ from fakedebugfs.engine.core.batch import EventBatch, as_words, column_value, sp
 from fakedebugfs.engine.core.lazynp import np
 
 ENTRY = 24  # struct ftrace_entry: trace_entry, ip, parent_ip
+# the per-event path writes a tree of this many calls or more at once (its
+# template, the compiled ring-buffer writer) rather than call by call
+WHOLE_TREE = 48
 
 
 class FunctionBatch:
@@ -118,6 +121,13 @@ class FunctionBatch:
         if tr.top.options["record-cmd"]:  # tracing_record_cmdline of each entry
             kept = counts > 0 if sel is None else (counts > 0) & mask[cpu]
             tr.top.cmdlines.record_many(pid[kept].astype(np.int32))
+
+
+    def write_one(self, tree, cpu: int, pid: int, ts: int) -> None:
+        """One event's tree (the per-event path, for a big tree): what
+        writing its calls one by one writes."""
+        one = np.zeros(1, np.int64)
+        self.write([tree], one, one + cpu, one + pid, one + ts)
 
 
 class GraphBatch(FunctionBatch):

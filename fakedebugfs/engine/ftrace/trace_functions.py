@@ -25,6 +25,7 @@ import struct
 from typing import Optional
 
 from fakedebugfs.engine.ftrace.calltree import FunctionCalls, parse_calltrees
+from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
 from fakedebugfs.engine.ftrace.ftrace import FtraceOps, FtraceRecords
 from fakedebugfs.engine.ftrace.ftrace_probe import COMMANDS, clear_probes
 from fakedebugfs.engine.ftrace.output import timestamp
@@ -416,6 +417,10 @@ class FunctionTracer:
             flags = self.flags
             stack = flags["func_stack_trace"]
             norep = flags["func-no-repeats"]
+            if not (stack or norep) and len(tree.nodes) >= WHOLE_TREE \
+                    and not tr.options.get("record-tgid"):
+                user.batch.write_one(tree, cpu, pid, ts)  # the same bytes, at once
+                return
             recs, addrs, nodes, rets = tree.recs, tree.addrs, tree.nodes, tree.rets
             root_ret = tree.tail[0] if tree.tail else 0
             for k, node in enumerate(nodes):

@@ -26,6 +26,7 @@ from itertools import islice
 from typing import Iterator
 
 from fakedebugfs.engine.ftrace.output import timestamp
+from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
 
 TRACE_GRAPH_RET, TRACE_GRAPH_ENT, TRACE_FN, TRACE_STACK = 10, 11, 1, 4
 TRACE_GRAPH_INDENT = 2
@@ -115,6 +116,9 @@ class GraphTracer:
 
         def user(tree, cpu, pid, ts):
             if not fn.trace_task(tr, pid):
+                return
+            if len(tree.nodes) >= WHOLE_TREE and not tr.options.get("record-tgid"):
+                user.batch.write_one(tree, cpu, pid, ts)  # the same bytes, at once
                 return
             addrs = tree.addrs
             for off, is_exit, k, depth, call, end in graph_plan(tree, ops, gops,
