@@ -12,7 +12,10 @@ once, as it does on tracefs.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+
+import pytest
 
 from conftest import read, run_cli
 
@@ -127,3 +130,30 @@ def test_removals_just_before_unmounting_are_not_errors():
             (instances / f"x{i}").rmdir()
         fk.close()
         assert "ERROR" not in fk.log() and "Traceback" not in fk.log(), fk.log()[-600:]
+
+
+@pytest.mark.skipif(shutil.which("trace-cmd") is None or shutil.which("perf") is None,
+                    reason="needs trace-cmd and perf")
+def test_tracecmd_and_perf_see_changes_at_once():
+    """trace-cmd and perf, which walk ``events/`` and ``instances/`` by
+    name, see a new event, a new instance and a removed one at once after
+    having listed the tree (its names and attributes cached in the kernel)."""
+    from fakedebugfs import Fake
+
+    def out(fk, *argv) -> str:
+        p = fk.run(list(argv), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    with Fake() as fk:
+        events = out(fk, "trace-cmd", "list", "-e").split()
+        assert "cachedemo:late" not in events and "sched:sched_switch" in events
+        assert "cachedemo:late" not in out(fk, "perf", "list", "tracepoint")
+        assert "seen" not in out(fk, "trace-cmd", "list", "-B").split()
+        fk.define("cachedemo", "late", ["int n"])
+        assert "cachedemo:late" in out(fk, "trace-cmd", "list", "-e").split()
+        assert "cachedemo:late" in out(fk, "perf", "list", "tracepoint")
+        os.mkdir(fk.tracing / "instances" / "seen")
+        assert "seen" in out(fk, "trace-cmd", "list", "-B").split()
+        os.rmdir(fk.tracing / "instances" / "seen")
+        assert "seen" not in out(fk, "trace-cmd", "list", "-B").split()
