@@ -553,8 +553,9 @@ KMEM_EVENTS = (
 )
 
 # enum trace_type of kernel/trace/trace.h (6.18) for the ftrace/ entries
-# shown, and the kmemtrace plugin's TRACE_KMEM_ALLOC/FREE (17, 18 in 2.6.29; osnoise and
-# timerlat, which use those numbers today, are not emulated).
+# shown, and the kmemtrace plugin's TRACE_KMEM_ALLOC/FREE (17, 18 in 2.6.29; where the
+# profile's kernel gives those numbers to other entries, timerlat and raw_data in
+# 6.12, osnoise and timerlat in 6.18, .registry gives them free ones).
 TRACE_FN, TRACE_PRINT, TRACE_BPRINT, TRACE_BPUTS, TRACE_RAW_DATA = 1, 5, 6, 15, 19
 TRACE_KMEM_ALLOC, TRACE_KMEM_FREE = 17, 18
 

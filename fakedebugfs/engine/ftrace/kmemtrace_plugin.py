@@ -31,7 +31,10 @@ wins unless said otherwise):
 from __future__ import annotations
 
 from fakedebugfs.engine.core.errors import einval
-from fakedebugfs.engine.ftrace.events import TRACE_KMEM_ALLOC, TRACE_KMEM_FREE
+# its entries, by name: their numbers are 2.6.29's (TRACE_KMEM_ALLOC/FREE,
+# 17 and 18) unless the profile's kernel numbers other entries so
+# (.registry gives them free ones then)
+KMEM_ALLOC, KMEM_FREE = "ftrace:kmem_alloc", "ftrace:kmem_free"
 
 # enum kmemtrace_type_id
 KMEMTRACE_TYPE_KMALLOC, KMEMTRACE_TYPE_CACHE, KMEMTRACE_TYPE_PAGES = 0, 1, 2
@@ -125,7 +128,7 @@ class KmemTracer:
 
     def _probe(self, ft, key: str):
         alloc, type_id = KMEM_TRACEPOINTS[key]
-        etype = ft.by_id[TRACE_KMEM_ALLOC if alloc else TRACE_KMEM_FREE]
+        etype = ft.events[KMEM_ALLOC if alloc else KMEM_FREE]
 
         def probe(cpu, pid, ts, values):
             """``kmemtrace_mark_alloc_node`` / ``kmemtrace_mark_free``."""
@@ -153,9 +156,9 @@ class KmemTracer:
 
     def print_line(self, ft, etype, rec):
         """``kmemtrace_print_line``: only this tracer's two entry types."""
-        if etype.id == TRACE_KMEM_ALLOC:
+        if etype.key == KMEM_ALLOC:
             return self._alloc_compress(ft, rec) if self.minimal else _alloc_original(rec)
-        if etype.id == TRACE_KMEM_FREE:
+        if etype.key == KMEM_FREE:
             return self._free_compress(ft, rec) if self.minimal else _free_original(rec)
         return None
 

@@ -70,6 +70,14 @@ class EventRegistry(MutableMapping):
             # an entry's id is its enum trace_type value, which moves between
             # kernels (bputs: 14 in 6.12, 15 in 6.18): the profile's
             ev = dataclasses.replace(ev, id=self.profile.ids[ev.key])
+        elif text is None and self.profile and ev.id in self.profile.ids.values():
+            # an entry of the fake's own (kmemtrace's, 17 and 18 in 2.6.29)
+            # whose number the profile's kernel gives another (raw_data is 18
+            # in 6.12): the next number no event has, as register_trace_event
+            # numbers an event without a fixed type
+            taken = set(self.profile.ids.values()) | {e.id for e in self._built.values()}
+            ev = dataclasses.replace(ev, id=next(i for i in range(max(taken) + 1, 1 << 16)
+                                                 if i not in taken))
         if self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev
         elif text is not None:

@@ -41,6 +41,7 @@ DEFAULT_BUFFER_KB = 1408  # buffer_size_kb of an expanded buffer on 6.18 (x86_64
 TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
                 "boot", "tai", "x86-tsc")
 TRACE_MARKER_MAX_SIZE = 4096
+FAULT_SIZE_ID = 13  # tracing_mark_raw_write (6.12): len("<faulted>") + sizeof(int)
 TRACE_STACK = 4  # enum trace_type: kernel_stack
 ERROR_LOG_MAX = 8  # TRACING_LOG_ERRS_MAX (8 on 6.12 and on this host's 6.18, both seen)
 
@@ -254,11 +255,14 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
         cpu = pid % len(self.buffers) if cpu is None else cpu
         pc = self.marker_preempt_count()
         if raw:  # all or nothing: an id and what one event holds
-            if not raw_marker_ok(len(data), has(getattr(self.top, "profile", None),
-                                                "raw_marker_id_counted_once")):
+            once = has(getattr(self.top, "profile", None), "raw_marker_id_counted_once")
+            if not raw_marker_ok(len(data), once):
                 raise einval("raw marker")
             ev = self.events["ftrace:raw_data"]  # its id is the profile's (18 in 6.12, 19 in 6.18)
             payload = ev.pack(pid, {"id": int.from_bytes(data[:4], "little")}, 0, pc) + data[4:]
+            if not once:  # 6.12 reserves sizeof(entry) + cnt, cnt at least FAULT_SIZE_ID:
+                # zeros after the data, which trace prints as part of buf
+                payload += bytes(4 + max(0, FAULT_SIZE_ID - len(data)))
             count = len(data)
         else:  # cut to TRACE_MARKER_MAX_SIZE, then to one event: the count says
             count = marker_count(len(data))
