@@ -26,10 +26,9 @@ import errno
 import itertools
 import logging
 import os
+from time import perf_counter
 
 import pyfuse3
-
-from time import perf_counter
 
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile
 from fakedebugfs.fs.slices import slicer
