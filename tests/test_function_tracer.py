@@ -621,6 +621,23 @@ def test_stack_tracer_enabled_inside_run(profile):
     assert got[-1] == "refused", out
 
 
+def test_trace_cmd_records_the_default_workloads_calls_within_max_length(tmp_path):
+    """trace-cmd's utest "Test max length", shortened: ``trace-cmd record
+    -p function -m KB`` under ``run --profile debian-6.12`` (the default
+    workload's system calls run the profile's recorded trees) records
+    function entries, each CPU's data under the utest's bound."""
+    dat = tmp_path / "max.dat"
+    run_cli("run", "--profile", "debian-6.12", "--", "trace-cmd", "record", "-q", "-p",
+            "function", "-m", "500", "-o", dat, "sleep", "1", timeout=120)
+    stat = subprocess.run(["trace-cmd", "report", "-i", str(dat), "--stat"],
+                          capture_output=True, text=True, check=True).stdout
+    sizes = [int(ln.split()[0]) for ln in stat.splitlines() if "bytes in size" in ln]
+    assert sizes and sum(sizes) > 0 and all(n < 10_000_000 for n in sizes), stat
+    report = subprocess.run(["trace-cmd", "report", "-i", str(dat)], capture_output=True,
+                            text=True, check=True).stdout
+    assert "function:" in report and "x64_sys_call" in report, report[:2000]
+
+
 def _selftests() -> Path:
     env = os.environ.get("FTRACETEST_DIR")
     if env:
