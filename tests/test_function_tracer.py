@@ -638,6 +638,30 @@ def test_trace_cmd_records_the_default_workloads_calls_within_max_length(tmp_pat
     assert "function:" in report and "x64_sys_call" in report, report[:2000]
 
 
+FUNCGRAPH = shutil.which("funcgraph-perf") or shutil.which("funcgraph")
+FUNCTRACE = shutil.which("functrace-perf") or shutil.which("functrace")
+
+
+@pytest.mark.skipif(not (FUNCGRAPH and FUNCTRACE), reason="perf-tools' funcgraph and functrace "
+                    "are not installed (apt-get install perf-tools-unstable)")
+def test_perf_tools_funcgraph_and_functrace():
+    """perf-tools' ``funcgraph -d 1 do_sys_openat2`` and ``functrace -d 1
+    'vfs_*'`` under ``run --profile debian-6.12``: the default workload's
+    openat(2) calls drawn from the recorded tree, and the vfs_ functions
+    of its system calls with their callers."""
+    out = run_cli("run", "--profile", "debian-6.12", "--", "sh", "-c",
+                  f"{FUNCGRAPH} -d 1 do_sys_openat2; echo ====; {FUNCTRACE} -d 1 'vfs_*'",
+                  timeout=120).stdout
+    graph, _, funcs = out.partition("====")
+    calls = [ln.split("|")[-1].strip() for ln in graph.splitlines() if ")" in ln and "|" in ln]
+    assert "do_sys_openat2() {" in calls, graph
+    assert "getname() {" in calls and "do_filp_open() {" in calls, graph
+    assert any(ln.split()[-2:] == ["vfs_open", "<-path_openat"] for ln in funcs.splitlines()
+               if len(ln.split()) >= 2), funcs
+    assert any(ln.split()[-2:] == ["vfs_read", "<-ksys_read"] for ln in funcs.splitlines()
+               if len(ln.split()) >= 2), funcs
+
+
 def _selftests() -> Path:
     env = os.environ.get("FTRACETEST_DIR")
     if env:
