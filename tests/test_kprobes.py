@@ -63,7 +63,7 @@ def symbol(name: str):
 
 @pytest.fixture(scope="module")
 def fk():
-    with Fake(profile=str(PROFILE), clock="virtual", cpus=2) as fake:
+    with Fake(profile=str(PROFILE), clock="virtual", cpus=2, workload="none") as fake:
         yield fake
 
 
