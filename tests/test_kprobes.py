@@ -406,3 +406,27 @@ def test_btf_arguments_as_the_guest():
     assert out.returncode == 0, out.stderr
     strip = lambda text: re.sub(r"(?m)^\[ *\d+\.\d+\] ", "", text)
     assert strip(out.stdout) == strip((FIXTURES / "btf-args.debian-6.12.out").read_text())
+
+
+def test_tracepoint_probes_fire_with_their_tracepoint(fk, t):
+    """A tracepoint probe records an entry each time its tracepoint fires:
+    ``__probe_ip`` is the tracepoint's stub past its endbr64, as the
+    guest's ``(__probestub_sched_switch+0x4/0x10)``; ``$argN`` are the
+    TP_PROTO arguments by their BTF names, known where an event field has
+    that name (prev_state), else 0 (the task pointers)."""
+    assert append(t / "dynamic_events", "t:tp1 sched_switch $arg1 $arg2 $arg4") is None
+    assert (t / "dynamic_events").read_text() == \
+        "t:tracepoints/tp1 sched_switch preempt=preempt prev=prev prev_state=prev_state\n"
+    (t / "events/tracepoints/tp1/enable").write_text("1")
+    (t / "trace").write_text("")
+    fk.emit("sched:sched_switch", cpu=1, pid=42, comm="cat", prev_comm="cat", prev_pid=42,
+            prev_prio=120, prev_state=1, next_comm="sh", next_pid=7, next_prio=120)
+    lines = _entries(t)
+    assert len(lines) == 1
+    assert lines[0].endswith("tp1: (__probestub_sched_switch+0x4/0x10) preempt=0 prev=0x0 "
+                             "prev_state=1")
+    (t / "events/tracepoints/tp1/enable").write_text("0")
+    (t / "trace").write_text("")
+    fk.emit("sched:sched_switch", cpu=1, pid=42, comm="cat", prev_comm="cat", prev_pid=42,
+            prev_prio=120, prev_state=1, next_comm="sh", next_pid=7, next_prio=120)
+    assert _entries(t) == []

@@ -96,26 +96,42 @@ def call_params(btf, tree, known: dict) -> list:
         if avail is None:
             continue
         params = _btf_params(btf, node[3])
-        taken, names, strings = {}, {}, {}
-        for i, (pname, ptype) in enumerate(params):
-            if pname not in avail:
-                continue
-            value = avail[pname]
-            if isinstance(value, (str, bytes)):
-                if not _char_pointer(btf, ptype):
-                    continue
-                text = value.decode(errors="replace") if isinstance(value, bytes) else value
-                value = string_address(text)
-                strings[value] = text
-            elif isinstance(value, int):  # the register holds the C parameter's bits
-                value &= (1 << (8 * _size(btf, ptype))) - 1
-            taken[i] = names[pname] = value
+        taken, names, strings = _take(btf, params, avail)
         if taken:
             out[k] = (taken, names, strings)
             passing[k] = {n: avail[n] for n, _ in params if n in avail}
         elif parent < 0 or out[parent] is None:  # nothing taken yet: the entry code passes all
             passing[k] = avail
     return out
+
+
+def _take(btf, params: list, avail: dict) -> tuple:
+    """``(params {index: value}, names {name: value}, strings)``: the
+    values of *avail* the parameters of those names take."""
+    taken, names, strings = {}, {}, {}
+    for i, (pname, ptype) in enumerate(params):
+        if pname not in avail:
+            continue
+        value = avail[pname]
+        if isinstance(value, (str, bytes)):
+            if not _char_pointer(btf, ptype):
+                continue
+            text = value.decode(errors="replace") if isinstance(value, bytes) else value
+            value = string_address(text)
+            strings[value] = text
+        elif isinstance(value, int):  # the register holds the C parameter's bits
+            value &= (1 << (8 * _size(btf, ptype))) - 1
+        taken[i] = names[pname] = value
+    return taken, names, strings
+
+
+def tracepoint_context(btf, name: str, known: dict, comm: str, ip: int) -> CallContext:
+    """What a tracepoint probe on tracepoint *name* knows when it fires:
+    the arguments of its ``TP_PROTO`` (its ``__probestub_`` function's
+    parameters after ``__data``) that the event's fields name."""
+    params = _btf_params(btf, f"__probestub_{name}")[1:] if btf is not None else []
+    taken, names, strings = _take(btf, params, known)
+    return CallContext(taken, names, strings, comm, ip)
 
 
 def _btf_params(btf, name: str) -> list:

@@ -69,6 +69,8 @@ class DynEvents:
         self.argv: list = []  # the command being run (its error log)
         if "eprobe" in self.kinds and hasattr(ft, "on_enable_change"):
             self.eprobe_hits = trace_eprobe.EprobeHits(self)
+        if "fprobe" in self.kinds and hasattr(ft, "on_enable_change"):
+            self.tprobe_hits = trace_fprobe.TprobeHits(self)
 
     # --- the files ------------------------------------------------------------------
 

@@ -201,6 +201,69 @@ def register(tf: TraceFprobe, dyn) -> None:
             lambda: log.err(0, "EVENT_EXIST", errno.EEXIST))
 
 
+class TprobeHits:
+    """Each enabled tracepoint probe's hits (``tracepoint_probe_register``
+    of ``fentry_dispatcher`` on the tracepoint): when the engine's
+    tracepoint of that name fires, one entry, ``__probe_ip`` the
+    tracepoint's ``__probestub_`` function (past its ``endbr64``), the
+    arguments what its ``TP_PROTO`` parameters get from the event's
+    fields by name (:func:`~.probe_fetch.tracepoint_context`: a
+    ``prev_state`` is known, the task pointers are not)."""
+
+    def __init__(self, dyn):
+        self.dyn, self.ft = dyn, dyn.ft
+        self.attached: dict = {}  # probe event key -> (tracepoint, probe)
+        self.ft.on_enable_change.append(self.enable_change)
+
+    def enable_change(self, key: str, on: bool) -> None:
+        tf = next((p for p in self.dyn.probes_of(key)
+                   if p.kind == "fprobe" and p.is_tracepoint), None)
+        if tf is None:
+            return
+        if on and key not in self.attached:
+            self._attach(tf)
+        elif not on and key in self.attached \
+                and sum(key in tr.enabled for tr in self.ft.arrays()) <= 1:
+            tp, probe = self.attached.pop(key)
+            tp.unregister(probe)
+            self._tell(tp.key, False)
+
+    def _tell(self, key: str, on: bool) -> None:
+        """The sources that feed only what is recorded (``--mirror``,
+        ``run``'s watcher) hear of the tracepoint as of an enable."""
+        for hook in tuple(self.ft.on_enable_change):
+            if hook == self.enable_change:
+                continue
+            try:
+                hook(key, on)
+            except OSError:
+                pass
+
+    def _attach(self, tf: TraceFprobe) -> None:
+        from fakedebugfs.engine.ftrace.probe_fetch import probe_values, tracepoint_context
+
+        engine = self.ft.engine
+        tp = next((t for k, t in engine.tracepoints.items()
+                   if k.partition(":")[2] == tf.symbol), None)
+        mine = engine.tracepoints.get(tf.key)
+        if tp is None or mine is None:
+            return
+        try:
+            ip = self.dyn.kprobes().kprobe_addr(f"__probestub_{tf.symbol}", 0)[0]
+        except OSError:
+            ip = 0
+        btf = self.dyn.facts.btf
+
+        def probe(cpu, pid, ts, values):
+            ctx = tracepoint_context(btf, tf.symbol, dict(zip(tp.args, values)),
+                                     engine.comms.get(pid, ""), ip)
+            vals = probe_values(tf, ctx, {"__probe_ip": ip})
+            mine.fire(cpu, pid, ts, tuple(vals.get(a, 0) for a in mine.args))
+        tp.register(probe)
+        self.attached[tf.key] = (tp, probe)
+        self._tell(tp.key, True)
+
+
 def _check_registered(tf: TraceFprobe, dyn, log) -> None:
     ret = _register_probe(tf, dyn)
     if ret:
@@ -208,4 +271,5 @@ def _check_registered(tf: TraceFprobe, dyn, log) -> None:
         raise log.err(0, "BAD_PROBE_ADDR" if ret == errno.ENOENT else "FAIL_REG_PROBE", ret)
 
 
-__all__ = ["FPROBE_EVENT_SYSTEM", "TRACEPOINT_EVENT_SYSTEM", "TraceFprobe", "create", "register"]
+__all__ = ["FPROBE_EVENT_SYSTEM", "TRACEPOINT_EVENT_SYSTEM", "TprobeHits", "TraceFprobe",
+           "create", "register"]
