@@ -430,3 +430,33 @@ def test_tracepoint_probes_fire_with_their_tracepoint(fk, t):
     fk.emit("sched:sched_switch", cpu=1, pid=42, comm="cat", prev_comm="cat", prev_pid=42,
             prev_prio=120, prev_state=1, next_comm="sh", next_pid=7, next_prio=120)
     assert _entries(t) == []
+
+
+MIRROR_SCRIPT = r"""
+cd /sys/kernel/tracing || exit 1
+echo 'p:myp do_sys_openat2 dfd=%di' > kprobe_events
+echo 'p:gn getname name=+0(%di):string' >> kprobe_events
+echo 'f:myf do_sys_openat2 $arg*' >> dynamic_events
+echo 1 > events/kprobes/enable; echo 1 > events/fprobes/enable
+/bin/cat /etc/hostname > /dev/null
+echo 0 > events/kprobes/enable; echo 0 > events/fprobes/enable
+cat trace
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)")
+def test_the_commands_system_calls_and_execs_hit_kernel_probes():
+    """Under ``run --mirror tree`` the command's real openat(2) calls run
+    their call trees, which hit the kprobe and the fprobe on
+    do_sys_openat2 with the call's dfd (AT_FDCWD: %di is the int's bits,
+    $arg* prints it signed); the exec of /bin/cat (run's process watcher)
+    hands its file name to getname, as in the guest."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--mirror", "tree", "--profile", str(PROFILE),
+         "--", "sh", "-c", MIRROR_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert re.search(r" myp: \(do_sys_openat2\+0x0/0xe0\) dfd=0xffffff9c\n", text), text
+    assert re.search(r" myf: \(do_sys_openat2\+0x0/0xe0\) dfd=-100 filename=0x[0-9a-f]+ "
+                     r"how=0x0\n", text), text
+    assert ' gn: (getname+0x4/0x50) name="/bin/cat"\n' in text, text
