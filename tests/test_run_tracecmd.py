@@ -319,7 +319,8 @@ def test_stream_ends_on_sigint_within_seconds(tmp_path):
     p = run("--cpus", 2, "--rate", 2000, "--", "sh", "-c", script, timeout=180)
     assert p.returncode == 0, p.stderr
     got = dict(kv.split("=") for kv in p.stdout.split())
-    assert got["status"] == "0" and int(got["ms"]) < 5000, p.stdout
+    # (a hang is what this catches: the bound is generous, not a figure)
+    assert got["status"] == "0" and int(got["ms"]) < 60_000, p.stdout
     assert "sched_switch:" in out.read_text()
 
 
