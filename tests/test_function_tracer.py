@@ -662,6 +662,33 @@ def test_perf_tools_funcgraph_and_functrace():
                if len(ln.split()) >= 2), funcs
 
 
+def test_a_guest_function_graph_recording_replays_byte_for_byte(tmp_path):
+    """A trace.dat recorded in the Debian 6.12 guest (``taskset -c 0,1
+    trace-cmd record -M 3 -p function_graph -g do_sys_openat2
+    --max-graph-depth 3 taskset -c 1 cat /proc/version``: two CPUs, as
+    trace-cmd here records this host's two) replayed into the fake with
+    its timestamps, while trace-cmd records the fake with the same
+    tracer: ``trace-cmd report`` of the re-recording is the guest's, line
+    for line (the function_graph entries are written only while that
+    tracer is current, as the kernel writes them)."""
+    dat = Path(__file__).resolve().parent.parent / "fixtures" / "replay" / "large" / \
+        "debian-6.12-funcgraph-v7.dat"
+    out = tmp_path / "re.dat"
+    script = (f"trace-cmd record -q -p function_graph -g do_sys_openat2 --max-graph-depth 3 "
+              f"-o {out} > /dev/null & rec=$!\n"
+              f'{FAKEDEBUGFS} replay "$FAKEDEBUGFS_MOUNT" {dat} --keep-timestamps --wait-enabled\n'
+              "kill -INT $rec; wait $rec\n")
+    run_cli("run", "--profile", "debian-6.12", "--cpus", "2", "--workload", "none", "--clock",
+            "virtual", "--", "sh", "-c", script, timeout=180)
+    report = subprocess.run(["trace-cmd", "report", "-i", str(out)], capture_output=True,
+                            text=True, check=True).stdout
+
+    def events(text):
+        return [ln for ln in text.splitlines() if ": funcgraph_" in ln]
+    guest = events((FIXTURES / "debian-6.12-funcgraph-report.txt").read_text())
+    assert len(guest) > 200 and events(report) == guest, report[:3000]
+
+
 def _selftests() -> Path:
     env = os.environ.get("FTRACETEST_DIR")
     if env:

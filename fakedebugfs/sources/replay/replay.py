@@ -88,6 +88,13 @@ class ReplayOptions:
                 "wait_enabled": self.wait_enabled, "into": self.into}
 
 
+# the ftrace entries a tracer writes (trace_functions.c, trace_functions_graph.c):
+# replayed while that tracer is current, as the kernel writes them only then
+TRACER_ENTRIES = {"ftrace:function": "function", "ftrace:func_repeats": "function",
+                  "ftrace:funcgraph_entry": "function_graph",
+                  "ftrace:funcgraph_exit": "function_graph"}
+
+
 def parse_events(value) -> tuple:
     """``kmem,sched:sched_switch`` (or a list of them) -> a tuple of patterns."""
     if isinstance(value, str):
@@ -266,6 +273,9 @@ class Replay:
         if not target.always and (target.key not in ft.enabled
                                   or target.key in ft.soft_disabled):
             return False
+        made_by = TRACER_ENTRIES.get(target.key)
+        if made_by is not None and getattr(ft.tracer, "name", None) != made_by:
+            return False  # a tracer's entry: written while that tracer is current
         if ft.event_pids or ft.filter_preds or ft.notrace_pids:
             if not self._passes(ft, cpu, payload, target):
                 return False
@@ -312,9 +322,12 @@ class Replay:
         self.lost_marks += 1
 
     def ready_to_start(self) -> bool:
-        """``wait_enabled``: tracing is on and a replayed event is enabled."""
+        """``wait_enabled``: tracing is on and a replayed event is enabled
+        (or the tracer whose entries the recording holds is current)."""
         ft = self.array
-        return ft.tracing_on and any(t.key in ft.enabled for t in self.installed.targets.values())
+        tracer = getattr(ft.tracer, "name", None)
+        return ft.tracing_on and any(t.key in ft.enabled or TRACER_ENTRIES.get(t.key) == tracer
+                                     for t in self.installed.targets.values())
 
     # --- running -------------------------------------------------------------------------
 
