@@ -299,7 +299,8 @@ def test_calls_hit_kprobes_and_fprobes_with_their_arguments(fk, t):
     parameters of those names (BTF), so %di, $arg1 and ``$arg*``; the
     user's string and the kernel's open_how are memory it cannot read. In
     the guest's order: kprobe then fprobe at the entry, fprobe then
-    kretprobe at the return; $retval typed by BTF (long)."""
+    kretprobe at the return; $retval typed by BTF (long), the call's
+    return value, so the return hits are recorded when it returns."""
     size = symbol("do_sys_openat2")[1]
     for line in ("p:myp do_sys_openat2 dfd=%di fn=+0(%si):string flags=+0(%dx):x64 "
                  "a1=$arg1 c=$comm",
@@ -312,6 +313,9 @@ def test_calls_hit_kprobes_and_fprobes_with_their_arguments(fk, t):
     (t / "trace").write_text("")
     fk.emit("raw_syscalls:sys_enter", cpu=1, pid=42, comm="cat", id=257,
             args=[0xFFFFFF9C, 0x7FFD1000, 0x241, 0o666, 0, 0])
+    # the return probes wait for the call's return value
+    assert [re.search(r" (\w+): ", l)[1] for l in _entries(t)] == ["myp", "myf"]
+    fk.emit("raw_syscalls:sys_exit", cpu=1, pid=42, comm="cat", id=257, ret=3)
     lines = _entries(t)
     assert [re.search(r" (\w+): ", l)[1] for l in lines] == ["myp", "myf", "myfr", "myr"]
     assert all(l.split()[0] == "cat-42" and l.split()[1] == "[001]" for l in lines)
@@ -319,8 +323,9 @@ def test_calls_hit_kprobes_and_fprobes_with_their_arguments(fk, t):
                              'flags=0x0 a1=0xffffff9c c="cat"')
     assert lines[1].endswith(f"myf: (do_sys_openat2+0x0/0x{size:x}) dfd=-100 "
                              "filename=0x7ffd1000 how=0x0")
-    assert re.search(r"myfr: \(__x64_sys_openat\+0x[0-9a-f]+/0x[0-9a-f]+ <- do_sys_openat2\) "
-                     r"arg1=-?\d+$", lines[2])
+    for line, name in zip(lines[2:], ("myfr", "myr")):
+        assert re.search(name + r": \(__x64_sys_openat\+0x[0-9a-f]+/0x[0-9a-f]+ <- "
+                         r"do_sys_openat2\) arg1=3$", line)
     assert re.search(r"  myp +1 +0\n", (t / "kprobe_profile").read_text())
     # another system call's tree does not reach do_sys_openat2
     (t / "trace").write_text("")

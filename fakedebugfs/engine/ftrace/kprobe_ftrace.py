@@ -9,7 +9,9 @@ exit), this ops is registered with the call trees
 (:class:`~.calltree.FunctionCalls`): each call of the function fires the
 probe's event at the call's time, a return probe's at its return (at one
 time, kprobe before fprobe at an entry, fprobe before kretprobe at a
-return, as the guest records them).  ``__probe_ip`` (``__probe_func``
+return, as the guest records them).  In a system call's tree whose return
+probes fetch ``$retval`` on the call's spine, the return hits wait for the
+call's ``sys_exit`` and its value (:mod:`.probe_retval`).  ``__probe_ip`` (``__probe_func``
 and ``__probe_ret_ip`` for a return probe) are the call's addresses; the
 other arguments are what the fake knows of the call
 (:mod:`.probe_fetch`: the parameters the tree's event gives by name,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from fakedebugfs.engine.ftrace.probe_fetch import (CallContext, call_params, event_values,
     probe_values)
+from fakedebugfs.engine.ftrace.probe_retval import SyscallReturns, spine, wants_retval
 
 # the kinds of probe this ops fires, and their order at one time (entry, return)
 KINDS = {"kprobe": (0, 1), "fprobe": (1, 0)}
@@ -45,6 +48,8 @@ class KprobeFtrace:
         self.enabled: set = set()  # kprobe event keys enabled somewhere
         self._user = None
         self.top.on_enable_change.append(self.enable_change)
+        # return hits of a system call's tree wait for its sys_exit ($retval)
+        self.returns = SyscallReturns(self.top.engine, self.fn.calls._tell)
 
     def _probes(self) -> dict:
         """``{function: [(probe, address), ...]}`` of the enabled probes on
@@ -78,15 +83,21 @@ class KprobeFtrace:
         if self.enabled and self._user is None:
             self._user = self._make_user()
             self.fn.register(None, self._user, "kprobe_ftrace_handler")
+            self.returns.start()
         elif not self.enabled and self._user is not None:
             self.fn.unregister(self._user)
             self._user = None
+            self.returns.stop()
 
     def _make_user(self):
         engine = self.top.engine
         calls = self.fn.calls
 
+        returns = self.returns
+
         def user(tree, cpu, pid, ts):
+            if pid in returns.pending:  # the task's last call never told its return
+                returns.flush(pid, cpu, ts)
             probes = self._probes()
             if not probes:
                 return
@@ -110,13 +121,31 @@ class KprobeFtrace:
                         head, at = {"__probe_ip": start}, ts + node[1]
                         rank = KINDS[p.kind][0]
                     ctx = self._context(known[k], engine.comms.get(pid, ""), start)
-                    vals = probe_values(p, ctx, head)
-                    values = tuple(vals.get(a, 0) for a in tp.args)
-                    fired.append((at, rank, k, tp, values))
-            for at, _, _, tp, values in sorted(fired, key=lambda f: f[:3]):
-                tp.fire(cpu, pid, at, values)  # (kprobe_profile counts the hit)
+                    fired.append(((at, rank, k), tp, p, head, ctx, k))
+            held = self._hold(tree, fired, calls.firing)
+            if held:
+                returns.hold(pid, held, max(f[0][0] for f in fired if not f[2].is_return)
+                             if any(not f[2].is_return for f in fired) else ts)
+            for order, tp, p, head, ctx, _ in sorted(fired, key=lambda f: f[0]):
+                if held and p.is_return:
+                    continue
+                vals = probe_values(p, ctx, head)
+                # (kprobe_profile counts the hit)
+                tp.fire(cpu, pid, order[0], tuple(vals.get(a, 0) for a in tp.args))
         user.hooks = lambda: set()
         return user
+
+    def _hold(self, tree, fired: list, firing) -> list:
+        """The return hits to hold until the system call returns (all of a
+        system call's tree when one fetches ``$retval`` on its spine),
+        each marked whether it is on the spine: []."""
+        if firing is None or firing[0] != "raw_syscalls:sys_enter":
+            return []
+        dyn = self.top.__dict__.get("dyn_events")
+        on = spine(dyn.facts.btf if dyn is not None else None, tree)
+        if not any(f[2].is_return and f[5] in on and wants_retval(f[2]) for f in fired):
+            return []
+        return [(*f[:5], f[5] in on) for f in fired if f[2].is_return]
 
     def _known(self, tree, firing) -> list:
         """What each call of *tree* gets from the event that started it."""
