@@ -605,6 +605,9 @@ def test_stack_tracer_enabled_inside_run(profile):
         "echo stopped $(cat /sys/kernel/tracing/.stack_tracer_enabled)\n"
         "trace-cmd stack --start; echo started $(cat /proc/sys/kernel/stack_tracer_enabled)\n"
         "trace-cmd stack --stop; echo stopped $(cat /proc/sys/kernel/stack_tracer_enabled)\n"
+        "echo 2 > /proc/sys/kernel/stack_tracer_enabled\n"
+        "echo as-written $(cat /proc/sys/kernel/stack_tracer_enabled)\n"
+        "echo 0 > /proc/sys/kernel/stack_tracer_enabled\n"
         "cat /proc/sys/kernel/osrelease\n"
         # the value it has (harmless if it went through): EROFS
         "v=$(cat /proc/sys/kernel/printk_ratelimit)\n"
@@ -617,6 +620,7 @@ def test_stack_tracer_enabled_inside_run(profile):
     assert "Depth" in got[2] and got[4].split()[3].startswith("security_file_permission+"), out
     assert [ln for ln in got if ln.startswith(("stopped", "started"))] == \
         ["stopped 0", "started 1", "stopped 0"], out
+    assert "as-written 2" in got, out  # proc_dointvec keeps the int, as the guest shows
     assert os.uname().release in got, out  # the kernel's sysctls, seen through
     assert got[-1] == "refused", out
 

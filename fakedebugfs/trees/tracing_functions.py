@@ -255,8 +255,16 @@ def _stack_files(fn, root, mode) -> None:
         lambda data: setattr(st, "max_size", kstrtoul_from_user(data))))
     root.file("stack_trace_filter", mode("stack_trace_filter", 0o640), RegexFile(st.ops, True))
     node = root.file(STACK_SYSCTL, 0o644, ValueFile(
-        lambda: f"{int(st.enabled)}\n", lambda data: st.set_enabled(_dointvec(data))))
+        lambda: f"{st.__dict__.get('sysctl', int(st.enabled))}\n",
+        lambda data: _stack_sysctl(st, _dointvec(data))))
     node.hidden = True
+
+
+def _stack_sysctl(st, value: int) -> None:
+    """``stack_trace_sysctl``: the int as written (``proc_dointvec``: 2
+    reads back 2), the ops registered when it turns nonzero."""
+    st.sysctl = value
+    st.set_enabled(value != 0)
 
 
 def _dointvec(data: bytes) -> int:
