@@ -465,3 +465,36 @@ def test_the_commands_system_calls_and_execs_hit_kernel_probes():
     assert re.search(r" myf: \(do_sys_openat2\+0x0/0xe0\) dfd=-100 filename=0x[0-9a-f]+ "
                      r"how=0x0\n", text), text
     assert ' gn: (getname+0x4/0x50) name="/bin/cat"\n' in text, text
+
+
+def _selftests() -> Path:
+    env = os.environ.get("FTRACETEST_DIR")
+    return Path(env) if env else \
+        Path("/tmp/linux-src/linux-source-6.12/tools/testing/selftests/ftrace")
+
+
+# ftracetest rows that need probe hits with their arguments (the 6.12
+# guest passes them); the eprobe row's chdir is the shell's own, mirrored
+FTRACETEST_HIT_ROWS = ("dynevent/add_remove_eprobe.tc", "dynevent/add_remove_btfarg.tc",
+                       "kprobe/kprobe_args.tc", "kprobe/kprobe_args_comm.tc")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)")
+@pytest.mark.skipif(not (_selftests() / "ftracetest").is_file(),
+                    reason="needs the kernel's tools/testing/selftests/ftrace (FTRACETEST_DIR)")
+def test_ftracetest_probe_hit_rows(tmp_path):
+    """ftracetest's probe rows that check hits (a kprobe's $comm and
+    arguments, an eprobe on the shell's own chdir, BTF arguments) under
+    ``fakedebugfs run --mirror tree --profile debian-6.12``."""
+    import shutil
+
+    work = tmp_path / "ftrace"
+    shutil.copytree(_selftests(), work)
+    rows = " ".join(f"test.d/{r}" for r in FTRACETEST_HIT_ROWS)
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--mirror", "tree", "--profile",
+         str(PROFILE), "--", "sh", "-c", f"cd {work} && ./ftracetest {rows}"],
+        capture_output=True, text=True, timeout=600)
+    results = [ln for ln in out.stdout.splitlines() if ln.startswith("[")]
+    assert len(results) == len(FTRACETEST_HIT_ROWS), out.stdout + out.stderr
+    assert all(r.endswith("[PASS]") for r in results), out.stdout

@@ -171,7 +171,8 @@ def hit_values(ep: TraceEprobe, attached, vals: dict, cpu: int, pid: int, comm: 
     (``eprobe_trigger_func``, ``process_fetch_insn``): each ``$field`` the
     field's value (*vals*, by field), a string type the text of a char
     array or string field (a pointer field's text is not known: a faulted
-    fetch), ``$comm`` the task's name as a string, else its address."""
+    fetch), ``$comm`` the task's name as a string, else its address;
+    memory (``+0($filename):ustring``) is not known: 0, or a faulted string."""
     fields = {f[1].split("[", 1)[0]: f for f in attached.fields}
     out = {}
     for arg in ep.args:
@@ -179,7 +180,8 @@ def hit_values(ep: TraceEprobe, attached, vals: dict, cpu: int, pid: int, comm: 
         if fetch in ("$comm", "$COMM"):
             out[arg.name] = comm if arg.type.is_string else TASK_COMM + (pid & 0xFFFF) * 0x2A40
             continue
-        if not fetch.startswith("$"):
+        if not fetch.startswith("$"):  # memory (+OFFS($field)...) the fake cannot read
+            out[arg.name] = "" if arg.type.is_string else ([0] * arg.count if arg.count else 0)
             continue
         f = fields.get(fetch[1:])
         v = vals.get(fetch[1:], 0)
