@@ -51,6 +51,12 @@ GFP_SKB_DATA = GFP_ATOMIC | __GFP_NOMEMALLOC | __GFP_NOWARN  # kmalloc_reserve's
 MIGRATE_UNMOVABLE, MIGRATE_MOVABLE = 0, 1
 
 
+def function_size(ks, fn: str) -> int:
+    """The size of function *fn* in the symbol table *ks*."""
+    found = ks.lookup(ks.address(fn))
+    return found[2] if found is not None else 0x100
+
+
 @dataclass(frozen=True)
 class Site:
     """One allocation call site and how its objects are used and freed.
@@ -242,7 +248,7 @@ class SteppedSlabWorkload:
     def _site_addr(self, fn: str, slot: int) -> int:
         """A fixed call instruction inside *fn* (the return address)."""
         ks = self.engine.kallsyms
-        size = ks.sizes[ks.names.index(fn)]
+        size = function_size(ks, fn)
         off = 5 + zlib.crc32(f"{fn}/{slot}".encode()) % max(1, size - 8)
         return ks.address(fn, off)
 

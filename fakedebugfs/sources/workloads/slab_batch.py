@@ -49,7 +49,7 @@ from fakedebugfs.engine.core import fast
 from fakedebugfs.engine.core.batch import EventBatch, Strings
 from fakedebugfs.engine.core.slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SLAB_BASE,
     get_order, kmalloc_size)
-from fakedebugfs.sources.workloads.slab import FIRST_PFN, SITES, TASKS
+from fakedebugfs.sources.workloads.slab import FIRST_PFN, SITES, TASKS, function_size
 from fakedebugfs.sources.workloads.slab_blocks import (ADV_HI, ARGS, BLOCK_ALLOCS, CACHE_NAMES,
     K_CACHE_ALLOC, K_CACHE_FREE, KINDS, KMALLOC_POOLS, POOL_SIZE, BlockGenerator, lifo_match,
     task_of)
@@ -122,8 +122,10 @@ class Sites:
 
 
 def site_addr(ks, fn: str, slot: int) -> int:
-    """A fixed call instruction inside *fn* (as :mod:`.slab` places it)."""
-    size = ks.sizes[ks.names.index(fn)]
+    """A fixed call instruction inside *fn* (as :mod:`.slab` places it).
+    A function a profile's kernel lacks (ext4's in a module there) is where
+    that table places names it does not hold (``address`` of any name)."""
+    size = function_size(ks, fn)
     off = 5 + zlib.crc32(f"{fn}/{slot}".encode()) % max(1, size - 8)
     return ks.address(fn, off)
 
