@@ -82,4 +82,13 @@ def test_debian_6_12_as_the_guest(fake, oracle):
     finally:
         out.unlink(missing_ok=True)
     assert res.returncode == 0, res.stderr.decode(errors="replace")
-    assert _fake(fake, "debian-6.12") == real
+    fake_answers = _fake(fake, "debian-6.12")
+    # 6.12 answers 'a || b &&' at random (tracefs_fuzz.KNOWN: it reads
+    # before its program): the guest's answer is one of its two, the fake's
+    # the one it gives 9 times in 10; every other input the same
+    random = INPUTS.index(b"common_pid == 1 || common_pid == 2 &&")
+    text = INPUTS[random].decode()
+    assert real[random] in ([text, len(text), text + "\n"], [text, -22, text + "\nError: (0)\n\n"])
+    assert fake_answers[random] == [text, -22, text + "\nError: (0)\n\n"]
+    del real[random], fake_answers[random]
+    assert fake_answers == real
