@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
 from fakedebugfs.engine.ftrace import ctype as C
-from fakedebugfs.engine.ftrace.events import COMMON_FIELDS, EventType
+from fakedebugfs.engine.ftrace.events import COMMON_FIELDS, EventType, next_event_type
 from fakedebugfs.engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
 
 MAX_EVENT_NAME_LEN = 64  # kernel/trace/trace.h: names are at most 63 bytes
@@ -377,7 +377,7 @@ def check_definition(ft, system: str, name: str, fields, print_fmt=None) -> Defi
                              f"choose another {what} name")
     if system == "ftrace":
         raise ValueError("system 'ftrace' holds the tracer's own entries")
-    ev = build_event(system, name, fields, max(ft.by_id) + 1, print_fmt)
+    ev = build_event(system, name, fields, next_event_type(ft.by_id), print_fmt)
     old = ft.events.get(ev.key)
     if old is not None and not same_definition(old, ev, print_fmt):
         raise ValueError(f"event {ev.key} already exists with another format")

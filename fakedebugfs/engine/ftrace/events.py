@@ -35,6 +35,21 @@ STRUCT_PAGE_SIZE = 64
 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
+# trace_output.c's TRACE_EVENT_TYPE_MAX: the largest number struct
+# trace_entry's u16 type holds.  The kernel numbers its events from the
+# bottom (alloc_trace_event_type: the lowest free number); the fake's own
+# entries whose numbers a profile's kernel gives others take numbers from the
+# top down, at OWN_TYPES and above, out of the way of the events defined.
+TRACE_EVENT_TYPE_MAX = 0xFFFF
+OWN_TYPES = 0xFF00
+
+
+def next_event_type(by_id) -> int:
+    """``alloc_trace_event_type`` for a new event (defined, dynamic,
+    synthetic): the number after the highest one an event has (the fake's
+    own entries at OWN_TYPES and above left out)."""
+    return max((i for i in by_id if i < OWN_TYPES), default=0) + 1
+
 
 def _strings():
     """``batch.Strings`` (imported on first use)."""

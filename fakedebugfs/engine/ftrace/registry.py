@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from fakedebugfs.native import cache_base
-from fakedebugfs.engine.ftrace.events import EventType
+from fakedebugfs.engine.ftrace.events import OWN_TYPES, TRACE_EVENT_TYPE_MAX, EventType
 # .format_text (format parsing, print fmts: ~10 ms of imports) is imported
 # when a profile event is first built, not at a mount's start
 from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE, Profile
@@ -73,10 +73,11 @@ class EventRegistry(MutableMapping):
         elif text is None and self.profile and ev.id in self.profile.ids.values():
             # an entry of the fake's own (kmemtrace's, 17 and 18 in 2.6.29)
             # whose number the profile's kernel gives another (raw_data is 18
-            # in 6.12): the next number no event has, as register_trace_event
-            # numbers an event without a fixed type
+            # in 6.12): a free number from the top down (events.OWN_TYPES),
+            # so that the events a user defines take the kernel's numbers
             taken = set(self.profile.ids.values()) | {e.id for e in self._built.values()}
-            ev = dataclasses.replace(ev, id=next(i for i in range(max(taken) + 1, 1 << 16)
+            ev = dataclasses.replace(ev, id=next(i for i in range(TRACE_EVENT_TYPE_MAX,
+                                                                  OWN_TYPES, -1)
                                                  if i not in taken))
         if self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev

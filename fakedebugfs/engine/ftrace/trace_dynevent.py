@@ -32,6 +32,7 @@ from typing import Callable, Optional
 
 from fakedebugfs.engine.ftrace import (trace_eprobe, trace_events_synth, trace_fprobe,
     trace_kprobe, trace_uprobe)
+from fakedebugfs.engine.ftrace.events import next_event_type
 from fakedebugfs.engine.ftrace.trace_btf import btf_of
 from fakedebugfs.engine.ftrace.trace_probe import ProbeError, ProbeFacts
 
@@ -189,7 +190,7 @@ class DynEvents:
         ft = self.ft
         if probe.key in ft.events or probe.key in ft.engine.tracepoints:
             raise exists()
-        ev = make_event(max(ft.by_id) + 1)
+        ev = make_event(next_event_type(ft.by_id))
         ft.add_event(ev)
         tp = ft.engine.tracepoints.get(probe.key)
         if tp is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import errno
 from typing import Optional
 
-from fakedebugfs.engine.ftrace.events import EventType
+from fakedebugfs.engine.ftrace.events import EventType, next_event_type
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 from fakedebugfs.engine.ftrace.trace_probe import ProbeError
 
@@ -379,7 +379,7 @@ def create_event(ft, errs: SynthErrs, name: str, raw_fields: str) -> SynthEvent:
     key = se.key
     if key in top.events:  # trace_add_event_call: the name is taken
         raise SynthError(errno.EEXIST)
-    ev = se.event_type(max(top.by_id) + 1)
+    ev = se.event_type(next_event_type(top.by_id))
     top.engine.define(SYNTH_SYSTEM, name, tuple(f.name for f in fields))
     top.add_event(ev)
     synth_events(top).append(se)

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from fakedebugfs.engine.ftrace.events import EventType, field_key
+from fakedebugfs.engine.ftrace.events import EventType, field_key, next_event_type
 from fakedebugfs.engine.ftrace.printfmt import PrintFmtError, compile_print_fmt
 from fakedebugfs.engine.ftrace.tracer import TRACE_CLOCKS
 from fakedebugfs.engine.ftrace.formatfile import EventFormat
@@ -211,7 +211,7 @@ def _encoder(names: tuple, dyn: tuple, previous=None):
 def _create(ft, fmt: EventFormat) -> EventType:
     """A new event from the recording (``trace_add_event_call``): the file's
     id when free, else the one after the highest."""
-    event_id = fmt.id if fmt.id not in ft.by_id else max(ft.by_id) + 1
+    event_id = fmt.id if fmt.id not in ft.by_id else next_event_type(ft.by_id)
     etype = RecordedEvent(fmt.system, fmt.name, event_id, text=fmt.text, **_layout(fmt))
     etype.encode_values = _encoder(etype.names, etype.dyn)
     # on every instance too; the engine's tracepoint is made when it has none
