@@ -21,7 +21,7 @@ from __future__ import annotations
 import errno
 
 from fakedebugfs.engine.ftrace.trace_probe import (FL_KERNEL, FL_TEVENT, MAX_EVENT_NAME_LEN,
-    MAX_TRACE_ARGS, ProbeError, parse_event_name)
+    MAX_TRACE_ARGS, ProbeError, ProbeHits, parse_event_name)
 from fakedebugfs.engine.ftrace.trace_probe_parse import parse_probe_arg
 from fakedebugfs.engine.ftrace.trace_probe_tmpl import make_probe_event
 
@@ -196,28 +196,14 @@ def hit_values(ep: TraceEprobe, attached, vals: dict, cpu: int, pid: int, comm: 
     return out
 
 
-class EprobeHits:
+class EprobeHits(ProbeHits):
     """Each enabled event probe's hits: a probe on its attached event's
     tracepoint (``trace_event_trigger_enable_disable`` of the eprobe
     trigger) that records the eprobe's entry when the attached event fires
     and the eprobe's filter lets it through."""
 
-    def __init__(self, dyn):
-        self.dyn, self.ft = dyn, dyn.ft
-        self.attached: dict = {}  # eprobe key -> (tracepoint, probe)
-        self.ft.on_enable_change.append(self.enable_change)
-
-    def enable_change(self, key: str, on: bool) -> None:
-        ep = next((p for p in self.dyn.probes_of(key) if p.kind == "eprobe"), None)
-        if ep is None:
-            return
-        if on and key not in self.attached:
-            self._attach(ep)
-        elif not on and key in self.attached \
-                and sum(key in tr.enabled for tr in self.ft.arrays()) <= 1:
-            tp, probe = self.attached.pop(key)
-            tp.unregister(probe)
-            self._tell(ep.attached, False)
+    def probe_for(self, key: str):
+        return next((p for p in self.dyn.probes_of(key) if p.kind == "eprobe"), None)
 
     def _attach(self, ep: TraceEprobe) -> None:
         ft = self.ft
@@ -248,17 +234,6 @@ class EprobeHits:
         tp.register(probe)
         self.attached[ep.key] = (tp, probe)
         self._tell(ep.attached, True)
-
-    def _tell(self, key: str, on: bool) -> None:
-        """The sources that feed only what is recorded (``--mirror``,
-        ``run``'s watcher) hear of the attached event as of an enable."""
-        for hook in tuple(self.ft.on_enable_change):
-            if hook == self.enable_change:
-                continue
-            try:
-                hook(key, on)
-            except OSError:
-                pass
 
 
 __all__ = ["EPROBE_EVENT_SYSTEM", "TraceEprobe", "create", "register", "hit_values",

@@ -24,7 +24,7 @@ from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 from fakedebugfs.engine.ftrace.trace_kprobe import (parse_args, probe_event, sanitize_event_name,
     split_symbol_offset)
 from fakedebugfs.engine.ftrace.trace_probe import (FL_FENTRY, FL_FPROBE, FL_KERNEL, FL_RETURN,
-    FL_TPOINT, MAX_EVENT_NAME_LEN, ProbeError, parse_event_name)
+    FL_TPOINT, MAX_EVENT_NAME_LEN, ProbeError, ProbeHits, parse_event_name)
 from fakedebugfs.engine.ftrace.trace_probe_parse import _Ctx, same_args
 
 FPROBE_EVENT_SYSTEM, TRACEPOINT_EVENT_SYSTEM = "fprobes", "tracepoints"
@@ -201,7 +201,7 @@ def register(tf: TraceFprobe, dyn) -> None:
             lambda: log.err(0, "EVENT_EXIST", errno.EEXIST))
 
 
-class TprobeHits:
+class TprobeHits(ProbeHits):
     """Each enabled tracepoint probe's hits (``tracepoint_probe_register``
     of ``fentry_dispatcher`` on the tracepoint): when the engine's
     tracepoint of that name fires, one entry, ``__probe_ip`` the
@@ -210,34 +210,9 @@ class TprobeHits:
     fields by name (:func:`~.probe_fetch.tracepoint_context`: a
     ``prev_state`` is known, the task pointers are not)."""
 
-    def __init__(self, dyn):
-        self.dyn, self.ft = dyn, dyn.ft
-        self.attached: dict = {}  # probe event key -> (tracepoint, probe)
-        self.ft.on_enable_change.append(self.enable_change)
-
-    def enable_change(self, key: str, on: bool) -> None:
-        tf = next((p for p in self.dyn.probes_of(key)
-                   if p.kind == "fprobe" and p.is_tracepoint), None)
-        if tf is None:
-            return
-        if on and key not in self.attached:
-            self._attach(tf)
-        elif not on and key in self.attached \
-                and sum(key in tr.enabled for tr in self.ft.arrays()) <= 1:
-            tp, probe = self.attached.pop(key)
-            tp.unregister(probe)
-            self._tell(tp.key, False)
-
-    def _tell(self, key: str, on: bool) -> None:
-        """The sources that feed only what is recorded (``--mirror``,
-        ``run``'s watcher) hear of the tracepoint as of an enable."""
-        for hook in tuple(self.ft.on_enable_change):
-            if hook == self.enable_change:
-                continue
-            try:
-                hook(key, on)
-            except OSError:
-                pass
+    def probe_for(self, key: str):
+        return next((p for p in self.dyn.probes_of(key)
+                     if p.kind == "fprobe" and p.is_tracepoint), None)
 
     def _attach(self, tf: TraceFprobe) -> None:
         from fakedebugfs.engine.ftrace.probe_fetch import probe_values, tracepoint_context

@@ -315,6 +315,47 @@ class ProbeArg:
         return self.type.size * (self.count or 1)
 
 
-__all__ = ["ERRORS", "ERRORS_6_12", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN",
+class ProbeHits:
+    """What probes on another tracepoint share (event probes, tracepoint
+    probes): attached when their event is enabled in some trace array,
+    detached when the last one disables it, and the sources that feed only
+    what is recorded (``--mirror``, ``run``'s watcher) told of the
+    tracepoint as of an enable.  A subclass says which probe an event is
+    (:meth:`probe_for`) and attaches it (:meth:`_attach`)."""
+
+    def __init__(self, dyn):
+        self.dyn, self.ft = dyn, dyn.ft
+        self.attached: dict = {}  # probe event key -> (tracepoint, probe)
+        self.ft.on_enable_change.append(self.enable_change)
+
+    def probe_for(self, key: str):
+        raise NotImplementedError
+
+    def _attach(self, probe) -> None:
+        raise NotImplementedError
+
+    def enable_change(self, key: str, on: bool) -> None:
+        probe = self.probe_for(key)
+        if probe is None:
+            return
+        if on and key not in self.attached:
+            self._attach(probe)
+        elif not on and key in self.attached \
+                and sum(key in tr.enabled for tr in self.ft.arrays()) <= 1:
+            tp, hook = self.attached.pop(key)
+            tp.unregister(hook)
+            self._tell(tp.key, False)
+
+    def _tell(self, key: str, on: bool) -> None:
+        for hook in tuple(self.ft.on_enable_change):
+            if hook == self.enable_change:
+                continue
+            try:
+                hook(key, on)
+            except OSError:
+                pass
+
+
+__all__ = ["ProbeHits", "ERRORS", "ERRORS_6_12", "FETCH_TYPES", "MAX_TRACE_ARGS", "MAX_EVENT_NAME_LEN",
            "ProbeArg", "ProbeError", "ProbeFacts", "ProbeLog", "find_fetch_type",
            "is_good_name", "parse_event_name", "probe_facts"]
