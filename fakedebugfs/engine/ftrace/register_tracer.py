@@ -23,6 +23,14 @@ def add_profile_tracers(tr, profile) -> None:
     names = (profile.files.get("available_tracers") or "").split()
     made = {"blk": lambda: BlkTracer(tr, blk_flag_names(profile)),
             "mmiotrace": lambda: MmioTracer(pci_devices(profile))}
+    place_tracers(tr, names, made)
+
+
+def place_tracers(tr, names, made) -> None:
+    """``register_tracer`` of each tracer of *names* (a profile's
+    ``available_tracers``, in its order) that *made* can make (name ->
+    maker) and *tr* lacks: made and put into *tr*'s table in the
+    profile's order among the tracers it has."""
     new = {n: made[n]() for n in names if n in made and n not in tr.tracers}
     if not new:
         return
@@ -32,4 +40,4 @@ def add_profile_tracers(tr, profile) -> None:
     tr.tracers = {n: table[n] for n in rest + order}
 
 
-__all__ = ["add_profile_tracers"]
+__all__ = ["add_profile_tracers", "place_tracers"]

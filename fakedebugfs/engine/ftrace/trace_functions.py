@@ -29,6 +29,7 @@ from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
 from fakedebugfs.engine.ftrace.ftrace import FtraceOps, FtraceRecords
 from fakedebugfs.engine.ftrace.ftrace_probe import COMMANDS, clear_probes
 from fakedebugfs.engine.ftrace.output import timestamp
+from fakedebugfs.engine.ftrace.register_tracer import place_tracers
 
 TRACE_FN, TRACE_STACK, TRACE_FUNC_REPEATS = 1, 4, 19
 FTRACE_STACK_ENTRIES = 8
@@ -481,13 +482,7 @@ def add_tracers(fn: FunctionTrace, tr, names) -> None:
     from fakedebugfs.engine.ftrace.trace_functions_graph import GraphTracer
 
     made = {"function": lambda: FunctionTracer(fn), "function_graph": lambda: GraphTracer(fn)}
-    new = {n: made[n]() for n in names if n in made and n not in tr.tracers}
-    if not new:
-        return
-    order = [n for n in names if n in new or n in tr.tracers]
-    rest = [n for n in tr.tracers if n not in order]
-    table = {**tr.tracers, **new}
-    tr.tracers = {n: table[n] for n in rest + order}
+    place_tracers(tr, names, made)
 
 
 __all__ = ["FunctionTrace", "FunctionTracer", "attach", "add_tracers", "show_fn"]
