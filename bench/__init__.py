@@ -117,6 +117,24 @@ def pair_ratios(fake, real) -> list:
     return [f / r for f, r in zip(fake, real) if f is not None and r]
 
 
+def guest_outputs(profile: str, script: str, trials: int) -> list[str]:
+    """The text *script* prints in the oracle guest of *profile*, run
+    *trials* times in one guest of the bench's own (booted for it and
+    stopped after); empty when the oracle cannot run here."""
+    from fakedebugfs.oracle import Guest, why_not
+
+    if why_not():
+        return []
+    guest = Guest(profile, name="bench")
+    out = []
+    try:
+        for _ in range(trials):
+            out.append(guest.run(script, check=True).text)
+    finally:
+        guest.stop()
+    return out
+
+
 def available() -> list[str]:
     """Names of the benchmark modules (without ``bench_``), sorted."""
     return sorted(m.name[len(PREFIX):] for m in pkgutil.iter_modules([str(HERE)])

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import ROOT, compiled_and_python, print_rows, spread
+from . import ROOT, compiled_and_python, guest_outputs, print_rows, spread
 
 TRIALS = 5
 RUNS = (1000, 1)
@@ -130,19 +130,10 @@ def measure(profile: Path, tracer: str, run: int) -> float:
 def guest_rates(tracer: str) -> list:
     """M entries/s of *tracer* in the guest, TRIALS trials (empty when the
     oracle cannot run here)."""
-    from fakedebugfs.oracle import Guest, why_not
-
-    if why_not():
-        return []
-    guest = Guest(PROFILE, name="bench")
     out = []
-    try:
-        for _ in range(TRIALS):
-            res = guest.run(GUEST_SCRIPT.format(tracer=tracer), check=True)
-            m = re.search(r"entries=(\d+) ns=(\d+)", res.text)
-            out.append(int(m[1]) / int(m[2]) * 1e3)
-    finally:
-        guest.stop()
+    for text in guest_outputs(PROFILE, GUEST_SCRIPT.format(tracer=tracer), TRIALS):
+        m = re.search(r"entries=(\d+) ns=(\d+)", text)
+        out.append(int(m[1]) / int(m[2]) * 1e3)
     return out
 
 

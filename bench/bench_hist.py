@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import FAKEDEBUGFS, ROOT, spread
+from . import FAKEDEBUGFS, ROOT, guest_outputs, spread
 
 TRIALS = 5
 SECONDS = 4  # recording window on the fake
@@ -102,22 +102,11 @@ def fake_trial(workdir: str) -> dict:
 
 def guest_trials() -> list:
     """TRIALS recordings in the guest (empty when the oracle cannot run here)."""
-    from fakedebugfs.oracle import Guest, why_not
-
-    if why_not():
-        return []
-    guest = Guest(PROFILE, name="bench")
     out = []
-    try:
-        for _ in range(TRIALS):
-            res = guest.run(GUEST_SCRIPT, check=True)
-            text = res.stdout.decode(errors="replace") if isinstance(res.stdout, bytes) \
-                else res.stdout
-            report, _, stats = text.partition("### stat\n")
-            hits = re.search(r"^Hits: (\d+)", report, re.M)
-            out.append({**measured(report, stats), "hist_hits": int(hits[1]) if hits else None})
-    finally:
-        guest.stop()
+    for text in guest_outputs(PROFILE, GUEST_SCRIPT, TRIALS):
+        report, _, stats = text.partition("### stat\n")
+        hits = re.search(r"^Hits: (\d+)", report, re.M)
+        out.append({**measured(report, stats), "hist_hits": int(hits[1]) if hits else None})
     return out
 
 
