@@ -337,6 +337,7 @@ class Mirror(MirrorDrain):
         self.drained_at = 0.0  # time.monotonic() of the last drain
         self._taken: dict = {}  # CpuBuffer -> (its consumed_events, when they last changed)
         self._last_sample: dict[int, int] = {}  # task -> perf time of its last sample fired
+        self._named_at: dict[int, int] = {}  # task -> perf time of its last COMM record
 
     # --- what is open -------------------------------------------------------------
 

@@ -236,8 +236,12 @@ class MirrorDrain:
         u32 = np.frombuffer(data, "<u4", len(data) // 4)
         u64 = np.frombuffer(data, "<u8", len(data) // 8)
         kind = u32[off >> 2]
-        for o in off[(kind == PERF_RECORD_COMM) | (kind == PERF_RECORD_FORK)].tolist():
-            self._side_record(data, o)
+        side = off[(kind == PERF_RECORD_COMM) | (kind == PERF_RECORD_FORK)]
+        if len(side):  # in time order across the rings (each record's sample_id time)
+            ends = side + (u32[(side >> 2) + 1] >> 16).astype(np.int64)
+            at = np.argsort(u64[(ends >> 3) - 1], kind="stable")
+            for o in side[at].tolist():
+                self._side_record(data, o)
         lost = kind == PERF_RECORD_LOST
         if lost.any():
             for c, n in zip(cpu[lost].tolist(), u64[(off[lost] >> 3) + 2].tolist()):
@@ -257,13 +261,19 @@ class MirrorDrain:
             _, tid = _COMM_HEAD.unpack_from(data, o + 8)
             at = o + 8 + _COMM_HEAD.size
             name = data[at:o + size].split(b"\0", 1)[0]
+            when = int.from_bytes(data[o + size - 8:o + size], "little")
             engine.set_comm(tid, name.decode(errors="replace"))
-            self._late_comm(tid, int.from_bytes(data[o + size - 8:o + size], "little"))
+            named = self._named_at
+            if len(named) > 1 << 16:  # (tasks long gone)
+                named.clear()
+            named[tid] = when
+            self._late_comm(tid, when)
             return
-        _, _, tid, ptid, _ = _TASK.unpack_from(data, o + 8)
+        _, _, tid, ptid, when = _TASK.unpack_from(data, o + 8)
         if self.members is not None:
             self.members.add(tid)
-        engine.set_comm(tid, engine.comms.get(ptid) or comm_of(tid))
+        if self._named_at.get(tid, -1) < when:  # (not after the child's exec read first)
+            engine.set_comm(tid, engine.comms.get(ptid) or comm_of(tid))
 
     def _late_comm(self, tid: int, when: int) -> None:
         """A task's new name (exec, prctl) read after samples of it that
