@@ -22,12 +22,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from fakedebugfs.oracle.image import Image, OracleError, build, cache_dir
+from fakedebugfs.oracle.image import CHECKOUT, Image, OracleError, build, cache_dir
 
 QEMU = "qemu-system-x86_64"
 MEMORY_MB = 2048
@@ -131,11 +132,21 @@ class Guest:
                 "-m", str(self.memory_mb), "-smp", str(self.cpus),
                 "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
                 "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-                "-append", f"{image.cmdline} oracle.work={self.work}",
+                "-append", f"{image.cmdline} oracle.work={self.work}{self._shown()}",
                 "-serial", f"file:{self.console}",
                 "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,"
                            "readonly=on,multidevs=remap",
                 "-virtfs", f"local,path={self.work},mount_tag=work,security_model=none"]
+
+    @staticmethod
+    def _shown() -> str:
+        """``oracle.show=``: the folders the guest must see from the host
+        under /tmp and /run, where it lays its own tmpfs: this checkout
+        (its tests and helpers run from it) and the Python running it."""
+        wanted = {CHECKOUT, Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent}
+        dirs = sorted(str(p) for p in wanted
+                      if p.parts[:2] in (("/", "tmp"), ("/", "run")) and len(p.parts) > 2)
+        return f" oracle.show={','.join(dirs)}" if dirs else ""
 
     def _wait_ready(self, proc, deadline: float) -> None:
         while time.monotonic() < deadline:

@@ -34,9 +34,22 @@ mount -t devtmpfs devtmpfs /host/dev
 mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts
 mount -t tmpfs tmpfs /host/dev/shm
+# the host's /tmp and /run, kept (read-only) beside the guest's own, for
+# the folders the host asks to see there (oracle.show: a checkout or a venv
+# under /tmp, say)
+mkdir -p /hosttmp /hostrun
+mount --bind /host/tmp /hosttmp
+mount --bind /host/run /hostrun
 mount -t tmpfs tmpfs /host/tmp
 mount -t tmpfs tmpfs /host/run
 mount -t tmpfs tmpfs /host/root/.cache 2>/dev/null
+show=$(sed -n 's/.*oracle.show=\([^ ]*\).*/\1/p' /proc/cmdline)
+for dir in $(echo "$show" | tr , ' '); do
+    case "$dir" in
+    /tmp/*) mkdir -p "/host$dir" && mount --bind "/hosttmp/${dir#/tmp/}" "/host$dir" ;;
+    /run/*) mkdir -p "/host$dir" && mount --bind "/hostrun/${dir#/run/}" "/host$dir" ;;
+    esac || echo "oracle: cannot show the host's $dir"
+done
 case "$work" in
 /tmp/*|/run/*) mkdir -p "/host$work" ;;
 esac

@@ -16,6 +16,7 @@ The boot's time is reported in the session's summary (conftest.py).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Optional
@@ -41,7 +42,7 @@ def session_guest(config, profile: str = "debian-6.12") -> Guest:
     """The running guest of *profile* (booted by the first caller)."""
     if os.environ.get("FAKEDEBUGFS_ORACLE", "").strip() == "0":
         pytest.skip("the oracle is turned off (FAKEDEBUGFS_ORACLE=0)")
-    guest = Guest(PROFILES / profile, name="suite")
+    guest = Guest(PROFILES / profile, name=f"suite-{os.getpid()}")
     key = str(guest.state)
     if key in BOOTED:
         if BOOTED[key].get("error"):
@@ -53,8 +54,8 @@ def session_guest(config, profile: str = "debian-6.12") -> Guest:
         _unavailable(config, cause)
     began = time.monotonic()
     was_running = False
+    _forget_dead_sessions(guest)
     try:
-        guest.stop()  # one left by a session that was killed: boot afresh
         guest.start()
         guest.run("true", timeout=120, check=True)
     except (OracleError, TimeoutError) as err:
@@ -65,11 +66,32 @@ def session_guest(config, profile: str = "debian-6.12") -> Guest:
     return guest
 
 
+def _forget_dead_sessions(guest: Guest) -> None:
+    """Stop the guests of test sessions that were killed (each session's
+    guest is named after its pid, so two sessions at once keep their own)
+    and remove their state folders."""
+    stem = guest.state.name.rsplit("-", 1)[0] + "-"
+    for state in guest.state.parent.glob(stem + "*"):
+        pid = state.name[len(stem):]
+        if not pid.isdigit() or state == guest.state:
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # that session is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        Guest(PROFILES / guest.profile.name, name=state.name[len(guest.profile.name) + 1:]).stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def stop_booted() -> None:
     """Stop the guests this session booted (not one it found running)."""
     for entry in BOOTED.values():
         if entry.get("booted"):
             entry["guest"].stop()
+            shutil.rmtree(entry["guest"].state, ignore_errors=True)
 
 
 def summary() -> Optional[str]:
