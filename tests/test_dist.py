@@ -136,6 +136,12 @@ def test_dist_holds_both_wheels_with_their_compiled_parts(dist):
         assert any(n.startswith(module + ".cpython-") and n.endswith(".so") for n in names), module
     assert [n for n in names if re.fullmatch(r"fakedebugfs/native/splice_preload-\w+\.so", n)]
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    # what an installed package needs beside its modules: the oracle's init
+    # and call-tree recorder, the shipped profiles
+    for data in REPO.glob("fakedebugfs/oracle/*.[cs]*"):
+        if data.suffix in (".c", ".sh"):
+            assert data.relative_to(REPO).as_posix() in names, data
+    assert "fakedebugfs/profiles/debian-6.12/available_tracers" in names
     meta = zipfile.ZipFile(fake_whl).read(next(n for n in names if n.endswith("/METADATA")))
     assert f"Requires-Dist: pyfuse3=={PYFUSE3}" in meta.decode()
     assert "Classifier: Framework :: Pytest" in meta.decode()
