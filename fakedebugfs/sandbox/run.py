@@ -40,9 +40,9 @@ namespace: its server follows the command by the pids it sees.)
 
 The command gets ``LD_PRELOAD`` with ``splice_preload.so`` appended, which
 makes splice() from fake files work (docs/fuse.md#splice).  SIGINT, SIGTERM,
-SIGHUP and SIGQUIT sent to ``run`` are forwarded to the command (a
-terminal's own signals reach it directly, being in our process group), and
-``run`` exits with the command's status (128 + N when signal N killed it).
+SIGHUP and SIGQUIT sent to ``run`` reach the command once, and ``run``
+exits with the command's status (128 + N when signal N killed it): see
+:func:`own_group`.
 
 Sealed (the default): the command keeps root's capabilities (bpftrace
 needs CAP_SYS_ADMIN for the kernel's BTF) but a seccomp filter
@@ -158,7 +158,42 @@ def enter_private_namespace(rootless: bool = False, keep: str | None = None) -> 
                 pass
 
 
-def fork_init(body, admit: str | None = None, restore: bool = False) -> tuple[int, int, int]:
+def terminal_foreground() -> bool:
+    """Whether this process is in the foreground process group of a
+    controlling terminal (an interactive shell's job in front)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:  # no controlling terminal (CI, setsid, a daemon)
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def own_group() -> bool:
+    """Whether run's namespaces (its init, the command's init, the command)
+    go into a process group of their own, out of run's.
+
+    A signal sent to run's process group (``kill -INT -PGID``, a CI
+    runner's or ``timeout``'s group kill) reaches every member; had the
+    command stayed in run's group it would get it twice, directly and
+    forwarded by run, and run cannot tell a group's signal from one sent
+    to it alone (both are SI_USER from the same sender).  In a group of its
+    own the command gets only what run forwards: exactly what run got.
+
+    A terminal's foreground job keeps the command in run's group, as a
+    shell's job: it must read the terminal (a pager, a prompt) and be
+    stopped with the job (Ctrl-Z); the terminal's signals reach every
+    member of the group from the kernel (SI_KERNEL), and run's inits
+    forward none of those."""
+    return not terminal_foreground()
+
+
+def fork_init(body, admit: str | None = None, restore: bool = False,
+              group: bool = False) -> tuple[int, int, int]:
     """unshare(CLONE_NEWPID) and fork the new PID namespace's first process,
     its init, which runs *body()* and exits with the status it returns.
     *admit*: the mount point of a fake whose control socket the new
@@ -171,7 +206,8 @@ def fork_init(body, admit: str | None = None, restore: bool = False) -> tuple[in
     reads a byte from once the namespace is admitted).  *restore*: this
     process's later children are of its own PID namespace again (setns),
     not of the new one (an init that forks more: once the new one's init is
-    gone, fork would fail there)."""
+    gone, fork would fail there).  *group*: init leads a process group of
+    its own, which its descendants inherit (:func:`own_group`)."""
     own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if restore else None
     try:
         libc.unshare(CLONE_NEWPID, "unshare(CLONE_NEWPID)")
@@ -180,6 +216,11 @@ def fork_init(body, admit: str | None = None, restore: bool = False) -> tuple[in
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     live_r, live_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
+    if group:  # (both sides, as shells do: whichever runs first)
+        try:
+            os.setpgid(pid, 0)
+        except OSError:  # (the child ended already)
+            pass
     if pid and own is not None:
         libc.check(libc.LIBC.setns(own, CLONE_NEWPID), "setns(CLONE_NEWPID)")
         os.close(own)
@@ -278,10 +319,11 @@ def _never_called(signum, frame) -> None:
     pass
 
 
-def wait_init(pid: int, errors: int, alive: int) -> int:
-    """Wait for init (forwarding signals); its status, or the RunError it reported."""
+def wait_init(pid: int, errors: int, alive: int, forward_all: bool = False) -> int:
+    """Wait for init (forwarding signals; a terminal's too with
+    *forward_all*); its status, or the RunError it reported."""
     try:
-        status = wait_command(pid)
+        status = wait_command(pid, forward_all=forward_all)
     finally:
         os.close(alive)
     with os.fdopen(errors, "rb") as fp:
@@ -508,9 +550,12 @@ def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None,
     return pid
 
 
-def wait_command(pid: int, reap_orphans: bool = False) -> int:
+def wait_command(pid: int, reap_orphans: bool = False, forward_all: bool = False) -> int:
     """Wait for child *pid*, forwarding signals to it; its exit status.
-    With *reap_orphans* (init), every other child that ends is reaped too."""
+    With *reap_orphans* (init), every other child that ends is reaped too.
+    A terminal's signal (SI_KERNEL) is not forwarded, the child being in
+    the terminal's foreground group too, unless *forward_all* (it is in a
+    group of its own: :func:`own_group`)."""
     while True:
         if reap_orphans:
             done, status = _wait_any(pid)
@@ -522,7 +567,7 @@ def wait_command(pid: int, reap_orphans: bool = False) -> int:
         info = signal.sigtimedwait(WATCHED, 1.0)
         if info is None or info.si_signo == signal.SIGCHLD:
             continue
-        if info.si_code == SI_KERNEL:
+        if info.si_code == SI_KERNEL and not forward_all:
             continue  # from the terminal: the command, in our group, got it too
         try:
             os.kill(pid, info.si_signo)
@@ -685,7 +730,8 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
                 end_namespace(keep={server_pid})
                 stop_server(server_pid, mnt)
 
-        return wait_init(*fork_init(init))
+        group = own_group()
+        return wait_init(*fork_init(init, group=group), forward_all=group)
     except (MountError, OSError) as err:
         raise RunError(str(err)) from None
     finally:
@@ -736,11 +782,12 @@ def run_attached(argv: list[str], attach: str, unsealed: bool = False) -> int:
         # kernel lets it start no thread)
         threading.Thread(target=_supervise_mounts, args=(ours, mnt), daemon=True,
                          name="mount supervisor").start()
+        group = own_group()
         try:
-            started = fork_init(init, admit=mnt)
+            started = fork_init(init, admit=mnt, group=group)
         finally:
             theirs.close()
-        return wait_init(*started)
+        return wait_init(*started, forward_all=group)
     except OSError as err:
         raise RunError(str(err)) from None
     finally:
