@@ -670,8 +670,12 @@ def commands(p: argparse.ArgumentParser) -> set[str]:
 
 
 def main(argv=None) -> int:
+    from fakedebugfs.server import allocator, mounthelper
+
+    if argv is None and sys.argv[1:2] == ["run"]:
+        allocator.reexec_run(sys.argv[1:])  # run's server is forked from here
+    allocator.forget()
     argv = sys.argv[1:] if argv is None else list(argv)
-    from fakedebugfs.server import mounthelper
 
     if mounthelper.is_helper_call(argv) and argv[0] not in commands(parser(argv[0])):
         return mounthelper.main(argv)  # mount(8) -> mount.fuse3 -> us

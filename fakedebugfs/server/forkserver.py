@@ -43,6 +43,8 @@ import threading
 import time
 from typing import Optional, Sequence
 
+from fakedebugfs.server import allocator
+
 # modules whose ``main(argv)`` a request may run in a fork instead of a
 # server (:func:`spawn_module`): a fake's keeper, which makes the namespace
 # its commands join (fakedebugfs.sandbox.keeper), at its first command
@@ -425,7 +427,7 @@ class ForkServer:
                 [python or sys.executable, "-m", __name__, path, "--lifeline", str(r),
                  *(["--rmdir"] if rmdir else [])],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if log else out,
-                pass_fds=(r,), start_new_session=True)
+                pass_fds=(r,), start_new_session=True, env=allocator.server_env())
         except BaseException:
             os.close(self._lifeline)
             raise
@@ -495,7 +497,7 @@ def start(path: str, timeout: float = 60.0, python: Optional[str] = None) -> int
     RuntimeError if it did not start."""
     proc = subprocess.Popen([python or sys.executable, "-m", __name__, path],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=allocator.server_env())
     try:
         _until_listening(proc, path, timeout)
     except BaseException:
@@ -507,6 +509,8 @@ def start(path: str, timeout: float = 60.0, python: Optional[str] = None) -> int
 
 def _main(argv: list[str]) -> None:
     import argparse
+
+    allocator.forget()  # (its servers' commands get the caller's environment)
 
     p = argparse.ArgumentParser(prog=f"python -m {__name__}",
                                 description="Fork fakedebugfs mount servers on request.")

@@ -20,6 +20,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from fakedebugfs.control import runstate
+from fakedebugfs.server import allocator
 from fakedebugfs.errors import MountError
 
 STOP_TIMEOUT = 10.0  # seconds a server gets to unmount after SIGTERM
@@ -94,7 +95,7 @@ def spawn_server(mountpoint: str, argv: Sequence[str], ready_timeout: float = 30
         if proc is None:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, pass_fds=(w,),
-                                    start_new_session=True)
+                                    start_new_session=True, env=allocator.server_env())
     finally:
         os.close(w)
         log.close()
