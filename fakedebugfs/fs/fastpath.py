@@ -192,7 +192,8 @@ class FastPath:
             except Exception:  # never the open's failure
                 log.exception("before open %s", node.path())
         fops = node.fops
-        if fops.catch_up and self.on_write is not None and flags & os.O_ACCMODE != os.O_WRONLY:
+        if fops.catch_up and self.on_write is not None and flags & os.O_ACCMODE != os.O_WRONLY \
+                and fops.catch_up_now(ctx.pid):
             self.before_io(node, self.on_write)
         f = OpenFile(node, flags, next(self._fh), ctx.pid, ctx.uid)
         try:

@@ -91,6 +91,11 @@ class FileOperations:
     #: tracers made of the events (an event's ``hist``)
     catch_up = False
 
+    def catch_up_now(self, pid: int) -> bool:
+        """Whether this open by *pid* of a ``catch_up`` file fires what is
+        owed first (a file may answer per open: trees/tracing_hist.py)."""
+        return True
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "read" in cls.__dict__ and "read_nowait" not in cls.__dict__:

@@ -89,6 +89,9 @@ class Slicer:
         #: perf_counter() of the last control request (fs/fastpath.py sets it)
         self.last_control = 0.0
         self.quiet_s, self.quiet_most = QUIET, QUIET_MOST
+        #: perf_counter() until which background turns wait, beside the
+        #: quiet (:meth:`hold`)
+        self.held = 0.0
 
     def attach(self, fd: int | None = None) -> None:
         """Watch the FUSE device *fd* (default: this process's ``/dev/fuse``)."""
@@ -103,16 +106,22 @@ class Slicer:
         """A request is waiting in ``/dev/fuse`` for the loop to read it."""
         return self._poll is not None and bool(self._poll.poll(0))
 
+    def hold(self, until: float) -> None:
+        """Background turns wait until perf_counter() reaches *until* (a few
+        milliseconds ahead: the instant of an event's ``hist`` read,
+        trees/tracing_hist.py), whatever the quiet says."""
+        self.held = max(self.held, until)
+
     async def quiet(self) -> None:
         """Wait until no control request has come for ``quiet_s`` seconds
-        (at most ``quiet_most``): a background source's turn comes after a
-        tool's sweep, not inside it.  The loop sleeps meanwhile, so the
-        requests are answered at the pace of a mount without a workload.
-        A checkpoint always."""
+        (at most ``quiet_most``), and past a :meth:`hold`: a background
+        source's turn comes after a tool's sweep, not inside it.  The loop
+        sleeps meanwhile, so the requests are answered at the pace of a
+        mount without a workload.  A checkpoint always."""
         now = time.perf_counter()
         give_up = now + self.quiet_most
         while True:
-            wait = min(self.last_control + self.quiet_s, give_up) - now
+            wait = max(min(self.last_control + self.quiet_s, give_up), self.held) - now
             if wait <= 0:
                 break
             await trio.sleep(wait)

@@ -101,8 +101,9 @@ class WorkloadDriver:
             if self.rate:  # a tool's sweep first (flat out: all the loop gives)
                 await slicer.quiet()
             async with slicer.turn(slicer.WRITER) as turn:
-                if self.rate:  # (what is owed now, after the wait)
-                    due = self.owed()
+                if self.rate:  # (what is owed now, after the wait; none in a
+                    # hist read's instant that began meanwhile: Slicer.hold)
+                    due = self.owed() if slicer.held <= time.perf_counter() else 0
                 self.fired += fire_until(wl, due, turn.over, self.size)
                 self.last_fire = trio.current_time()
             if self.last_fire - self.last_wake >= WAKE_EVERY:

@@ -20,7 +20,6 @@ import os
 
 from fakedebugfs.engine.core.layouts import PAGE_SIZE
 from fakedebugfs.engine.ftrace import trigger_cmds
-from fakedebugfs.engine.ftrace.trace_events_hist import hist_show
 from fakedebugfs.engine.ftrace.control import EVENT_BUF_SIZE, bool_write, pid_write, trace_get_user
 from fakedebugfs.fs.fops import FileOperations, OpenFile, SeqFile, ValueFile, fail, read_from_buffer
 from fakedebugfs.fs.tree import Dir
@@ -115,7 +114,7 @@ class EventsDir:
         if f"events/ftrace/{name}/trigger" in modes:
             edir.file("trigger", RW, TriggerFile(ft, key))  # trace_marker's triggers
         if f"events/ftrace/{name}/hist" in modes:
-            edir.file("hist", RO, HistFile(lambda: [hist_show(ft, key)]))
+            edir.file("hist", RO, HistFile(ft, key))
 
     def _system_dir(self, events: Dir, system: str, keys=()) -> Dir:
         """``event_subsystem_dir``: ``enable`` and ``filter`` over the
@@ -192,7 +191,7 @@ class EventsDir:
         edir.file("id", RO, SeqFile(lambda: f"{ft.events.event_id(key)}\n"), static=True)
         edir.file("trigger", RW, TriggerFile(ft, key))
         if trigger_cmds.has_hist(ft):  # trace_events_hist.c's event_hist_fops
-            edir.file("hist", RO, HistFile(lambda: [hist_show(ft, key)]))
+            edir.file("hist", RO, HistFile(ft, key))
 
     # --- writes ---------------------------------------------------------------
 
