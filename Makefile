@@ -15,7 +15,7 @@ PYFUSE3_PATCHED := $(PYFUSE3_VER)+fakedebugfs.2
 PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch opfast.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
-DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk libcunit1-dev perf-tools-unstable
+DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk libcunit1-dev perf-tools-unstable libtracefs-dev libtraceevent-dev
 # the oracle (a Debian kernel under QEMU, docs/oracle.md), without their
 # recommends (qemu's would bring a desktop's worth of libraries)
 ORACLE_DEBS := qemu-system-x86 busybox-static
