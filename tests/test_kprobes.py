@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from fakedebugfs import Fake
+from fakedebugfs.engine.core.profile_files import has_profile_file, read_profile_text
 
 PROFILE = Path(__file__).resolve().parents[1] / "fakedebugfs" / "profiles" / "debian-6.12"
-pytestmark = pytest.mark.skipif(not (PROFILE / "kallsyms").is_file(),
+pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
                                 reason="the debian-6.12 profile has no kallsyms")
 
 
@@ -51,7 +52,7 @@ def gone(path) -> bool:
 
 def symbol(name: str):
     """``(address, size)`` of a function in the profile's kallsyms."""
-    lines = (PROFILE / "kallsyms").read_text().splitlines()
+    lines = read_profile_text(PROFILE, "kallsyms").splitlines()
     for i, line in enumerate(lines):
         parts = line.split()
         if parts[2] == name and len(parts) == 3:
@@ -165,7 +166,7 @@ def test_symbols_modules_and_refusals(t):
     log = t / "error_log"
     assert append(t / "kprobe_events", "p no_such_function_here") == errno.EINVAL
     assert log.read_text().splitlines()[-3].endswith("Invalid probed address or symbol")
-    lines = (PROFILE / "kallsyms").read_text().splitlines()
+    lines = read_profile_text(PROFILE, "kallsyms").splitlines()
     counts = {}
     for line in lines:
         parts = line.split()
@@ -266,7 +267,7 @@ def test_proc_kallsyms_under_run():
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     count, line = out.stdout.split("\n", 1)
-    assert int(count) == len((PROFILE / "kallsyms").read_text().splitlines())
+    assert int(count) == len(read_profile_text(PROFILE, "kallsyms").splitlines())
     assert line.strip() == f"{symbol('vfs_read')[0]:016x} T vfs_read"
 
 

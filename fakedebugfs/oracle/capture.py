@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from fakedebugfs.engine.core.profile_files import SUFFIX, read_profile_file, write_profile_file
 from fakedebugfs.oracle.image import MODULES, OracleError
 
 # lists that name modules' symbols (``sym\t[module]``): the modules the
@@ -70,9 +71,12 @@ def capture(guest, outdir: Path) -> int:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     for f in tmp.iterdir():
-        if f.name in SYMBOL_LISTS + ("kprobes_blacklist",):
-            f.write_text("".join(_without_oracle_modules(f.read_text().splitlines(True))))
-        shutil.copyfile(f, outdir / f.name)
+        name = f.name.removesuffix(SUFFIX)  # capture-profile's NAME.xz
+        data = read_profile_file(f)
+        if name in SYMBOL_LISTS + ("kprobes_blacklist",):
+            text = data.decode("utf-8", errors="surrogateescape")
+            data = "".join(_without_oracle_modules(text.splitlines(True)))
+        write_profile_file(outdir, name, data)
     shutil.rmtree(tmp, ignore_errors=True)
     return (outdir / "formats").read_text().count("\n### ") + 1
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from fakedebugfs.engine.ftrace.profile import COPIED, HEADERS, ID_LINE, OPTIONAL, ProfileError
+from fakedebugfs.engine.core.profile_files import write_profile_file
 
 
 def _read(path) -> str:
@@ -25,9 +26,10 @@ def _read(path) -> str:
 
 
 def _write(path: Path, text: str) -> None:
+    """One file of the profile (the big symbol tables as ``NAME.xz``:
+    :mod:`~fakedebugfs.engine.core.profile_files`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as fp:
-        fp.write(text)
+    write_profile_file(path.parent, path.name, text)
 
 
 def capture(tracefs: str, outdir: str) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 
+from fakedebugfs.engine.core.profile_files import profile_file, read_profile_file
 from fakedebugfs.engine.ftrace.control import pid_write
 from fakedebugfs.engine.ftrace.ftrace import TraceParser, hash_order
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
@@ -215,9 +216,10 @@ def add_function_files(tree, root) -> None:
         return
     path = prof.path
     for name in ("available_filter_functions", "available_filter_functions_addrs"):
-        if have(name) and (path / name).is_file():
+        found = profile_file(path, name)  # NAME or NAME.xz
+        if have(name) and found is not None:
             root.file(name, mode(name, 0o440),
-                      SeqFile(lambda p=path / name: p.read_bytes()), static=True)
+                      SeqFile(lambda p=found: read_profile_file(p)), static=True)
     if have("enabled_functions"):
         root.file("enabled_functions", mode("enabled_functions", 0o440),
                   SeqFile(lambda: fn.enabled_functions()))

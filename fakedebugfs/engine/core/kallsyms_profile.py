@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 
 from fakedebugfs.engine.core.kallsyms import MODULES_BASE, Kallsyms
+from fakedebugfs.engine.core.profile_files import profile_file, read_profile_file
 
 # the attributes read from the file on first use
 _LAZY = frozenset(("names", "addrs", "sizes", "types", "mods", "text", "end", "by_name",
@@ -59,8 +60,7 @@ class ProfileKallsyms(Kallsyms):
         return "addrs" in self.__dict__
 
     def _load(self) -> None:
-        with open(self.path, encoding="utf-8", errors="surrogateescape") as fp:
-            text = fp.read()
+        text = read_profile_file(self.path).decode("utf-8", errors="surrogateescape")
         rows = []
         for line in text.splitlines():
             parts = line.split()
@@ -239,8 +239,8 @@ def profile_kallsyms(profile):
     file, else None."""
     if profile is None:
         return None
-    path = profile.path / "kallsyms"
-    return ProfileKallsyms(path) if path.is_file() else None
+    path = profile_file(profile.path, "kallsyms")  # or kallsyms.xz
+    return ProfileKallsyms(path) if path is not None else None
 
 
 def use_profile_kallsyms(engine, profile) -> None:

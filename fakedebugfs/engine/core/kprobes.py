@@ -34,6 +34,8 @@ from __future__ import annotations
 import bisect
 import errno
 
+from fakedebugfs.engine.core.profile_files import profile_file, read_profile_file
+
 AREAS = (("__kprobes_text_start", "__kprobes_text_end"),
          ("__noinstr_text_start", "__noinstr_text_end"),
          ("__entry_text_start", "__entry_text_end"))
@@ -131,15 +133,14 @@ class Kprobes:
         if self._sites is None:
             self._sites = set()
             path = self.filter_functions_path
-            addrs = path.parent / "available_filter_functions_addrs" if path else None
-            if addrs is not None and addrs.is_file():
-                with open(addrs) as fp:
-                    for line in fp:
-                        word = line.split(None, 1)[0] if line.strip() else ""
-                        try:
-                            self._sites.add(int(word, 16))
-                        except ValueError:
-                            continue
+            addrs = profile_file(path.parent, "available_filter_functions_addrs") if path else None
+            text = read_profile_file(addrs).decode(errors="replace") if addrs is not None else ""
+            for line in text.splitlines():
+                word = line.split(None, 1)[0] if line.strip() else ""
+                try:
+                    self._sites.add(int(word, 16))
+                except ValueError:
+                    continue
         return func + 4 in self._sites
 
     def notrace(self, addr: int) -> bool:

@@ -25,6 +25,7 @@ import errno
 from typing import Optional
 
 from fakedebugfs.engine.core.errors import einval, kernel_error
+from fakedebugfs.engine.core.profile_files import profile_file, read_profile_file
 from fakedebugfs.engine.ftrace.ctype import SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 
@@ -188,20 +189,20 @@ class FtraceRecords:
 
     def _load(self) -> None:
         names, mods, addrs = [], [], []
-        addrs_file = self.path / "available_filter_functions_addrs"
-        plain = not addrs_file.is_file()
+        addrs_file = profile_file(self.path, "available_filter_functions_addrs")  # or its .xz
+        plain = addrs_file is None
         src = self.path / "available_filter_functions" if plain else addrs_file
-        with open(src, encoding="utf-8", errors="surrogateescape") as fp:
-            for n, line in enumerate(fp):
-                parts = line.split()
-                if not parts:
-                    continue
-                if plain:
-                    addrs.append(0xFFFFFFFF81000000 + 16 * n)
-                else:
-                    addrs.append(int(parts.pop(0), 16))
-                names.append(parts[0])
-                mods.append(parts[1][1:-1] if len(parts) > 1 else None)
+        text = read_profile_file(src).decode("utf-8", errors="surrogateescape")
+        for n, line in enumerate(text.splitlines()):
+            parts = line.split()
+            if not parts:
+                continue
+            if plain:
+                addrs.append(0xFFFFFFFF81000000 + 16 * n)
+            else:
+                addrs.append(int(parts.pop(0), 16))
+            names.append(parts[0])
+            mods.append(parts[1][1:-1] if len(parts) > 1 else None)
         self.mods, self.addrs = mods, addrs
         self.modules = {m for m in mods if m}
         self._names = names

@@ -22,6 +22,7 @@ import struct
 from construct import Int8ul, Int16ul, Int32ul, Struct
 
 from fakedebugfs.engine.core.layouts import packer
+from fakedebugfs.engine.core.profile_files import profile_file, read_profile_file
 from fakedebugfs.engine.ftrace.trace_probe import (FL_FENTRY, FL_KERNEL, FL_LOC_MASK, FL_RETURN,
     FL_TPOINT, FETCH_INSN_MAX, find_fetch_type)
 
@@ -53,8 +54,7 @@ class Btf:
         self.types = None  # id -> (kind, name_off, vlen, kflag, size_or_type, extra offset)
 
     def _load(self) -> None:
-        with open(self.path, "rb") as fp:
-            data = fp.read()
+        data = read_profile_file(self.path)  # btf or btf.xz
         h = BTF_HEADER.parse(data[:BTF_HEADER.sizeof()])
         if h.magic != BTF_MAGIC:
             raise ValueError(f"{self.path}: not BTF")
@@ -129,10 +129,8 @@ class Btf:
 
 def btf_of(profile):
     """The :class:`Btf` of *profile*'s ``btf`` file, or None."""
-    path = getattr(profile, "path", None)
-    if path is None or not (path / "btf").is_file():
-        return None
-    return Btf(path / "btf")
+    path = profile_file(getattr(profile, "path", None), "btf")
+    return Btf(path) if path is not None else None
 
 
 def _entry_or_return(flags: int) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
+from fakedebugfs.engine.core.profile_files import has_profile_file, profile_file, read_profile_file
 from fakedebugfs.engine.ftrace.calltree import FunctionCalls, parse_calltrees
 from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
 from fakedebugfs.engine.ftrace.ftrace import FtraceOps, FtraceRecords
@@ -224,7 +225,7 @@ class FunctionTrace:
         """``%pS`` of a tracer callback at its start: its size from the
         profile's kallsyms (the distance to the next symbol)."""
         if self._sizes is None:
-            self._sizes = _callback_sizes(self.top.profile.path / "kallsyms")
+            self._sizes = _callback_sizes(profile_file(self.top.profile.path, "kallsyms"))
         return f"{name}+0x0/0x{self._sizes.get(name, 0x100):x}"
 
     def remove_instance(self, tr) -> None:
@@ -242,20 +243,19 @@ def _callback_sizes(path) -> dict:
             "function_no_repeats_trace_call", "function_stack_no_repeats_trace_call",
             "function_trace_probe_call", "ftrace_graph_func", "stack_trace_call"}
     out: dict = {}
-    if not path.is_file():
+    if path is None:  # no kallsyms (nor kallsyms.xz)
         return out
     prev = None
-    with open(path, encoding="utf-8", errors="replace") as fp:
-        for line in fp:
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            addr = int(parts[0], 16)
-            if prev is not None and addr > prev[1]:
-                out[prev[0]] = addr - prev[1]
-                prev = None
-            if parts[2] in want:
-                prev = (parts[2], addr)
+    for line in read_profile_file(path).decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        addr = int(parts[0], 16)
+        if prev is not None and addr > prev[1]:
+            out[prev[0]] = addr - prev[1]
+            prev = None
+        if parts[2] in want:
+            prev = (parts[2], addr)
     return out
 
 
@@ -269,7 +269,7 @@ def attach(top) -> Optional[FunctionTrace]:
     if have is not None:
         return have
     if not ((prof.path / "available_filter_functions").is_file()
-            or (prof.path / "available_filter_functions_addrs").is_file()):
+            or has_profile_file(prof.path, "available_filter_functions_addrs")):
         return None
     ft = top.function_trace = FunctionTrace(top)
     _profile_entries(top)
