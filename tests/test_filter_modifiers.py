@@ -17,13 +17,15 @@ import re
 import pytest
 
 from fakedebugfs import Fake
-from fakedebugfs.engine.core.kallsyms import Kallsyms
-
-SYMS = Kallsyms()  # the engine's default symbol table (/proc/kallsyms of the fake)
+from fakedebugfs.engine.core.kallsyms import PROC_FILE, Kallsyms
 
 
-def addr(name: str, off: int = 0) -> int:
-    return SYMS.address(name, off)
+def symbols(fk) -> Kallsyms:
+    """The fake's symbol table as its /proc/kallsyms shows it: the
+    profile kernel's (a distro kernel's ``kallsyms``), or the fake's own."""
+    table = Kallsyms(())
+    assert table.load_text((fk.root / PROC_FILE).read_text())
+    return table
 
 
 def write_errno(path, text: str):
@@ -40,15 +42,19 @@ def trace_lines(fk) -> list[str]:
             if not line.startswith("#")]
 
 
-def test_function_modifier_matches_the_whole_function():
+@pytest.mark.parametrize("profile", ["linux-6.18", "debian-6.12"])
+def test_function_modifier_matches_the_whole_function(profile):
     """``call_site.function == NAME`` (and ``== 0xADDR``, ``!=``) keeps
     the entries whose call site lies anywhere in the function's body, as
-    ``filter_pred_function`` tests ``start <= addr < start + size``."""
-    with Fake(clock="virtual") as fk:
+    ``filter_pred_function`` tests ``start <= addr < start + size``: the
+    function as the profile's symbol table places it (the fake's own
+    table, or the distro kernel's ``kallsyms``)."""
+    with Fake(clock="virtual", profile=profile) as fk:
         ev = fk.tracing / "events/kmem/kmem_cache_free"
         (ev / "filter").write_text("call_site.function == skb_release_data")
         assert (ev / "filter").read_text() == "call_site.function == skb_release_data\n"
         (ev / "enable").write_text("1")
+        addr = symbols(fk).address
         sites = [addr("skb_release_data"), addr("skb_release_data", 0x40), addr("kvfree"),
                  addr("kfree_skbmem"), 0x10]
         for site in sites:
