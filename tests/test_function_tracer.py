@@ -20,7 +20,7 @@ from conftest import FAKEDEBUGFS, errno_of, read, run_cli
 from fakedebugfs.engine.core.profile_files import read_profile_text
 
 PROFILE = Path(__file__).resolve().parent.parent / "fakedebugfs" / "profiles" / "debian-6.12"
-DEFAULT_PROFILE = PROFILE.parent / "linux-6.18"
+DEFAULT_PROFILE = PROFILE.parent / "linux-6.18"  # this machine's kernel: no function tracer
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "functions"
 
 # read(2) and openat(2), as function_graph shows them on the profile's kernel
@@ -92,8 +92,10 @@ def test_available_filter_functions_are_the_profiles(tracing):
     assert read(tracing / "available_tracers").split()[-3:] == ["function_graph", "function", "nop"]
 
 
-def test_the_default_profile_has_no_function_tracing(fake):
-    tracing = fake("--workload", "none") / "tracing"
+def test_linux_6_18_has_no_function_tracing(fake):
+    """This machine's 6.18 refuses the function tracer: its profile has no
+    ``available_filter_functions``, and the fake none of the files."""
+    tracing = fake("--profile", DEFAULT_PROFILE, "--workload", "none") / "tracing"
     for name in ("set_ftrace_filter", "available_filter_functions", "set_graph_function",
                  "max_graph_depth", "enabled_functions"):
         assert not (tracing / name).exists(), name
@@ -480,7 +482,7 @@ def test_calls_injected_with_fake():
         assert body[0].endswith(": vfs_read <-ksys_read")
         with pytest.raises(FakeError):
             fk.calls([(1, 0, 1, "vfs_read")])  # deeper than a caller
-    with Fake(clock="virtual") as fk:  # linux-6.18: no function tracing
+    with Fake(profile=str(DEFAULT_PROFILE), clock="virtual") as fk:  # no function tracing
         with pytest.raises(FakeError):
             fk.calls(tree)
 

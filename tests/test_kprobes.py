@@ -250,9 +250,9 @@ def test_fprobe_tprobe_and_eprobe_rules(t):
     assert gone(t / "events/eprobes")
 
 
-def test_default_profile_has_no_kprobes():
+def test_linux_6_18_has_no_kprobes():
     """The shipped 6.18 profile has no kprobe_events: nothing of this appears."""
-    with Fake() as fake:
+    with Fake(profile="linux-6.18") as fake:
         names = os.listdir(fake.tracing)
         assert "kprobe_events" not in names and "kprobe_profile" not in names
         assert append(fake.tracing / "dynamic_events", "p vfs_read") == errno.EINVAL
