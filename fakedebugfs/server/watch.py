@@ -55,15 +55,19 @@ from fakedebugfs.engine.core.tracepoint import Tracepoint
 from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
 from fakedebugfs.engine.ftrace.trace_uprobe import exec_hits, hit_fields
 from fakedebugfs.sources.inject import InjectError
+from fakedebugfs.sources.forkallocs import EVENT as FORK_KMALLOC, ForkAllocs
 from fakedebugfs.sources.procevents import ProcessEvents
 
 log = logging.getLogger(__name__)
 
 DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one (a tracer listens)
 QUIET_CHECK = 0.1  # seconds between looks for a probe while nothing listens
-# the tracepoints the process events become (sources/procevents.py)
+# the tracepoints the process events become (sources/procevents.py), a
+# fork's kmallocs in its parent among them (sources/forkallocs.py)
 SIDEBAND = ("sched:sched_switch", "sched:sched_process_fork", "sched:sched_process_exit",
-            "sched:sched_process_exec", "sched:sched_waking", "sched:sched_wakeup")
+            "sched:sched_process_exec", "sched:sched_waking", "sched:sched_wakeup",
+            FORK_KMALLOC)
+FORK_EVENT = "sched:sched_process_fork"
 EXEC_EVENT = "sched:sched_process_exec"
 SWITCH_EVENT = "sched:sched_switch"
 # the events made from the context switches (a switch in after a sleep is a wake-up too)
@@ -84,6 +88,7 @@ class Watches:
         self.poller.register(self.kick, select.EPOLLIN)
         self.hooked = None  # the ftrace whose on_enable_change calls enable_change
         self._listened, self._listened_at = False, None  # listened()'s answer, and when
+        self._allocs = None  # ForkAllocs: a fork's kmallocs in its parent
 
     def add(self, pid: int, parent: int, parent_comm: str, opened=None,
             proc: str = "/proc") -> ProcessEvents:
@@ -188,6 +193,9 @@ class Watches:
         prepared = []
         tracepoints = self.injector.kernel.engine.tracepoints
         uprobes = any(ev["event"] == EXEC_EVENT for ev in events) and self.uprobes_enabled()
+        kmalloc = tracepoints.get(FORK_KMALLOC)
+        if kmalloc is not None and kmalloc.probes and FORK_KMALLOC not in self.mirrored:
+            events = self.with_fork_allocs(events)
         for ev in events:
             tp = tracepoints.get(ev["event"])
             # nothing attached: the static key is off
@@ -202,6 +210,20 @@ class Watches:
                 prepared += self.uprobe_hits(ev)
         if prepared:
             self.injector.fire(prepared)
+
+    def with_fork_allocs(self, events: list[dict]) -> list[dict]:
+        """*events* with each fork's kmallocs in its parent before it
+        (:mod:`fakedebugfs.sources.forkallocs`)."""
+        kallsyms = self.injector.kernel.engine.kallsyms
+        if self._allocs is None or self._allocs.kallsyms is not kallsyms:
+            self._allocs = ForkAllocs(kallsyms, self.proc)
+        self._allocs.proc = self.proc
+        out = []
+        for ev in events:
+            if ev["event"] == FORK_EVENT:
+                out += self._allocs.events(ev)
+            out.append(ev)
+        return out
 
     def uprobe_hits(self, ev: dict) -> list:
         """The uprobe events one exec (*ev*) hits, prepared."""

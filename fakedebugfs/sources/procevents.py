@@ -420,7 +420,8 @@ class ProcessEvents:
             self.comms[r.tid] = comm
             out.append({"event": "sched:sched_process_fork", "cpu": cpu, "pid": r.ptid,
                         "comm": comm, "fields": {"parent_comm": comm, "parent_pid": r.ptid,
-                                                 "child_comm": comm, "child_pid": r.tid}})
+                                                 "child_comm": comm, "child_pid": r.tid},
+                        "thread": r.pid != r.tid})  # CLONE_THREAD (sources/forkallocs.py)
         else:
             comm = self.comms.pop(r.tid, None) or comm_of(r.tid, self.proc)
             out.append({"event": "sched:sched_process_exit", "cpu": cpu, "pid": r.tid,
