@@ -7,7 +7,8 @@
   included (cgroup, bpf, securityfs...) but the fake's: nothing the
   command writes there reaches the host's kernel settings or devices
   (ftracetest's ``func_hotplug.tc`` would offline a host CPU through
-  ``/sys/devices/system/cpu/cpuN/online``);
+  ``/sys/devices/system/cpu/cpuN/online``: those files are hidden, as a
+  kernel hides them for CPUs that cannot go offline, sandbox/hotplug.py);
 * over that, a private writable copy (a regular file holding the host's
   value) of each sysctl tracing tools write (:data:`SYSCTL_COPIES`), so
   ``echo -1 > /proc/sys/kernel/sched_rt_runtime_us`` (ftracetest's setup)
@@ -33,6 +34,7 @@ import os
 from construct import Int64ul, Struct
 
 from fakedebugfs.native import libc
+from fakedebugfs.sandbox.hotplug import hide_cpu_online
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
@@ -236,6 +238,7 @@ def confine(work: str, mnt: str, keep_files: list[str], sealed: bool = True) -> 
     if os.path.isdir(PROC_SYS):
         read_only_tree(PROC_SYS)
     if os.path.isdir(SYS):
+        hide_cpu_online()  # CPUs that cannot go offline (sandbox/hotplug.py)
         read_only_tree(SYS)
     sysctl_copies(work)
     hide_other_fakes(mnt, keep_files)

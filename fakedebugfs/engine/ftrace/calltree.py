@@ -278,6 +278,15 @@ class FunctionCalls:
             self._detach()
 
     def _attach(self) -> None:
+        # every tree's records and addresses now, when the first ops
+        # registers (``echo function > current_tracer``), not at its first
+        # call: a tree first met while a tool's short command runs (exec,
+        # exit: 3,000 calls, 20-40 ms) held the server in that window, and
+        # trace-cmd's recorders, still starting, then missed the command
+        for trees in self.trees.values():
+            for _sel, tree in trees:
+                if tree.recs is None:
+                    self.resolve(tree)
         for key, trees in self.trees.items():
             tp = self.engine.tracepoints.get(key)
             if tp is None:
