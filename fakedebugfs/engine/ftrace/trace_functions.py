@@ -375,6 +375,11 @@ class FunctionTracer:
             self.fn.unregister(self._user)
             self._user = None
 
+    def start(self, tr) -> None:
+        """``function_trace_start``: turning ``tracing_on`` back on empties
+        the buffers (``tracing_reset_online_cpus``), as no other tracer does."""
+        tr.reset()
+
     def print_header(self, tr):
         return None
 
