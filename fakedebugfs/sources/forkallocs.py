@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 
 from fakedebugfs.engine.core.gfp import GFP_KERNEL, GFP_KERNEL_ACCOUNT, __GFP_ZERO
+from fakedebugfs.engine.core.kallsyms_profile import ProfileKallsyms
 from fakedebugfs.engine.core.slab import SLAB_BASE, kmalloc_size
 
 EVENT = "kmem:kmalloc"
@@ -78,12 +79,14 @@ class ForkAllocs:
         self.next_ptr = PTR_BASE
 
     def site(self, name: str, offset: int):
-        """The call site's address, or None where the symbol table lacks
-        the function (the fake's own table)."""
-        try:
-            return self.kallsyms.address(name, offset)
-        except (ValueError, KeyError):
+        """The call site's address where the profile's captured symbol
+        table (a kernel's ``/proc/kallsyms``, or a replay's in its place)
+        has the function; else None: no allocation is shown (the fake's own
+        table, as the default profile has, names no such function)."""
+        ks = self.kallsyms
+        if not isinstance(ks, ProfileKallsyms) or ks.path is None or not ks.by_name.get(name):
             return None
+        return ks.address(name, offset)
 
     def _kmalloc(self, where, req: int, gfp: int, cpu: int, pid: int, comm: str):
         site = self.site(*where)
