@@ -223,7 +223,8 @@ def test_timestamps_given_and_never_going_back():
 
 
 def test_marker_event_is_the_trace_marker_entry():
-    with Fake(clock="virtual") as fk:
+    """6.18 writes a marker with preemption off (the ``1`` of the flags)."""
+    with Fake(profile="linux-6.18", clock="virtual") as fk:
         fk.emit("ftrace:print", cpu=1, pid=99, comm="echo", buf="hello from a test")
         (line,) = trace_lines(fk)
         assert re.match(r"\s+echo-99\s+\[001\] \.\.\.1\.\s+1\.000000: tracing_mark_write: "

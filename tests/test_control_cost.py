@@ -14,7 +14,7 @@ def test_every_format_and_id_is_the_profiles_before_and_after_the_event_is_built
     tracing = fake("--workload", "none") / "tracing"
     prof = Profile()
     keys = prof.available_events()
-    assert len(keys) > 2000
+    assert len(keys) > 1000  # the whole catalogue: 2,305 events of 6.18, 1,508 of Debian 6.12
     for key in keys:  # what trace-cmd stream and record read first
         edir = tracing / "events" / key.replace(":", "/")
         assert (edir / "format").read_text() == prof.formats[key], key
@@ -61,17 +61,18 @@ def test_a_systems_link_count_and_entries_whichever_is_asked_first(fake):
 def test_every_ftrace_entry_format_and_id_read_without_building_it(fake):
     """``events/ftrace/<entry>/format`` and ``id`` (trace-cmd record reads
     every one at its start) come from the profile's text and id as an
-    event's do: the same text the built entry prints, before and after it
-    is built."""
+    event's do: the profile kernel's text where it has the entry, else
+    the text the built entry prints."""
     from fakedebugfs.engine.kernel import Kernel
 
     tracing = fake("--workload", "none") / "tracing"
     built = Kernel().ftrace.events
+    prof = Profile()  # the default profile's own entries (6.12's function has no args[])
     names = sorted(os.listdir(tracing / "events" / "ftrace"))
     assert len(names) > 10
     for name in [n for n in names if (tracing / "events" / "ftrace" / n).is_dir()]:
         key = f"ftrace:{name}"
         edir = tracing / "events" / "ftrace" / name
-        assert (edir / "format").read_text() == built[key].format(), key
+        assert (edir / "format").read_text() == prof.formats.get(key, built[key].format()), key
         if (edir / "id").exists():
             assert int((edir / "id").read_text()) == built[key].id, key

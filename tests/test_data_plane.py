@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import struct
 import subprocess
 import termios
@@ -125,13 +126,26 @@ def test_trace_pipe_raw_short_read_keeps_the_rest(fake):
 
 # --- trace: made as it is read, the same text when read again ------------------------------
 
+def _entries_in_buffer(trace) -> int:
+    """The ``entries-in-buffer`` of ``trace``'s header (its first lines)."""
+    with open(trace, "rb") as fp:
+        head = fp.read(4096).decode(errors="replace")
+    m = re.search(r"entries-in-buffer/entries-written: (\d+)/", head)
+    return int(m[1]) if m else 0
+
+
 def test_trace_reads_the_same_text_twice_while_tracing(fake):
     """``trace`` read to the end and again from offset 0 on the same open
     file gives the same text (``seq_file``), while the workload keeps
     writing; the events are in timestamp order."""
     mnt = fake("--workload", "kmem", "--rate", 20000, "--enable-all")
     trace = Path(mnt) / "tracing" / "trace"
-    time.sleep(0.5)
+    # until the buffer holds 2000 entries (the workload's first tick reads a
+    # distro profile's 107,000 symbols for its call sites: a second or more
+    # under load), then read while it keeps writing
+    deadline = time.monotonic() + 60
+    while _entries_in_buffer(trace) < 2000 and time.monotonic() < deadline:
+        time.sleep(0.1)
     fd = os.open(trace, os.O_RDONLY)
     try:
         first = b"".join(iter(lambda: os.read(fd, 65536), b""))

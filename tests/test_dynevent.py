@@ -19,6 +19,8 @@ import pytest
 
 from fakedebugfs import Fake
 
+PROFILE = "linux-6.18"  # the kernel that wrote the expected texts
+
 FULL = (r'p:h7grp/h7up /bin/sh:0x10 a=%ax:u8 b=+0(%sp):string c=$stack1:s16 d=@+0x10:x32[2] '
         r'e=$comm f=\1:x8 g=%di:b3@2/8 h=%si:x64 i=\"hi\" j=+0(%di):ustring k=%cx:char')
 FULL_FORMAT = """\
@@ -64,7 +66,7 @@ def gone(path) -> bool:
 
 
 def test_uprobe_definitions_formats_and_listings():
-    with Fake(clock="virtual") as fk:
+    with Fake(profile=PROFILE, clock="virtual") as fk:
         t = fk.tracing
         assert append(t / "uprobe_events", FULL) is None
         assert append(t / "uprobe_events", "r:h7grp/h7ret /bin/sh:0x20 rv=$retval:s64 cm=$comm") \
@@ -96,7 +98,7 @@ def test_probe_event_is_an_event_like_any_other():
     """Enabled, filtered and injected: the entry prints as
     ``print_uprobe_event`` does; enabled, it cannot be removed (EBUSY);
     removal takes its directory away, O_TRUNC removes everything."""
-    with Fake(clock="virtual") as fk:
+    with Fake(profile=PROFILE, clock="virtual") as fk:
         t = fk.tracing
         append(t / "uprobe_events", "r:h7grp/h7ret /bin/sh:0x20 rv=$retval:s64 cm=$comm")
         (t / "events/h7grp/h7ret/filter").write_text("rv < 0")
@@ -130,7 +132,7 @@ def test_probe_event_is_an_event_like_any_other():
 def test_uprobe_syntax_errors(command):
     """uprobe_syntax_errors.tc (and type errors): the error_log entry and its
     caret, where 6.18 puts it."""
-    with Fake() as fk:
+    with Fake(profile=PROFILE) as fk:
         t = fk.tracing
         pos = command.index("^")
         cmd = command.replace("^", "")
@@ -142,7 +144,7 @@ def test_uprobe_syntax_errors(command):
 
 
 def test_duplicates_limits_and_other_kinds():
-    with Fake() as fk:
+    with Fake(profile=PROFILE) as fk:
         t = fk.tracing
         assert append(t / "dynamic_events", "p:g/e /bin/sh:0x10") is None
         assert append(t / "dynamic_events", "p:g/e /bin/sh:0x10") == errno.EEXIST

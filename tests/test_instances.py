@@ -49,7 +49,8 @@ def write(path, data: str) -> None:
 
 
 def test_mkdir_gives_the_kernels_instance_layout(fake):
-    tracing = fake("--workload", "none") / "tracing"
+    """The instance this machine's 6.18 makes (fixtures' instance_layout.txt)."""
+    tracing = fake("--profile", "linux-6.18", "--workload", "none") / "tracing"
     os.mkdir(tracing / "instances" / "probe")
     inst = tracing / "instances" / "probe"
     assert layout(inst) == kernel_layout()
