@@ -133,9 +133,13 @@ class Server:
         """Before a FUSE write to a file that is not static: what the
         simulated machine did until now is recorded first (the paced
         workload's owed events: :meth:`WorkloadDriver.catch_up`; with
-        --mirror, the rings' backlog)."""
+        --mirror, the rings' backlog; ``run``'s process events: a short
+        command's exec and exit before the ``tracing_on`` 0 that ends its
+        recording)."""
         if self.driver is not None:
             self.driver.catch_up()
+        if self.watches is not None:
+            self.watches.sync()
         if self.mirror is not None:
             self.mirror_sync_all()
 
