@@ -83,13 +83,16 @@ def test_sysctl_copies_are_private():
 
 def test_proc_sys_and_sys_are_read_only():
     """Other sysctls and /sys answer EROFS: no host CPU goes offline
-    (ftracetest's func_hotplug.tc), no host setting changes; the fake's
+    (ftracetest's func_hotplug.tc: the CPUs' online files are absent, as
+    for CPUs a kernel cannot offline), no host setting changes; the fake's
     files under /sys/kernel/tracing stay writable."""
     cpu_online = sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/online"))
     swappiness = host_value("/proc/sys/vm/swappiness")
     targets = ["/proc/sys/vm/swappiness", "/proc/sys/kernel/panic_on_warn"]
     targets += [str(p) for p in cpu_online[-1:]]
     script = "\n".join(f"(echo 0 > {t}) 2>/dev/null && echo WROTE {t}" for t in targets)
+    # a CPU that cannot go offline has no online file (sandbox/hotplug.py)
+    script += "".join(f"\n[ -e {c} ] || echo ABSENT {c}" for c in cpu_online)
     script += ("\nmount -o remount,rw /sys 2>/dev/null && echo REMOUNTED"
                "\necho 1 > /sys/kernel/tracing/tracing_on && echo TRACING_OK"
                "\necho 0 > /sys/kernel/debug/tracing/tracing_on && echo DEBUG_OK")
@@ -97,6 +100,8 @@ def test_proc_sys_and_sys_are_read_only():
     assert p.returncode == 0, p.stderr
     assert "WROTE" not in p.stdout and "REMOUNTED" not in p.stdout, p.stdout
     assert "TRACING_OK" in p.stdout and "DEBUG_OK" in p.stdout, p.stdout
+    assert [ln for ln in p.stdout.splitlines() if ln.startswith("ABSENT")] == \
+        [f"ABSENT {c}" for c in cpu_online], p.stdout
     assert host_value("/proc/sys/vm/swappiness") == swappiness
     assert all(host_value(str(c)).strip() == "1" for c in cpu_online)
     q = sh("echo 1 > /proc/sys/vm/swappiness", timeout=60)
