@@ -117,17 +117,18 @@ def pair_ratios(fake, real) -> list:
     return [f / r for f, r in zip(fake, real) if f is not None and r]
 
 
-def guest_outputs(profile: str, script: str, trials: int) -> list[str]:
+def guest_outputs(profile: str, script: str, trials: int, name: str = "bench") -> list[str]:
     """The text *script* prints in the oracle guest of *profile*, run
-    *trials* times in one guest of the bench's own (booted for it and
-    stopped after); empty when the oracle cannot run here."""
+    *trials* times in one guest of the bench's own (*name*: booted for it
+    and stopped after); empty when the oracle cannot run here."""
     from fakedebugfs.oracle import Guest, why_not
 
     if why_not():
         return []
-    guest = Guest(profile, name="bench")
+    guest = Guest(profile, name=name)
     out = []
     try:
+        guest.start()  # (Guest.run boots none)
         for _ in range(trials):
             out.append(guest.run(script, check=True).text)
     finally:

@@ -21,6 +21,14 @@ overruns and drops, and no ``LOST EVENTS`` / ``EVENTS DROPPED`` mark).
   size).  Its figure is the rate the load makes there, recorded whole, not
   a limit of the kernel's hist path.
 
+Two more rows, from the same trials: the events that went through the
+hist trigger a second of wall time while nothing recorded (the hist's
+``Hits`` read before and after SECONDS of the fake's workload, and before
+and after the guest's ``dd``: there, the rate the emulated machine's load
+makes), and the hist path alone in process (``engine.emit`` of ``sys_enter``
+into a debian-6.12 kernel whose only probe on it is the trigger, thread CPU
+time): what the issue's 1 M events/s would ask of it.
+
 TRIALS trials each side; the row gives the medians, their spread and the
 load average of each trial.
 
@@ -34,19 +42,25 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from . import FAKEDEBUGFS, ROOT, guest_outputs, spread
 
 TRIALS = 5
-SECONDS = 4  # recording window on the fake
+SECONDS = 4  # recording window on the fake (and the window before it, unrecorded)
+ENGINE_EVENTS = 100_000  # events of an in-process trial
 GUEST_BYTES = 10_000  # dd bs=1 count=... in the guest: 2 system calls a byte
 TRIGGER = "hist:keys=id.syscall:vals=hitcount"
 EVENT = "raw_syscalls/sys_enter"
 PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
+GUEST = os.environ.get("FAKEDEBUGFS_BENCH_GUEST", "bench")  # the oracle guest's name
 
 FAKE_SCRIPT = f"""\
 E=/sys/kernel/tracing/events/{EVENT}
 echo '{TRIGGER}' > $E/trigger || exit 1
+echo "t0: $(date +%s.%N) $(sed -n 's/^ *Hits: //p' $E/hist)"
+sleep "$2"
+echo "t1: $(date +%s.%N) $(sed -n 's/^ *Hits: //p' $E/hist)"
 trace-cmd record -q -e raw_syscalls:sys_enter -o "$1" sleep "$2" > /dev/null || exit 1
 sed -n 's/^ *Hits: //p' $E/hist
 """
@@ -55,6 +69,9 @@ GUEST_SCRIPT = f"""\
 E=/sys/kernel/tracing/events/{EVENT}
 echo '{TRIGGER}' > $E/trigger || exit 1
 cd /tmp
+echo "t0: $(date +%s.%N) $(sed -n 's/^ *Hits: //p' $E/hist)"
+dd if=/dev/zero of=/dev/null bs=1 count={GUEST_BYTES} > /dev/null 2>&1
+echo "t1: $(date +%s.%N) $(sed -n 's/^ *Hits: //p' $E/hist)"
 trace-cmd record -q -b 8192 -e raw_syscalls:sys_enter -o /tmp/bench_hist.dat \\
     dd if=/dev/zero of=/dev/null bs=1 count={GUEST_BYTES} > /dev/null 2>&1
 rc=$?
@@ -68,6 +85,19 @@ rm -f /tmp/bench_hist.dat
 """
 
 _STAMP = re.compile(r"\]\s+(\d+\.\d+): sys_enter:")
+_MARK = re.compile(r"^t([01]): (\d+\.\d+) (\d+)$", re.M)
+
+
+def through_hist(text: str) -> dict:
+    """The hist's ``Hits`` gained per second of wall time between its
+    reads t0 and t1, with nothing recording (the fake: SECONDS of the
+    workload; the guest: ``dd bs=1`` of GUEST_BYTES): the events that went
+    through the hist trigger."""
+    marks = {m[1]: (float(m[2]), int(m[3])) for m in _MARK.finditer(text)}
+    if set(marks) != {"0", "1"} or marks["1"][0] <= marks["0"][0]:
+        return {"hist_per_s": 0.0}
+    (t0, h0), (t1, h1) = marks["0"], marks["1"]
+    return {"hist_per_s": (h1 - h0) / (t1 - t0), "hist_s": round(t1 - t0, 2)}
 
 
 def measured(report: str, stats: str) -> dict:
@@ -97,17 +127,43 @@ def fake_trial(workdir: str) -> dict:
                             text=True, timeout=300).stdout
     stats = subprocess.run(["trace-cmd", "report", "--stat", "-i", dat], capture_output=True,
                            text=True, timeout=60).stdout
-    return {**measured(report, stats), "hist_hits": int(p.stdout.split()[-1])}
+    return {**measured(report, stats), **through_hist(p.stdout),
+            "hist_hits": int(p.stdout.split()[-1])}
 
 
 def guest_trials() -> list:
     """TRIALS recordings in the guest (empty when the oracle cannot run here)."""
     out = []
-    for text in guest_outputs(PROFILE, GUEST_SCRIPT, TRIALS):
+    for text in guest_outputs(PROFILE, GUEST_SCRIPT, TRIALS, name=GUEST):
         report, _, stats = text.partition("### stat\n")
         hits = re.search(r"^Hits: (\d+)", report, re.M)
-        out.append({**measured(report, stats), "hist_hits": int(hits[1]) if hits else None})
+        out.append({**measured(report, stats), **through_hist(report),
+                    "hist_hits": int(hits[1]) if hits else None})
     return out
+
+
+def engine_trial(events: int = ENGINE_EVENTS) -> float:
+    """``raw_syscalls:sys_enter`` fired *events* times in process (one by
+    one, as the engine fires an event with a trigger) into a debian-6.12
+    kernel whose only probe on it is the hist trigger: events a second of
+    the thread's CPU time (the machine is shared: wall time counts other
+    processes' turns), the events' values made before the clock starts."""
+    import random
+
+    from fakedebugfs.engine.ftrace import trigger_cmds
+    from fakedebugfs.engine.kernel import Kernel
+
+    k = Kernel(cpus=2, buffer_size=1 << 20, profile=PROFILE)
+    key = EVENT.replace("/", ":")
+    trigger_cmds.write(k.ftrace, key, TRIGGER.encode())
+    tp, emit = k.engine.tracepoints[key], k.engine.emit
+    rng = random.Random(1)
+    values = [(nr, (1, 2, 3, 4, 5, 6)) for nr in rng.choices((0, 1, 3, 9, 12, 202, 228, 257),
+                                                             k=1000)]
+    start = time.thread_time()
+    for i in range(events):
+        emit(tp, i & 1, 1000 + (i & 7), values[i % 1000])
+    return events / (time.thread_time() - start)
 
 
 def run() -> list[dict]:
@@ -116,13 +172,28 @@ def run() -> list[dict]:
         fake = [fake_trial(workdir) for _ in range(TRIALS)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    engine = [engine_trial() for _ in range(TRIALS)]
     real = guest_trials()
     clean = lambda trials: [t["per_s"] for t in trials if not t["lost"] and t["events"]]  # noqa: E731
+    hist = lambda trials: [t["hist_per_s"] for t in trials if t["hist_per_s"]]  # noqa: E731
     f, r = clean(fake), clean(real)
+    hf, hr = hist(fake), hist(real)
+    detail = {"fake": fake, "real": real, "trigger": TRIGGER, "kernel": os.uname().release}
     return [{"name": "trace-cmd record -e raw_syscalls:sys_enter, a hist trigger on it "
                      "(debian-6.12), without loss",
              "fake": round(spread(f)[1]) if f else 0, "real": round(spread(r)[1]) if r else None,
              "unit": "events/s", "spread": {"fake": spread(f) if f else None,
                                             "real": spread(r) if r else None},
-             "detail": {"fake": fake, "real": real, "trigger": TRIGGER,
-                        "kernel": os.uname().release}}]
+             "detail": detail},
+            {"name": "events through the hist trigger, nothing recording (its Hits a second "
+                     "of wall time; the fake: run --rate 0; the guest: dd bs=1)",
+             "fake": round(spread(hf)[1]) if hf else 0,
+             "real": round(spread(hr)[1]) if hr else None,
+             "unit": "events/s", "spread": {"fake": spread(hf) if hf else None,
+                                            "real": spread(hr) if hr else None},
+             "detail": {"trials": TRIALS, "see": "the row above's detail (hist_per_s)"}},
+            {"name": "the hist trigger's path in process (engine.emit of sys_enter one by "
+                     "one, the trigger its only probe), thread CPU time",
+             "fake": round(spread(engine)[1]), "real": None, "unit": "events/s",
+             "spread": {"fake": spread(engine), "real": None},
+             "detail": {"trials": [round(e) for e in engine], "events": ENGINE_EVENTS}}]
