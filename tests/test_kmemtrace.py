@@ -27,8 +27,8 @@ import pytest
 from construct import GreedyRange
 
 from conftest import FAKEDEBUGFS, build_c, errno_of, run_cli, wait_done
-from fakedebugfs.engine.core.kallsyms import Kallsyms
 from fakedebugfs.engine.core.layouts import kmemtrace_event_v2008_07
+from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload
 
@@ -41,10 +41,11 @@ V08_ALLOC, V08_FREE, V07_SIZE = 48, 24, 56
 
 # --- what the workload emits, computed in-process ------------------------------
 
-def emitted(seed: int, count: int, workload: str = "kmem", cpus: int = 2) -> list:
-    """``(name, cpu, ts, {arg: value})`` of every kmem tracepoint hit."""
-    kernel = Kernel(cpus=cpus, clock="virtual", seed=seed)
-    events = []
+def emitted(seed: int, count: int, workload: str = "kmem", cpus: int = 2, profile=None) -> list:
+    """``(name, cpu, ts, {arg: value})`` of every kmem tracepoint hit
+    (``.kallsyms``: the symbol table the sites were drawn from)."""
+    kernel = Kernel(cpus=cpus, clock="virtual", seed=seed, profile=profile)
+    events = Emitted()
     for key in KMEM:
         tp = kernel.engine.tracepoints[key]
         tp.register(lambda cpu, pid, ts, values, n=tp.name, a=tp.args:
@@ -53,7 +54,12 @@ def emitted(seed: int, count: int, workload: str = "kmem", cpus: int = 2) -> lis
     while not wl.done:
         wl.run(997)
     assert len(events) == count
+    events.kallsyms = kernel.engine.kallsyms
     return events
+
+
+class Emitted(list):
+    kallsyms = None
 
 
 def as_alloc(name, v):
@@ -305,8 +311,10 @@ def test_seed003_layout(fake):
 # --- the clients --------------------------------------------------------------------
 
 def independent_figures(events):
-    """What the report must print, computed from the tracepoint values."""
-    ks = Kallsyms()
+    """What the report must print, computed from the tracepoint values
+    (call sites named by the table the fake serves: the default profile
+    kernel's kallsyms, else the fake's own)."""
+    ks = events.kallsyms
 
     def sym(addr):
         name, off, _ = ks.lookup(addr)
@@ -357,9 +365,11 @@ def parse_report(text: str):
 
 @pytest.mark.parametrize("workload", ["kmem", "kmem-faults"])
 def test_kmemtraced_and_report_end_to_end(fake, tmp_path, workload):
+    """The report names call sites with the fake's own symbol table (its
+    default without ``--kallsyms``): linux-6.18, which has no kallsyms."""
     n, seed = 20000, 3
-    mnt = fake("--workload", workload, "--count", n, "--rate", "20000", "--enable-all",
-               "--clock", "virtual", "--seed", seed)
+    mnt = fake("--profile", "linux-6.18", "--workload", workload, "--count", n,
+               "--rate", "20000", "--enable-all", "--clock", "virtual", "--seed", seed)
     out = tmp_path / "log"
     daemon = subprocess.Popen([FAKEDEBUGFS, "kmemtraced", str(mnt), "-o", str(out)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -377,7 +387,7 @@ def test_kmemtraced_and_report_end_to_end(fake, tmp_path, workload):
     chart = tmp_path / "frag.svg"
     report = run_cli("kmemtrace-report", out, "--chart", chart).stdout
     sites, totals = parse_report(report)
-    events = emitted(seed, n, workload)
+    events = emitted(seed, n, workload, profile=str(SHIPPED_PROFILES / "linux-6.18"))
     want_sites, cross_allocs, cross_frees, issues = independent_figures(events)
     assert set(sites) == set(want_sites)
     for name, (allocs, frees, req, alloc) in want_sites.items():
