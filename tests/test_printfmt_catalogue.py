@@ -30,9 +30,11 @@ from fakedebugfs import Fake
 from fakedebugfs.engine.ftrace.format_text import KERNEL_SYMBOLS, POINTEES, _encoder
 from fakedebugfs.engine.ftrace.printfmt import compile_print_fmt
 from fakedebugfs.engine.ftrace.ctype import wrap
+from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 
-_KERNEL = Kernel()
+PROFILE = "linux-6.18"  # the catalogue these tests name, and this machine's kernel
+_KERNEL = Kernel(profile=str(SHIPPED_PROFILES / PROFILE))
 FTRACE = _KERNEL.ftrace
 HEADER = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
                     r"(?P<ts>\d+\.\d+): (?P<name>\w+): (?P<text>.*)$")
@@ -224,7 +226,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def fake_catalogue():
-    with Fake(cpus=1, clock="virtual") as fk:
+    with Fake(profile=PROFILE, cpus=1, clock="virtual") as fk:
         for key in sorted({case[0] for case in CASES}):
             system, name = key.split(":")
             (fk.tracing / "events" / system / name / "enable").write_text("1")
@@ -385,7 +387,7 @@ def test_the_real_kernels_lines_print_the_same(tmp_path):
     pairs = [(by_name[t["name"]], t["text"], _field_values(by_name[t["name"]], f["text"]))
              for t, f in _pair(text_lines, field_lines)
              if t["name"] in by_name and _same_format(by_name[t["name"]], formats)]
-    with Fake(cpus=1, clock="virtual") as fk:
+    with Fake(profile=PROFILE, cpus=1, clock="virtual") as fk:
         for key in DIFF_EVENTS:
             system, name = key.split(":")
             (fk.tracing / "events" / system / name / "enable").write_text("1")

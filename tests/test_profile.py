@@ -153,9 +153,13 @@ def test_every_event_has_its_files_and_any_can_be_enabled(fake):
     keys = prof.available_events()
     listed = (tracing / "available_events").read_text().split()
     assert listed == keys
+    # an event's files as the profile's kernel has them (sched_switch's in its modes)
+    files = sorted(p.rsplit("/", 1)[1] for p in prof.modes()
+                   if p.startswith("events/sched/sched_switch/"))
+    assert {"enable", "filter", "format", "id", "trigger"} <= set(files)
     for key in (keys[0], keys[len(keys) // 2], keys[-1], "syscalls:sys_enter_openat"):
         edir = tracing / "events" / key.replace(":", "/")
-        assert sorted(os.listdir(edir)) == ["enable", "filter", "format", "id", "trigger"]
+        assert sorted(os.listdir(edir)) == files
         assert (edir / "format").read_text() == prof.formats[key]
         assert int((edir / "id").read_text()) == prof.ids[key]
         (edir / "enable").write_text("1")
