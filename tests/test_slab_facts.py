@@ -14,6 +14,7 @@ import re
 import pytest
 
 from fakedebugfs.engine.core import gfp, slab
+from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload
 
@@ -39,8 +40,10 @@ def test_gfp_values_are_what_the_format_prints():
         assert table[name] == getattr(gfp, name), name
 
 
-def kmem_events(workload: str, n: int = 6000):
-    kernel = Kernel(clock="virtual", seed=3)
+def kmem_events(workload: str, n: int = 6000, profile: str = "linux-6.18"):
+    """The kmalloc and kmem_cache_alloc lines of *workload* under *profile*
+    (linux-6.18's kmem_cache_alloc names the cache)."""
+    kernel = Kernel(clock="virtual", seed=3, profile=str(SHIPPED_PROFILES / profile))
     ft = kernel.ftrace
     ft.resize(64 * 1024)
     for key in ("kmem:kmalloc", "kmem:kmem_cache_alloc"):
@@ -54,6 +57,18 @@ def kmem_events(workload: str, n: int = 6000):
         if m:
             out.append((m[1], dict(FIELDS.findall(m[2]))))
     return out
+
+
+def test_a_profiles_own_kmem_cache_alloc_is_filled_by_name():
+    """Debian 6.12's kmem_cache_alloc has ``accounted`` and no ``name``: the
+    workload's batches of it go one by one, each field taken by name (in
+    columns, by position, the cache names went into ``accounted``)."""
+    events = kmem_events("kmem", 2000, profile="debian-6.12")
+    caches = [f for kind, f in events if kind == "kmem_cache_alloc"]
+    assert caches and {kind for kind, _ in events} == {"kmalloc", "kmem_cache_alloc"}
+    for f in caches:
+        assert "name" not in f and f["accounted"] == "false", f
+        assert (int(f["bytes_req"]), int(f["bytes_alloc"])) in slab.CACHES.values(), f
 
 
 @pytest.mark.parametrize("workload", ["default", "classic", "kmem"])

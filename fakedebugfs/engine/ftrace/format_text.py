@@ -123,6 +123,7 @@ def _column_encoder(names: tuple, chars: dict = {}):  # noqa: B006 (read only)
     if not chars:
         def encode(cols) -> dict:
             return dict(zip(names, cols))
+        encode.positional = True  # the batch path checks the tracepoint's arguments are *names*
         return encode
     from fakedebugfs.engine.core.batch import char_array
 
@@ -131,6 +132,7 @@ def _column_encoder(names: tuple, chars: dict = {}):  # noqa: B006 (read only)
         for name, size in chars.items():
             out[name] = char_array(out[name], size, size)
         return out
+    encode_chars.positional = True
     return encode_chars
 
 

@@ -95,6 +95,12 @@ class TraceBuffers:
             if (trig is not None and trig.list) or key in self.soft_disabled \
                     or key in self.filter_preds or ev.encode_columns is None:
                 return False
+            if getattr(ev.encode_columns, "positional", False) \
+                    and tuple(batch.tps[k].args) != tuple(ev.names):
+                # a profile kernel's format that is not the tracepoint's
+                # arguments (Debian 6.12's kmem_cache_alloc: accounted, no
+                # name): one by one, where values are matched by name
+                return False
             for c in batch.cols[k]:
                 if isinstance(c, np.ndarray) and c.dtype.kind == "O":
                     return False
