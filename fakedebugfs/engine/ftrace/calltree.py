@@ -53,7 +53,7 @@ class Tree:
     duration, name, parent)`` (parent: the index of the caller, -1 for an
     outermost call)."""
 
-    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail", "span")
+    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail", "span", "_gone")
 
     def __init__(self, nodes, key: str = ""):
         stack: list = []
@@ -73,6 +73,23 @@ class Tree:
         # first: what its outermost calls return to)
         self.tail: list = []
         self._ends = None  # where each subtree ends (function_graph)
+        self._gone: Optional[frozenset] = None  # (never_returns)
+
+    def never_returns(self) -> frozenset:
+        """The node indices of the calls the task never returns from: in an
+        exit's tree (``exit_group`` down to the last switch away, ``do_exit``
+        on), the calls still open when the task was gone, which
+        :func:`calltrees_from_graph` makes last until the tree's end: each
+        ending where its first call ends.  The kernel writes no
+        ``funcgraph_exit`` and no kretprobe hit for them (in the guest,
+        ``do_exit() {`` is never closed; ``r __x64_sys_exit_group``: 0 hits)."""
+        if self._gone is None:
+            gone: frozenset = frozenset()
+            if self.key == EXIT_KEY and self.nodes:
+                end = self.nodes[0][1] + self.nodes[0][2]
+                gone = frozenset(k for k, n in enumerate(self.nodes) if n[1] + n[2] == end)
+            self._gone = gone
+        return self._gone
 
 
 def parse_calltrees(text: str) -> dict:
@@ -146,7 +163,8 @@ class _Open:
             out[self.head] = _rebase(self.nodes)
 
 
-_PROCESS = ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit")
+EXIT_KEY = "sched:sched_process_exit"
+_PROCESS = ("sched:sched_process_fork", "sched:sched_process_exec", EXIT_KEY)
 
 
 def calltrees_from_graph(text: str) -> str:

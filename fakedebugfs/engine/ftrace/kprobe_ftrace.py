@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from fakedebugfs.engine.ftrace.probe_fetch import (CallContext, call_params, event_values,
     probe_values)
-from fakedebugfs.engine.ftrace.probe_retval import (SyscallReturns, never_returns, spine,
-    wants_retval)
+from fakedebugfs.engine.ftrace.probe_retval import SyscallReturns, spine, wants_retval
 
 # the kinds of probe this ops fires, and their order at one time (entry, return)
 KINDS = {"kprobe": (0, 1), "fprobe": (1, 0)}
@@ -112,7 +111,7 @@ class KprobeFtrace:
                     if known is None:
                         known = self._known(tree, calls.firing)
                     start = addr or tree.addrs[k] - 4  # where the probe sits
-                    if p.is_return and k in never_returns(tree, calls.firing):
+                    if p.is_return and k in tree.never_returns():
                         continue
                     if p.is_return:
                         parent = node[4]

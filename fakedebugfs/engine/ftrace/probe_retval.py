@@ -61,30 +61,6 @@ def _returns_integer(btf, name: str) -> bool:
     return t is not None and t[0] in (KIND_INT, KIND_ENUM)
 
 
-EXIT = "sched:sched_process_exit"
-_GONE: dict = {}  # id(tree) -> (tree, the calls it never returns from)
-
-
-def never_returns(tree, firing) -> frozenset:
-    """The node indices of *tree*, started by the event *firing*, whose
-    function the task never returns from: in an exit's tree (its
-    ``exit_group`` down to the last switch away, ``do_exit`` on), the calls
-    still open when the task was gone, which the recorded tree (see
-    calltree.calltrees_from_graph) makes last until its end: each ending
-    where its first call ends.  A return probe on them never fires on the
-    kernel (``r __x64_sys_exit_group``: 0 hits in the guest)."""
-    if firing is None or firing[0] != EXIT or not tree.nodes:
-        return frozenset()
-    cached = _GONE.get(id(tree))
-    if cached is not None and cached[0] is tree:
-        return cached[1]
-    nodes = tree.nodes
-    end = nodes[0][1] + nodes[0][2]
-    gone = frozenset(k for k, n in enumerate(nodes) if n[1] + n[2] == end)
-    _GONE[id(tree)] = (tree, gone)
-    return gone
-
-
 def wants_retval(probe) -> bool:
     """A return probe that fetches the returned value."""
     return probe.is_return and any("$retval" in a.comm or "%ax" in a.comm for a in probe.args)
@@ -138,4 +114,4 @@ class SyscallReturns:
             tp.fire(cpu, pid, ts, tuple(vals.get(a, 0) for a in tp.args))
 
 
-__all__ = ["SyscallReturns", "never_returns", "spine", "wants_retval"]
+__all__ = ["SyscallReturns", "spine", "wants_retval"]

@@ -198,11 +198,13 @@ def graph_plan(tree, ops, gops, max_depth: int) -> list:
     in_graph = False
     n = len(nodes)
     ends = _subtree_ends(tree)
+    gone = tree.never_returns()  # (an exiting task's: entries only)
     k = 0
     while k < n:
         while pending and pending[-1][0] <= k:
             _, depth, in_graph, exit_ = pending.pop()
-            out.append(exit_)
+            if exit_[2] not in gone:
+                out.append(exit_)
         node = nodes[k]
         i = recs[k]
         if i is None or not ops.traces(i):
@@ -221,7 +223,9 @@ def graph_plan(tree, ops, gops, max_depth: int) -> list:
         in_graph = True
         k += 1
     while pending:
-        out.append(pending.pop()[3])
+        exit_ = pending.pop()[3]
+        if exit_[2] not in gone:
+            out.append(exit_)
     return out
 
 
