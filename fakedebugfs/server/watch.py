@@ -81,6 +81,7 @@ class Watches:
         self.injector = injector
         self.nr_cpus = nr_cpus
         self.watched: list[ProcessEvents] = []
+        self.lost = 0  # process events a failure of the fake's left out (drain)
         self.mirrored = ()  # events --mirror takes from the kernel itself (not injected)
         self.poller = select.epoll()  # the rings' fds, and the kick
         self.kick = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -179,11 +180,17 @@ class Watches:
             self.drain()
 
     def drain(self) -> None:
-        """Inject whatever the watched buffers hold now."""
+        """Inject whatever the watched buffers hold now.  A batch the fake
+        fails on is logged with its traceback and counted (``lost``), never
+        the end of the server: the command's tools keep their mount."""
         for pe in self.watched:
             events = pe.drain()
             if events:
-                self.inject(events)
+                try:
+                    self.inject(events)
+                except Exception:  # noqa: BLE001: a bug of ours, not the server's end
+                    self.lost += len(events)
+                    log.exception("%d process events lost", len(events))
 
     def inject(self, events: list[dict]) -> None:
         """Fire each event the fake can show; one it cannot (an event the
