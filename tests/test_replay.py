@@ -24,6 +24,11 @@ from pathlib import Path
 import pytest
 
 from fakedebugfs import Fake
+
+# linux-6.18: the recordings are this machine's 6.18 (kmem_cache_alloc with the
+# cache's name, function entries with args[]); under another profile a
+# recording's formats that differ from the kernel's are its own
+PROFILE = "linux-6.18"
 from fakedebugfs.sources.replay import open_recording, read_tracedat
 from fakedebugfs import ReplayError
 
@@ -82,7 +87,7 @@ def rerecord(recording: Path, out: Path, tmp_path: Path, buffer: str | None = No
     into a fresh fake while ``trace-cmd record`` records it into *out*; the
     replay's status."""
     rec = open_recording(recording)
-    with Fake(cpus=max(2, rec.cpus)) as fk:
+    with Fake(profile=PROFILE, cpus=max(2, rec.cpus)) as fk:
         cli = None
         if via_cli:
             argv = [*CLI, "replay", str(fk.root), str(recording), "--keep-timestamps",
@@ -276,7 +281,7 @@ def test_truncated_recording(tmp_path, kind):
     else:
         bad = tmp_path / "cut.dat"
         bad.write_bytes(src[:20000] if kind == "tracedat-header" else src[:len(src) - 3000])
-    with Fake(cpus=2) as fk:
+    with Fake(profile=PROFILE, cpus=2) as fk:
         (fk.tracing / "events" / "enable").write_text("1")
         events_before = (fk.tracing / "available_events").read_text()
         p = subprocess.run([*CLI, "replay", str(fk.root), str(bad)], capture_output=True,
@@ -325,7 +330,7 @@ def test_options_events_cpu_map_loop(tmp_path):
     rec = open_recording(dat)
     kfree = [e for e in rec.events() if not e.lost and e.key == "kmem:kfree"]
     assert kfree
-    with Fake(cpus=2, clock="virtual") as fk:
+    with Fake(profile=PROFILE, cpus=2, clock="virtual") as fk:
         fk.replay(dat)  # nothing enabled: nothing recorded
         assert trace_lines(fk) == [] and fk.status()["replayed"] == 0
         (fk.tracing / "events" / "enable").write_text("1")
@@ -348,7 +353,7 @@ def test_speed_paces_the_replay(tmp_path):
     rec = open_recording(dat)
     times = [e.ts for e in rec.events() if not e.lost]
     span = (max(times) - min(times)) / 1e9
-    with Fake(cpus=2) as fk:
+    with Fake(profile=PROFILE, cpus=2) as fk:
         st = fk.replay(dat, speed=4)
     assert st["seconds"] >= span / 4 * 0.95
 
@@ -365,7 +370,7 @@ def test_conflicting_format_uses_the_recordings(tmp_path):
     assert old, text
     fmt.write_text(text.replace(old[0], 'print fmt: "ptr=%p from %pS", REC->ptr, '
                                          '(void *)REC->call_site'))
-    with Fake(cpus=2) as fk:
+    with Fake(profile=PROFILE, cpus=2) as fk:
         (fk.tracing / "events" / "kmem" / "enable").write_text("1")
         st = fk.replay(cap)
         assert st["adopted"] == ["kmem:kfree"]
@@ -382,7 +387,7 @@ def test_mount_replay_waits_for_a_tracer(tmp_path):
     exist once mounted; the replay starts when trace-cmd turns them on."""
     dat = FIXTURES / "default-v6.dat"
     out = tmp_path / "again.dat"
-    with Fake(cpus=2, replay=dat) as fk:
+    with Fake(profile=PROFILE, cpus=2, replay=dat) as fk:
         st = fk.call("replay_status")
         assert st["state"] == "waiting" and st["done"] == 0
         tc = fk.popen(["trace-cmd", "record", "-e", "kmem", "-e", "sched", "-e", "raw_syscalls",
@@ -404,7 +409,7 @@ def test_the_server_answers_during_a_long_replay(tmp_path):
     """The replay runs in turns: ``tracing_on`` and control requests are
     answered while it goes on (a paced replay of a looped recording)."""
     dat = FIXTURES / "default-v7-zstd.dat"
-    with Fake(cpus=2) as fk:
+    with Fake(profile=PROFILE, cpus=2) as fk:
         (fk.tracing / "events" / "enable").write_text("1")
         number = fk.replay(dat, wait=False, loop=500)["replay"]
         worst = 0.0
@@ -433,7 +438,7 @@ def test_pages_built_with_every_kind_of_event(tmp_path):
     for cpu, data in built_pages(Pages("little", 8)).items():
         (d / f"cpu{cpu}").write_bytes(data)
     (d / "saved_cmdlines").write_text("10 alpha\n11 beta\n12 gamma\n13 delta\n20 eps\n")
-    with Fake(cpus=2) as fk:
+    with Fake(profile=PROFILE, cpus=2) as fk:
         st = fk.replay(d, keep_timestamps=True)
         assert st["created"] == ["test:probe"] and st["committed"] == 0  # not enabled
         (fk.tracing / "events" / "test" / "enable").write_text("1")
@@ -451,7 +456,7 @@ def test_replayed_events_go_through_pids_and_filters(tmp_path):
     events = [e for e in rec.events() if not e.lost]
     pid = max({e.pid for e in events}, key=lambda p: sum(e.pid == p for e in events))
     big = [e for e in events if e.key == "kmem:kmalloc" and rec.decode(e)["bytes_req"] > 64]
-    with Fake(cpus=2) as fk:
+    with Fake(profile=PROFILE, cpus=2) as fk:
         (fk.tracing / "events" / "enable").write_text("1")
         (fk.tracing / "set_event_pid").write_text(str(pid))
         fk.replay(dat)
@@ -474,7 +479,7 @@ def test_replay_into_an_instance(tmp_path):
     dat = FIXTURES / "default-v7-zstd.dat"
     rec = open_recording(dat)
     kfree = [e for e in rec.events() if not e.lost and e.key == "kmem:kfree"]
-    with Fake(cpus=2, clock="virtual", workload="none") as fk:
+    with Fake(profile=PROFILE, cpus=2, clock="virtual", workload="none") as fk:
         with pytest.raises(ReplayError, match=r"--into scratch: no such instance"):
             fk.replay(dat, into="scratch")
         inst = fk.tracing / "instances" / "scratch"

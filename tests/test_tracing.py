@@ -23,8 +23,20 @@ import pytest
 from conftest import read, read_chunks, wait_done, write
 from support import realtracefs
 
+from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload
+
+
+PROFILE = str(SHIPPED_PROFILES / "linux-6.18")
+
+
+@pytest.fixture
+def fake(fake):
+    """This file's mounts serve linux-6.18, this machine's kernel: its fixtures
+    (formats, the marker's flags, kmem_cache_alloc's cache name) are 6.18's and
+    it compares with the real tracefs."""
+    return lambda *options, **kw: fake("--profile", PROFILE, *options, **kw)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "tracefs"
 KMEM = ("kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free", "mm_page_alloc", "mm_page_free")
@@ -48,7 +60,7 @@ def write_errno(path, data: bytes) -> str:
 
 def emitted_kmem(seed: int, count: int) -> list[tuple]:
     """``(name, values)`` of every kmem tracepoint the workload fires, in order."""
-    kernel = Kernel(clock="virtual", seed=seed)
+    kernel = Kernel(clock="virtual", seed=seed, profile=PROFILE)
     fired = []
     for name in KMEM:
         kernel.engine.tracepoints[f"kmem:{name}"].register(
@@ -102,7 +114,7 @@ def test_kmemtrace_session(fake):
     assert read(tracing / "current_tracer") == "kmemtrace\n"
     wait_done(mnt)
     expected = emitted_kmem(seed, count)
-    kernel = Kernel(clock="virtual", seed=seed)
+    kernel = Kernel(clock="virtual", seed=seed, profile=PROFILE)
     sym = kernel.engine.kallsyms.sym
 
     text = read(tracing / "trace")

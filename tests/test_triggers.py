@@ -10,6 +10,13 @@ import pytest
 
 from conftest import wait_done
 
+
+@pytest.fixture
+def fake(fake):
+    """This file's mounts serve linux-6.18, this machine's kernel: the trigger list
+    and errnos are 6.18's (no hist there)."""
+    return lambda *options, **kw: fake("--profile", "linux-6.18", *options, **kw)
+
 AVAILABLE = "# Available triggers:\n# traceon traceoff stacktrace enable_event disable_event\n"
 
 
