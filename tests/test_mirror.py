@@ -18,6 +18,10 @@ import pytest
 from conftest import FAKEDEBUGFS
 from support import realtracefs
 
+# the mirror serves the running kernel's events where the profile's formats
+# are its own (other events are refused): this machine's kernel is linux-6.18
+HOST_PROFILE = "linux-6.18"
+
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)"),
     pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the workload"),
@@ -49,8 +53,9 @@ def getppid(tmp_path_factory) -> str:
 
 
 def run(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([FAKEDEBUGFS, "run", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    """``fakedebugfs run --profile linux-6.18 ARGS`` (a later --profile wins)."""
+    return subprocess.run([FAKEDEBUGFS, "run", "--profile", HOST_PROFILE, *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def lines_of(out: str, pid: str, what: str = "sys_getppid()") -> list[str]:
@@ -113,10 +118,10 @@ def test_lost_samples_are_accounted(getppid):
 
 
 def test_a_format_that_differs_is_refused(getppid, tmp_path):
-    from fakedebugfs.engine.ftrace.profile import DEFAULT_PROFILE
+    from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 
     prof = tmp_path / "profile"
-    shutil.copytree(DEFAULT_PROFILE, prof)
+    shutil.copytree(SHIPPED_PROFILES / HOST_PROFILE, prof)
     fmt = prof / "formats"
     text = fmt.read_text()
     head = "### syscalls/sys_enter_getppid\n"
@@ -323,7 +328,7 @@ def test_two_system_mirrors_at_once(getppid):
     # the real tracefs is read in private mount namespaces of its own
     before = realtracefs.call(real_tracefs_state)
     sched = subprocess.Popen(
-        [FAKEDEBUGFS, "run", "--mirror=system", "--", "sh", "-c",
+        [FAKEDEBUGFS, "run", "--profile", HOST_PROFILE, "--mirror=system", "--", "sh", "-c",
          "cd /sys/kernel/tracing; for e in fork exec exit wait; do "
          "echo sched:sched_process_$e >> set_event; done; sleep 1.5; "
          "echo 0 > tracing_on; echo ==; cat set_event; echo ==; cat trace"],
