@@ -24,9 +24,12 @@ import subprocess
 import pytest
 
 from fakedebugfs.engine.ftrace.output import OutputContext, context
+from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.inject import Injector
 from fakedebugfs.sources.workloads import make_workload
+
+OWN_TABLE = str(SHIPPED_PROFILES / "linux-6.18")  # a profile without kallsyms
 
 INJECTED = (
     ("sched:sched_switch", {"prev_comm": "bash", "prev_pid": 10, "prev_prio": 120,
@@ -166,8 +169,10 @@ def test_the_kmemtrace_tracers_lines():
 
 def test_symbols_printed_after_the_table_changes():
     """Kept symbol texts go when kallsyms changes: an address past the last
-    function prints as hex, then as the function ``extend`` lays there."""
-    k = Kernel(cpus=1)
+    function prints as hex, then as the function ``extend`` lays there (the
+    fake's own table, linux-6.18's: a profile's kallsyms keeps the fake's
+    functions aside)."""
+    k = Kernel(cpus=1, profile=OWN_TABLE)
     out, ks = k.ftrace.out, k.engine.kallsyms
     addr = ks.end + 0x10
     assert out.sym_offset(addr) == f"0x{addr:x}"
@@ -184,8 +189,9 @@ def test_symbols_printed_after_the_table_changes():
 def test_kept_texts_follow_the_symbols():
     """An event's text is kept by its payload after ``struct trace_entry``;
     a change of kallsyms drops the kept texts: the same entry, read again,
-    prints the function laid out since at its call site."""
-    k = Kernel(cpus=1, clock="virtual", enable=("tracing",))
+    prints the function laid out since at its call site (the fake's own
+    table, as above)."""
+    k = Kernel(cpus=1, clock="virtual", enable=("tracing",), profile=OWN_TABLE)
     ks, inj = k.engine.kallsyms, Injector(k)
     site = ks.end + 0x10
     inj.fire([inj.prepare("kmem:kfree", pid=5, comm="a", fields={"call_site": site, "ptr": 0})])
