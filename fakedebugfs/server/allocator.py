@@ -47,9 +47,21 @@ def forget() -> None:
 
 def reexec_run(argv: Sequence[str]) -> None:
     """``fakedebugfs run ...`` started without ``PYTHONMALLOC``: start again
-    (the same pid) with :func:`server_env`, before anything else is done."""
+    (the same pid) with :func:`server_env`, before anything else is done:
+    the same program (the ``fakedebugfs`` script keeps its name: ``run``'s
+    init in ``/proc/1/comm``), else ``python -m fakedebugfs``.  Where the
+    interpreter cannot be started again (a user who may run the script but
+    not search the folders its interpreter lives in), run goes on as it is."""
     if "PYTHONMALLOC" in os.environ or os.environ.get(SET_HERE):
         return
+    script = sys.argv[0]
+    if os.path.basename(script) != "__main__.py" and os.access(script, os.X_OK):
+        program, args = script, [script, *argv]
+    else:
+        program, args = sys.executable, [sys.executable, "-m", "fakedebugfs", *argv]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "fakedebugfs", *argv], server_env())
+    try:
+        os.execve(program, args, server_env())
+    except OSError:
+        pass
