@@ -55,18 +55,18 @@ from fakedebugfs.engine.core.tracepoint import Tracepoint
 from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
 from fakedebugfs.engine.ftrace.trace_uprobe import exec_hits, hit_fields
 from fakedebugfs.sources.inject import InjectError
-from fakedebugfs.sources.forkallocs import EVENT as FORK_KMALLOC, ForkAllocs
+from fakedebugfs.sources.forkallocs import EVENT as FORK_KMALLOC, ForkAllocs, shown as allocs_shown
 from fakedebugfs.sources.procevents import ProcessEvents
 
 log = logging.getLogger(__name__)
 
 DRAIN_EVERY = 0.005  # seconds between drains when no open asks for one (a tracer listens)
 QUIET_CHECK = 0.1  # seconds between looks for a probe while nothing listens
-# the tracepoints the process events become (sources/procevents.py), a
-# fork's kmallocs in its parent among them (sources/forkallocs.py)
+# the tracepoints the process events become (sources/procevents.py); a
+# fork's kmallocs in its parent too, where the profile shows them
+# (sources/forkallocs.py)
 SIDEBAND = ("sched:sched_switch", "sched:sched_process_fork", "sched:sched_process_exit",
-            "sched:sched_process_exec", "sched:sched_waking", "sched:sched_wakeup",
-            FORK_KMALLOC)
+            "sched:sched_process_exec", "sched:sched_waking", "sched:sched_wakeup")
 FORK_EVENT = "sched:sched_process_fork"
 EXEC_EVENT = "sched:sched_process_exec"
 SWITCH_EVENT = "sched:sched_switch"
@@ -132,7 +132,9 @@ class Watches:
         switches are recorded from an enable of ``sched_switch`` on, and the
         drains are woken (they look again which events are listened to).
         Never raises: an OSError would refuse the enable."""
-        if key not in SIDEBAND and not is_dynamic(self.injector.kernel.ftrace, key):
+        if key not in SIDEBAND and not is_dynamic(self.injector.kernel.ftrace, key) \
+                and not (key == FORK_KMALLOC
+                         and allocs_shown(self.injector.kernel.engine.kallsyms)):
             return
         try:
             self.drain()
@@ -148,9 +150,10 @@ class Watches:
         or a uprobe event is enabled.  Asked before every open: the answer
         is kept until a probe is attached or detached anywhere
         (``Tracepoint.changes``) or a tracepoint comes or goes."""
-        tracepoints = self.injector.kernel.engine.tracepoints
+        engine = self.injector.kernel.engine
+        tracepoints = engine.tracepoints
         version = getattr(tracepoints, "version", None)
-        stamp = (Tracepoint.changes, id(tracepoints), version)
+        stamp = (Tracepoint.changes, id(tracepoints), version, id(engine.kallsyms))
         if stamp != self._listened_at or version is None:
             self._listened, self._listened_at = self._listening(tracepoints), stamp
         return self._listened
@@ -161,6 +164,9 @@ class Watches:
             tp = tracepoints.get(name)
             if tp is not None and tp.probes:
                 return True
+        tp = tracepoints.get(FORK_KMALLOC)
+        if tp is not None and tp.probes and allocs_shown(self.injector.kernel.engine.kallsyms):
+            return True
         return self.uprobes_enabled()
 
     def _dyn(self):

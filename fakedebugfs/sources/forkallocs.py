@@ -70,6 +70,12 @@ def fd_slots(pid: int, proc: str = "/proc") -> int:
     return NR_OPEN_DEFAULT if wanted <= NR_OPEN_DEFAULT else 1 << (wanted - 1).bit_length()
 
 
+def shown(kallsyms) -> bool:
+    """A fork's kmallocs are shown with this symbol table: the profile's
+    captured one names the functions (:meth:`ForkAllocs.site`)."""
+    return ForkAllocs(kallsyms).site(LSM_BLOB[0], 0) is not None
+
+
 class ForkAllocs:
     """Makes the kmallocs of each watched fork (:meth:`events`)."""
 
@@ -116,4 +122,4 @@ class ForkAllocs:
         return [ev for ev in out if ev is not None]
 
 
-__all__ = ["ForkAllocs", "fdtable_sizes", "fd_slots"]
+__all__ = ["ForkAllocs", "fdtable_sizes", "fd_slots", "shown"]
