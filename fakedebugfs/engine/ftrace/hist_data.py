@@ -17,6 +17,7 @@ import errno
 from typing import Optional
 
 from fakedebugfs.engine.ftrace.hist_actions import HistActions
+from fakedebugfs.engine.ftrace.hist_var_refs import HistVarRefs
 from fakedebugfs.engine.ftrace.hist_fields import (
     FL_ALIAS, FL_BUCKET, FL_CPU, FL_EXECNAME, FL_EXPR, FL_GRAPH, FL_HEX, FL_HITCOUNT, FL_KEY,
     FL_LOG2, FL_PERCENT, FL_STACKTRACE, FL_STRING, FL_SYM, FL_SYM_OFFSET, FL_SYSCALL, FL_VAR,
@@ -140,7 +141,7 @@ class Ctx:
         self.elt, self.var_ref_vals = None, []
 
 
-class HistData(FieldParser, HistActions):
+class HistData(FieldParser, HistActions, HistVarRefs):
     """``struct hist_trigger_data``: made by ``create_hist_data``."""
 
     def __init__(self, tr, key: str, attrs: HistAttrs, cmd: HistCmd, remove: bool,
