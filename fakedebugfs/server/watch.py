@@ -132,9 +132,7 @@ class Watches:
         switches are recorded from an enable of ``sched_switch`` on, and the
         drains are woken (they look again which events are listened to).
         Never raises: an OSError would refuse the enable."""
-        if key not in SIDEBAND and not is_dynamic(self.injector.kernel.ftrace, key) \
-                and not (key == FORK_KMALLOC
-                         and allocs_shown(self.injector.kernel.engine.kallsyms)):
+        if not self._sideband(key) and not is_dynamic(self.injector.kernel.ftrace, key):
             return
         try:
             self.drain()
@@ -160,14 +158,17 @@ class Watches:
 
     def _listening(self, tracepoints) -> bool:
         """:meth:`listened`, asked of the tracepoints themselves."""
-        for name in SIDEBAND:
+        for name in (*SIDEBAND, FORK_KMALLOC):
             tp = tracepoints.get(name)
-            if tp is not None and tp.probes:
+            if tp is not None and tp.probes and self._sideband(name):
                 return True
-        tp = tracepoints.get(FORK_KMALLOC)
-        if tp is not None and tp.probes and allocs_shown(self.injector.kernel.engine.kallsyms):
-            return True
         return self.uprobes_enabled()
+
+    def _sideband(self, key: str) -> bool:
+        """*key* is one of the events the watcher makes: :data:`SIDEBAND`,
+        and a fork's kmallocs where the profile shows them."""
+        return key in SIDEBAND or (key == FORK_KMALLOC
+                                   and allocs_shown(self.injector.kernel.engine.kallsyms))
 
     def _dyn(self):
         """The fake's dynamic events (None before its tracing tree is made)."""
