@@ -499,3 +499,23 @@ def test_ftracetest_probe_hit_rows(tmp_path):
     results = [ln for ln in out.stdout.splitlines() if ln.startswith("[")]
     assert len(results) == len(FTRACETEST_HIT_ROWS), out.stdout + out.stderr
     assert all(r.endswith("[PASS]") for r in results), out.stdout
+
+
+@pytest.mark.parametrize("remove", ["-:p{n}", "truncate"])
+def test_a_removed_probes_directory_is_gone_when_the_write_returns(t, remove):
+    """As on the kernel, the event's directory is gone once the write of
+    ``-:NAME`` (or the O_TRUNC open of ``kprobe_events``) returns, though
+    the kernel had just looked it up: the shell's ``test -d`` right after it
+    (ftracetest's kprobe rows end so) finds nothing."""
+    found = []
+    for n in range(40):
+        with open(t / "kprobe_events", "a") as f:
+            f.write(f"p:p{n} kernel_clone\n")
+        assert os.path.isdir(t / "events" / "kprobes" / f"p{n}")  # now in the kernel's dcache
+        if remove == "truncate":
+            open(t / "kprobe_events", "w").close()
+        else:
+            with open(t / "kprobe_events", "a") as f:
+                f.write(remove.format(n=n) + "\n")
+        found.append(os.path.isdir(t / "events" / "kprobes" / f"p{n}"))
+    assert not any(found), f"{sum(found)} of 40 directories still there after their removal"

@@ -12,6 +12,9 @@ fault is active (a stall waits in the event loop), for a read that would
 wait (``trace_pipe`` with nothing in it), for a file whose write may wait
 (``FileOperations.write_waits``).  The async handlers call the
 same methods, so the two paths give the same answers (docs/fuse.md).
+An open or write that removed nodes (``-:NAME`` to ``kprobe_events``) is
+done here but answered by the async handler, once the kernel has dropped
+its entries of those nodes (:mod:`~fakedebugfs.fs.notify`).
 
 What a tool's control-plane sweep costs is mostly these requests: a
 ``trace-cmd reset`` makes some 31,000 (docs/cost.md).  Each control request
@@ -177,7 +180,9 @@ class FastPath:
         """An open, unless a scripted fault may act on it (None)."""
         if self.faults is not None and self.faults.active:
             return None
-        return self.open_file(self._node(inode), flags, ctx)
+        queued = self.invalidations.queued
+        info = self.open_file(self._node(inode), flags, ctx)
+        return self._settle(queued, ("open", inode, flags, ctx.pid), info)
 
     def open_file(self, node, flags, ctx) -> pyfuse3.FileInfo:
         """``do_dentry_open``: the file's ``open`` (and ``truncate`` for
@@ -236,10 +241,22 @@ class FastPath:
         WRITER_PID.set(pid)
         if (self.on_write or self.on_io) is not None and not f.node.static:
             self.before_io(f.node, self.on_write)
+        queued = self.invalidations.queued
         try:
-            return fops.write_nowait(f, off, buf)
+            written = fops.write_nowait(f, off, buf)
         except BaseException as err:
             fuse_error("write", f.node, err)
+        return self._settle(queued, ("write", fh, off, bytes(buf)), written)
+
+    def _settle(self, queued: int, key: tuple, answer):
+        """*answer*, unless the request removed nodes (entry invalidations
+        were queued since *queued*): then None, and the async handler gives
+        *answer* (kept under *key*) once the kernel dropped its entries, so
+        that a ``test -d`` after ``echo -:p >> kprobe_events`` finds none."""
+        if self.invalidations.queued == queued:
+            return answer
+        self.settling[key] = answer
+        return None
 
     def release_nowait(self, fh):
         f = self.open_files.pop(fh, None)

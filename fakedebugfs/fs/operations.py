@@ -133,6 +133,9 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         self.attrs_changed()  # a generation of its own: no node's kept attributes are ours yet
         self.open_files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
+        # answers the fast path made that removed nodes: the async handler
+        # gives them once the kernel has dropped its entries of those nodes
+        self.settling: dict[tuple, object] = {}
         # called before every open: what happened before a reader opens a
         # file is in it (the server's watch of `run`'s command, server/watch.py)
         self.on_open: Optional[Callable[[], None]] = None
@@ -182,6 +185,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         if fields.update_size and isinstance(node, File):
             with _Guard("truncate"):
                 node.fops.truncate(self.open_files.get(fh))
+            await self.invalidations.settled(self.invalidations.queued)
         return self.attrs(node)
 
     def _chown_chmod(self, node, attr, fields, ctx) -> None:
@@ -303,9 +307,14 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         node = self._node(inode)
         if isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.EISDIR)
-        if self.faults is not None and self.faults.active:
-            await self._inject(node, "open")
-        return self.open_file(node, flags, ctx)
+        info = self.settling.pop(("open", inode, flags, ctx.pid), None)
+        if info is None:
+            if self.faults is not None and self.faults.active:
+                await self._inject(node, "open")
+            info = self.open_file(node, flags, ctx)
+        # O_TRUNC of dynamic_events: the probes' directories are gone
+        await self.invalidations.settled(self.invalidations.queued)
+        return info
 
     async def read(self, fh, off, size):
         f = self.open_files.get(fh)
@@ -326,13 +335,18 @@ class TreeOperations(FastPath, pyfuse3.Operations):
 
     async def write(self, fh, off, buf):
         f = self._file(fh)
-        WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
-        if self.faults is not None and self.faults.active:
-            await self._inject(f.node, "write")
-        if (self.on_write or self.on_io) is not None and not f.node.static:
-            self.before_io(f.node, self.on_write)
-        with _Guard("write", f.node):
-            return await f.node.fops.write(f, off, bytes(buf))
+        data = bytes(buf)
+        written = self.settling.pop(("write", fh, off, data), None)  # done by write_nowait
+        if written is None:
+            WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
+            if self.faults is not None and self.faults.active:
+                await self._inject(f.node, "write")
+            if (self.on_write or self.on_io) is not None and not f.node.static:
+                self.before_io(f.node, self.on_write)
+            with _Guard("write", f.node):
+                written = await f.node.fops.write(f, off, data)
+        await self.invalidations.settled(self.invalidations.queued)  # "-:NAME": its directory
+        return written
 
     async def flush(self, fh):
         raise pyfuse3.FUSEError(errno.ENOSYS)  # no round trip on every close
