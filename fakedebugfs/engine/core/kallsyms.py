@@ -148,6 +148,11 @@ class Kallsyms:
         (addresses stay unique, as a tool holding an old one expects)."""
         self.modules.pop(module, None)
 
+    def has(self, name: str) -> bool:
+        """The table names function *name* (a call site placed in it is
+        one ``/proc/kallsyms`` resolves)."""
+        return name in self.names
+
     def address(self, name: str, offset: int = 0) -> int:
         """Address *offset* bytes into function *name*."""
         i = self.names.index(name)

@@ -132,6 +132,12 @@ class ProfileKallsyms(Kallsyms):
             d["stext"], d["etext"] = self._first("_stext"), self._first("_etext")
         return n
 
+    def has(self, name: str) -> bool:
+        """The kernel's table names *name* (not one of the fake's
+        :attr:`extra` names, which ``/proc/kallsyms`` does not list)."""
+        return bool(self.by_name.get(name)) or any(
+            n == name for syms in self.modules.values() for _, n, _ in syms)
+
     def address(self, name: str, offset: int = 0) -> int:
         idx = self.by_name.get(name)
         if idx:

@@ -49,7 +49,7 @@ from fakedebugfs.engine.core import fast
 from fakedebugfs.engine.core.batch import EventBatch, Strings
 from fakedebugfs.engine.core.slab import (CACHES, KMALLOC_MAX_CACHE_SIZE, PAGE_OFFSET, SLAB_BASE,
     get_order, kmalloc_size)
-from fakedebugfs.sources.workloads.slab import FIRST_PFN, SITES, TASKS, function_size
+from fakedebugfs.sources.workloads.slab import FIRST_PFN, TASKS, function_size, sites_of
 from fakedebugfs.sources.workloads.slab_blocks import (ADV_HI, ARGS, BLOCK_ALLOCS, CACHE_NAMES,
     K_CACHE_ALLOC, K_CACHE_FREE, KINDS, KMALLOC_POOLS, POOL_SIZE, BlockGenerator, lifo_match,
     task_of)
@@ -70,31 +70,33 @@ SITE_KIND = {"kmalloc": 0, "cache": 1, "pages": 2}
 
 
 class Sites:
-    """:data:`.slab.SITES` as arrays indexed by site number."""
+    """:data:`.slab.SITES` the symbol table names (:func:`.slab.sites_of`)
+    as arrays indexed by site number."""
 
     def __init__(self, kallsyms):
-        n = len(SITES)
+        self.list = sites = sites_of(kallsyms)
+        n = len(sites)
         # site i appears weight_i times: a uniform draw from it is weighted
-        self.by_weight = np.repeat(np.arange(n), [s.weight for s in SITES])
-        self.kind = np.array([SITE_KIND[s.kind] for s in SITES], np.int64)
-        self.ngfp = np.array([len(s.gfp) for s in SITES], np.int64)
+        self.by_weight = np.repeat(np.arange(n), [s.weight for s in sites])
+        self.kind = np.array([SITE_KIND[s.kind] for s in sites], np.int64)
+        self.ngfp = np.array([len(s.gfp) for s in sites], np.int64)
         self.gfp = np.zeros((n, self.ngfp.max()), np.int64)
-        sizes = [s.sizes or (0,) for s in SITES]
+        sizes = [s.sizes or (0,) for s in sites]
         self.nsizes = np.array([len(z) for z in sizes], np.int64)
         self.sizes = np.zeros((n, self.nsizes.max()), np.int64)
-        for i, s in enumerate(SITES):
+        for i, s in enumerate(sites):
             self.gfp[i, :len(s.gfp)] = s.gfp
             self.sizes[i, :len(sizes[i])] = sizes[i]
-        self.lifetime = np.array([s.lifetime for s in SITES], float)
-        self.cross = np.array([s.cross for s in SITES], float)
-        self.node = np.array([s.node for s in SITES], np.int64)
-        self.migratetype = np.array([s.migratetype for s in SITES], np.int64)
-        self.cache = np.array([CACHE_NAMES.index(s.cache) if s.cache else 0 for s in SITES],
+        self.lifetime = np.array([s.lifetime for s in sites], float)
+        self.cross = np.array([s.cross for s in sites], float)
+        self.node = np.array([s.node for s in sites], np.int64)
+        self.migratetype = np.array([s.migratetype for s in sites], np.int64)
+        self.cache = np.array([CACHE_NAMES.index(s.cache) if s.cache else 0 for s in sites],
                               np.int64)
         self._per_pick()
-        self.alloc_addr = np.array([site_addr(kallsyms, s.alloc_fn, s.slot) for s in SITES],
+        self.alloc_addr = np.array([site_addr(kallsyms, s.alloc_fn, s.slot) for s in sites],
                                    np.uint64)
-        self.free_addr = np.array([site_addr(kallsyms, s.free_fn, s.slot) for s in SITES],
+        self.free_addr = np.array([site_addr(kallsyms, s.free_fn, s.slot) for s in sites],
                                   np.uint64)
 
     def _per_pick(self) -> None:
@@ -105,7 +107,7 @@ class Sites:
         self.req, self.abytes = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
         self.order, self.pool = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
         self.is_page = np.zeros(shape, bool)
-        for i, site in enumerate(SITES):
+        for i, site in enumerate(self.list):
             for j, pick in enumerate(site.sizes or (0,)):
                 if site.kind == "cache":
                     self.req[i, j], self.abytes[i, j] = CACHES[site.cache]

@@ -8,15 +8,16 @@ from fakedebugfs.engine.core.kallsyms import FUNCTIONS
 from fakedebugfs.engine.core.gfp import GFP_ATOMIC, GFP_KERNEL, GFP_KERNEL_ACCOUNT
 from fakedebugfs.engine.core.slab import CACHES, PAGE_OFFSET, kmalloc_size
 
-# (cache, the function allocating from it, the one freeing to it): a cache's
+# (cache, the function allocating from it, the ones freeing to it): a cache's
 # kmem_cache_free comes from its own free path (putname, file_free_rcu...),
-# as on the kernel, so a call site seen once is seen again
-CACHE_SITES = (("names_cache", "getname_flags", "putname"),
-               ("filp", "alloc_empty_file", "file_free_rcu"),
-               ("dentry", "__d_alloc", "__d_free"),
-               ("vm_area_struct", "vm_area_alloc", "vm_area_free"),
-               ("skbuff_head_cache", "__alloc_skb", "kfree_skbmem"))
-FREE_SITE = {cache: free for cache, _, free in CACHE_SITES}
+# as on the kernel, so a call site seen once is seen again; of several
+# freeing functions, the first the symbol table names (6.12 inlines
+# file_free into __fput)
+CACHE_SITES = (("names_cache", "getname_flags", ("putname",)),
+               ("filp", "alloc_empty_file", ("file_free_rcu", "__fput")),
+               ("dentry", "__d_alloc", ("__d_free",)),
+               ("vm_area_struct", "vm_area_alloc", ("vm_area_free",)),
+               ("skbuff_head_cache", "__alloc_skb", ("kfree_skbmem",)))
 LIVE_MAX = 4096  # allocations alive at once (all CPUs)
 
 
@@ -44,6 +45,21 @@ class KmemActivity:
         sites = self._sites()
         addr, size = sites[self.rng.randrange(len(sites))]
         return addr + self.rng.randrange(size) // 4 * 4
+
+    def _caches(self) -> dict:
+        """``{cache: (allocating function, freeing function)}`` of the
+        :data:`CACHE_SITES` whose functions the symbol table names."""
+        ks = self.engine.kallsyms
+        cached = self.__dict__.get("_cache_table")
+        if cached is not None and cached[0] is ks:
+            return cached[1]
+        caches = {}
+        for cache, alloc, frees in CACHE_SITES:
+            free = next((f for f in frees if ks.has(f)), None)
+            if ks.has(alloc) and free is not None:
+                caches[cache] = (alloc, free)
+        self._cache_table = (ks, caches)
+        return caches
 
     def _sites(self) -> list:
         """``(address, size)`` of each of the first ``alloc_sites``
@@ -98,8 +114,12 @@ class KmemActivity:
         self._ev(cpu, self.current[cpu], "kmem:kmalloc", (site, ptr, req, alloc, gfp, -1))
 
     def _cache(self, cpu, name=None):
-        cache = next((c for c in CACHE_SITES if c[0] == name), None) or self.rng.choice(CACHE_SITES)
-        name, fn, _ = cache
+        caches = self._caches()
+        if name not in caches:  # the kernel of the profile lacks its functions
+            if not caches:
+                return self._kmalloc(cpu)
+            name = self.rng.choice(list(caches))  # in CACHE_SITES order
+        fn = caches[name][0]
         object_size, size = CACHES[name]
         site = self._addr(fn, self.rng.randrange(8, 64))
         ptr = self._ptr(size)
@@ -129,7 +149,8 @@ class KmemActivity:
         if item[0] == "kfree":
             self._ev(cpu, pid, "kmem:kfree", (self._call_site(), item[2]))
         elif item[0] == "kmem_cache_free":
-            site = self._addr(FREE_SITE.get(item[3], "kfree"), self.rng.randrange(2, 12) * 4)
+            free = self._caches().get(item[3], (None, "kfree"))[1]
+            site = self._addr(free, self.rng.randrange(2, 12) * 4)
             self._ev(cpu, pid, "kmem:kmem_cache_free", (site, item[2], item[3]))
         else:
             self._ev(cpu, pid, "kmem:mm_page_free", item[1:])
