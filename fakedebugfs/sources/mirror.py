@@ -54,7 +54,7 @@ from fakedebugfs.engine.core.batch import Strings
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.events import field_key
 from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
-from fakedebugfs.engine.ftrace.trace_events import PID_PAIR_EVENTS
+from fakedebugfs.engine.ftrace.trace_events_pid import PID_PAIR_EVENTS
 from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,

@@ -4,9 +4,13 @@
 array; :class:`TraceEvents`, mixed into :class:`~.trace.TraceArray`, is
 what ``trace_events.c`` keeps per trace array: which events are enabled
 (``__ftrace_event_enable_disable``, with the soft mode triggers use),
-``set_event``, the per-event and per-system ``enable`` and ``filter``
-files, and the ``set_event_pid``/``set_event_notrace_pid`` lists
-(``trace_event_ignore_this_pid``, ``event-fork``).  The event types
+``set_event`` and the per-event and per-system ``enable`` files.  Its
+two bases hold the rest of the per-array event state: the ``filter``
+files (:class:`~.trace_events_filter.TraceEventFilters`,
+trace_events_filter.c's ``apply_*``) and the ``set_event_pid`` /
+``set_event_notrace_pid`` lists
+(:class:`~.trace_events_pid.TraceEventPids`:
+``trace_event_ignore_this_pid``, ``event-fork``).  The event types
 themselves are global (the registry, :mod:`.registry`); a new one comes
 through ``Ftrace.add_event`` (``trace_add_event_call``).
 """
@@ -16,15 +20,11 @@ from __future__ import annotations
 from typing import Optional
 
 from fakedebugfs.engine.core.errors import einval
-from fakedebugfs.engine.ftrace.ctype import SPACES
 from fakedebugfs.engine.ftrace.events import EventType
 from fakedebugfs.engine.ftrace.registry import LazyProbes
+from fakedebugfs.engine.ftrace.trace_events_filter import TraceEventFilters
+from fakedebugfs.engine.ftrace.trace_events_pid import TraceEventPids
 from fakedebugfs.engine.ftrace.trigger import trigger_probe
-
-# events whose pid filtering also looks at another task (pid fields)
-PID_PAIR_EVENTS = {"sched:sched_switch": ("prev_pid", "next_pid"),
-                   "sched:sched_wakeup": ("pid",), "sched:sched_wakeup_new": ("pid",),
-                   "sched:sched_waking": ("pid",)}
 
 
 class EventProbe:
@@ -70,28 +70,16 @@ class EventProbe:
             tr.stack_entry(cpu, pid, ts)
 
 
-def _filter_text(data) -> bytes:
-    """A filter write's text: bytes up to a NUL, trailing spaces stripped
-    (``strstrip``'s end; lib/ctype: 0xA0 too)."""
-    if isinstance(data, str):
-        data = data.encode(errors="surrogateescape")
-    return data.split(b"\0", 1)[0].rstrip(SPACES)
-
-
-class TraceEvents:
+class TraceEvents(TraceEventFilters, TraceEventPids):
     """``trace_events.c``'s state of one trace array (its
-    ``trace_event_file`` flags, ``filtered_pids``/``filtered_no_pids``)
+    ``trace_event_file`` flags; the filters and pid lists from its bases)
     and the operations of its event files.  Needs ``engine``, ``events``,
-    ``commit`` and ``log_err`` of the trace array it is part of."""
+    ``top``, ``commit`` and ``log_err`` of the trace array it is part of."""
 
     enabled: set  # keys with this array's probe registered
     soft_mode: dict  # key -> soft users (``sm_ref``: enable_event triggers, own triggers)
     soft_disabled: set  # keys in soft mode not recording (SOFT_DISABLED)
-    filters: dict  # key -> the filter file's text
-    filter_preds: dict  # key -> compiled filter
     probes: LazyProbes  # key -> EventProbe, made when first enabled here
-    event_pids: set  # set_event_pid
-    notrace_pids: set  # set_event_notrace_pid
     on_event_added: list  # callables(EventType): a new events/ directory
     on_event_removed: list  # callables(key): an events/ directory goes
 
@@ -99,11 +87,9 @@ class TraceEvents:
         self.enabled = set()
         self.soft_mode = {}
         self.soft_disabled = set()
-        self.filters = {}
-        self.filter_preds = {}
+        self._init_event_filters()
         self.probes = LazyProbes(self)
-        self.event_pids = set()
-        self.notrace_pids = set()
+        self._init_event_pids()
         self.on_event_added = []
         self.on_event_removed = []
         # (key, on) before this array's enable of an event starts (an
@@ -111,7 +97,6 @@ class TraceEvents:
         # opens and closes the real tracepoint)
         self.on_enable_change: list = self.top.on_enable_change \
             if self.top is not self else []
-        self._fork_probes = None
 
     # --- the events ----------------------------------------------------------------
 
@@ -266,135 +251,6 @@ class TraceEvents:
         for key in keys:
             self.set_event(key, on)
 
-    # --- filters (the files; compiling is trace_events_filter.c, .filter) -----------
-
-    def set_filter(self, keys, data, system: bool = False) -> None:
-        """``apply_event_filter``/``apply_subsystem_event_filter`` of one
-        write (bytes up to a NUL, trailing spaces stripped as ``strstrip``
-        leaves them): ``0`` clears.  An event filter that does not parse
-        is kept as its error text (the filter file shows it, the event is
-        unfiltered), logged in ``error_log`` and refused with its errno.
-        A system filter goes to each event of the system, each failing
-        one showing the subsystem error; the write itself succeeds."""
-        text = _filter_text(data)
-        if text.lstrip(SPACES) == b"0":
-            for key in keys:
-                self.filters.pop(key, None)
-                self.filter_preds.pop(key, None)
-            return
-        from fakedebugfs.engine.ftrace.filter import (E_BAD_SUBSYS_FILTER, FilterError,
-            compile_filter)
-
-        shown = text.decode(errors="surrogateescape")
-        for key in keys:
-            try:
-                pred = compile_filter(self.events[key], text, self.engine.kallsyms,
-                                      self.filter_rejects_incomplete())
-            except FilterError as err:
-                self.filter_preds.pop(key, None)
-                if system:
-                    err = FilterError(err.errno, E_BAD_SUBSYS_FILTER, 0)
-                self.log_filter_error(text, err)
-                self.filters[key] = err.filter_text(text).decode(errors="surrogateescape")
-                if not system:
-                    raise
-                continue
-            self.filters[key] = shown
-            self.filter_preds[key] = pred
-
-    def set_system_filter(self, system: str, data) -> None:
-        """``apply_subsystem_event_filter``: :meth:`set_filter` over the
-        system's events.  A ``0`` while no event has a filter changes
-        nothing, and walks none (``trace-cmd record`` and ``reset`` clear
-        every system's)."""
-        if not self.filters and not self.filter_preds and \
-                _filter_text(data).lstrip(SPACES) == b"0":
-            return
-        self.set_filter(self.keys_matching(system, None), data, True)
-
-    def compile_event_filter(self, key: str, text: str):
-        """``create_event_filter`` with ``set_str``: errors are logged."""
-        from fakedebugfs.engine.ftrace.filter import FilterError, compile_filter
-
-        raw = text.encode(errors="surrogateescape")
-        try:
-            return compile_filter(self.events[key], raw, self.engine.kallsyms,
-                                  self.filter_rejects_incomplete())
-        except FilterError as err:
-            self.log_filter_error(raw, err)
-            raise
-
-    def filter_rejects_incomplete(self) -> bool:
-        """Whether the profile's kernel refuses a filter ending in '&&',
-        '||' or '!' (a version-gated behaviour: kversion.py)."""
-        from fakedebugfs.engine.ftrace.kversion import has
-
-        return has(getattr(self.top, "profile", None), "filter_rejects_incomplete")
-
-    def log_filter_error(self, text: bytes, err) -> None:
-        """``append_filter_err``'s ``tracing_log_err``."""
-        if err.lasterr > 0:
-            self.log_err("event filter parse error", text, err.log_text(), err.pos)
-        else:
-            self.log_err("event filter parse error", text, "Error", 0)
-
-    # --- set_event_pid, set_event_notrace_pid ----------------------------------------
-
-    def ignore_pid(self, pid: int) -> bool:
-        """``trace_event_ignore_this_pid``: set_event_notrace_pid, then
-        set_event_pid."""
-        if pid in self.notrace_pids:
-            return True
-        return bool(self.event_pids) and pid not in self.event_pids
-
-    def pid_filtered(self, key: str, pid: int, values) -> bool:
-        """The pid lists' verdict for one firing of *key*: ``sched_switch``
-        is kept if its previous or next task is traced, a wake-up if the
-        waker or the woken task is (``event_filter_pid_sched_switch_probe_pre``,
-        ``..._sched_wakeup_probe_pre``); any other event by its task."""
-        if not (self.event_pids or self.notrace_pids):
-            return False
-        if key in PID_PAIR_EVENTS:
-            tp = self.engine.tracepoints[key]
-            try:
-                others = [values[tp.index(arg)] for arg in PID_PAIR_EVENTS[key]]
-            except (ValueError, IndexError):
-                return self.ignore_pid(pid)
-            pids = others if key == "sched:sched_switch" else [pid] + others
-            return all(self.ignore_pid(p) for p in pids)
-        return self.ignore_pid(pid)
-
-    def follow_fork(self, on: bool) -> None:
-        """``trace_event_follow_fork``: with ``event-fork`` a forked task
-        joins the pid lists its parent is in, an exiting one leaves them."""
-        fork = self.engine.tracepoints.get("sched:sched_process_fork")
-        exit_ = self.engine.tracepoints.get("sched:sched_process_exit")
-        if fork is None or exit_ is None:
-            return
-        if self._fork_probes is None:
-            self._fork_probes = (self._on_fork(fork), self._on_exit(exit_))
-        for tp, probe in zip((fork, exit_), self._fork_probes):
-            (tp.register if on else tp.unregister)(probe)
-
-    def _on_fork(self, tp):
-        parent_i, child_i = tp.index("parent_pid"), tp.index("child_pid")
-
-        def probe(cpu, pid, ts, values):
-            parent, child = values[parent_i], values[child_i]
-            for pids in (self.event_pids, self.notrace_pids):
-                if parent in pids:
-                    pids.add(child)
-        return probe
-
-    def _on_exit(self, tp):
-        pid_i = tp.index("pid")
-
-        def probe(cpu, pid, ts, values):
-            if self.event_pids or self.notrace_pids:
-                self.event_pids.discard(values[pid_i])
-                self.notrace_pids.discard(values[pid_i])
-        return probe
-
 
 def _event_matches(key: str, match, system, name) -> bool:
     """``__ftrace_set_clr_event_nolock``'s test for one event."""
@@ -406,4 +262,4 @@ def _event_matches(key: str, match, system, name) -> bool:
     return name is None or name == ev
 
 
-__all__ = ["EventProbe", "TraceEvents", "PID_PAIR_EVENTS"]
+__all__ = ["EventProbe", "TraceEvents"]
