@@ -352,6 +352,38 @@ def test_exec_tree_hands_its_file_name_to_getname(fk, t):
                          for l in lines)
 
 
+def test_an_enabled_eprobe_holds_its_event_in_trigger_mode(fk, t):
+    """enable_eprobe adds a trigger to the attached event's file of the
+    same trace array: its ``enable`` reads ``0*`` while the eprobe is
+    enabled there (``1*`` when enabled too), ``0`` once it is disabled;
+    an instance's eprobe holds the instance's event only.  The 6.12
+    guest's answers (ftracetest's trigger-synthetic-eprobe.tc steps)."""
+    wakeup = t / "events/sched/sched_wakeup/enable"
+    assert append(t / "dynamic_events", "e:ept sched/sched_wakeup pid=$pid") is None
+    seen = [wakeup.read_text()]
+    (t / "events/eprobes/ept/enable").write_text("1")
+    for value in ("", "0", "1", "0"):
+        if value:
+            wakeup.write_text(value)
+        seen.append(wakeup.read_text())
+    (t / "events/eprobes/ept/enable").write_text("0")
+    seen.append(wakeup.read_text())
+    assert seen == ["0\n", "0*\n", "0*\n", "1*\n", "0*\n", "0\n"]
+    inst = t / "instances/ept"
+    inst.mkdir()
+    try:
+        (inst / "events/eprobes/ept/enable").write_text("1")
+        assert (wakeup.read_text(), (inst / "events/sched/sched_wakeup/enable").read_text()) \
+            == ("0\n", "0*\n")
+        (inst / "events/eprobes/ept/enable").write_text("0")
+        assert (inst / "events/sched/sched_wakeup/enable").read_text() == "0\n"
+        (inst / "events/eprobes/ept/enable").write_text("1")
+    finally:
+        inst.rmdir()  # the instance's events go with it, the eprobe's hold too
+    assert wakeup.read_text() == "0\n"
+    assert append(t / "dynamic_events", "-:ept") is None
+
+
 def test_eprobes_record_their_event_fields(fk, t):
     """An event probe records an entry each time its event fires, with the
     attached fields: 6.12 stores a char array field without a string type,

@@ -198,12 +198,38 @@ def hit_values(ep: TraceEprobe, attached, vals: dict, cpu: int, pid: int, comm: 
 
 class EprobeHits(ProbeHits):
     """Each enabled event probe's hits: a probe on its attached event's
-    tracepoint (``trace_event_trigger_enable_disable`` of the eprobe
-    trigger) that records the eprobe's entry when the attached event fires
-    and the eprobe's filter lets it through."""
+    tracepoint that records the eprobe's entry when the attached event
+    fires and the eprobe's filter lets it through.  As ``enable_eprobe``
+    adds its trigger to the attached event's file of the same trace
+    array (``trace_event_trigger_enable_disable``), the attached event is
+    in trigger mode there while the eprobe is enabled: its ``enable``
+    reads ``0*`` (``1*`` when enabled too), and it stays registered;
+    ``disable_eprobe`` lets go of it.  That registration tells the sources
+    that feed only what is recorded (``--mirror``, ``run``'s watcher)."""
+
+    def __init__(self, dyn):
+        super().__init__(dyn)
+        self.ft.on_enabled.append(self.trigger_mode)
 
     def probe_for(self, key: str):
         return next((p for p in self.dyn.probes_of(key) if p.kind == "eprobe"), None)
+
+    def trigger_mode(self, tr, key: str, on: bool) -> None:
+        """``enable_eprobe`` / ``disable_eprobe`` in *tr*: the attached
+        event's ``tm_ref`` there."""
+        ep = self.probe_for(key)
+        if ep is None:
+            return
+        try:
+            tr._trigger_mode(ep.attached, on)
+        except (OSError, KeyError):  # a source that cannot feed it (--mirror's format check)
+            pass
+
+    def _tell(self, key: str, on: bool) -> None:
+        """Nothing: the attached event's trigger mode registers it in the
+        trace array, which tells the sources (:meth:`trigger_mode`); telling
+        them again on the detach would stop a mirrored event that a hist
+        trigger of the same array still holds."""
 
     def _attach(self, ep: TraceEprobe) -> None:
         ft = self.ft

@@ -97,6 +97,10 @@ class TraceEvents(TraceEventFilters, TraceEventPids):
         # opens and closes the real tracepoint)
         self.on_enable_change: list = self.top.on_enable_change \
             if self.top is not self else []
+        # (tr, key, on) once an array's probe of an event is registered or
+        # unregistered (an event probe holds its attached event in trigger
+        # mode in that array: trace_eprobe.EprobeHits)
+        self.on_enabled: list = self.top.on_enabled if self.top is not self else []
 
     # --- the events ----------------------------------------------------------------
 
@@ -164,6 +168,8 @@ class TraceEvents(TraceEventFilters, TraceEventPids):
                     hook(key, False)
                 self.engine.tracepoints[key].unregister(self.probes[key])
                 self.enabled.discard(key)
+                for hook in self.on_enabled:
+                    hook(self, key, False)
             if refs > 0:
                 self.soft_disabled.add(key)
             else:
@@ -182,6 +188,8 @@ class TraceEvents(TraceEventFilters, TraceEventPids):
                 self.soft_disabled.add(key)
             self.engine.tracepoints[key].register(self.probes[key])
             self.enabled.add(key)
+            for hook in self.on_enabled:
+                hook(self, key, True)
 
     def event_enable_show(self, key: str) -> str:
         """``event_enable_read``: 1 if enabled and not soft-disabled, ``*``
