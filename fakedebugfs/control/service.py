@@ -5,11 +5,16 @@ it checks, then applies, and never raises (a refused request gets its kind
 and a one-line message).  Injection, definitions and faults are the
 instrument's (:mod:`fakedebugfs.instrument`); this module only routes and
 waits.
+
+The requests come in groups, each a base of :class:`ControlService` in a
+module of its own: :mod:`.events` (``emit``, ``define``, ``calls``,
+``insmod``, ``rmmod``), :mod:`.scenarios` (``scenario``), :mod:`.waits`
+(``wait``) and :mod:`.run` (``admit``, ``watch``); this module keeps the
+routing and the small ones (information, replays, faults, ``remount``).
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import os
 from typing import Callable, Optional
@@ -18,22 +23,18 @@ import trio
 
 from fakedebugfs.version import __version__
 from fakedebugfs.sources.inject import InjectError, Injector
+from fakedebugfs.control.events import EventRequests
 from fakedebugfs.control.protocol import PROTOCOL_VERSION, Refused, ok, refused
-from fakedebugfs.control.scenarios import ScenarioRequests, _repeat
+from fakedebugfs.control.run import PEER_OWN, RunRequests
+from fakedebugfs.control.scenarios import ScenarioRequests
 from fakedebugfs.control.waits import WaitRequests
 
 log = logging.getLogger(__name__)
 
-REPEAT_RUN = 512  # events an emit fires at once between looks at the FUSE queue
-PREPARE_RUN = 128  # events checked at once, likewise
+__all__ = ["ControlService", "PEER_OWN"]  # PEER_OWN: the server sets it per connection
 
 
-# whether the connection being answered is from the server's own PID
-# namespace (its owner outside any run: fakedebugfs/server/peers.py)
-PEER_OWN: contextvars.ContextVar = contextvars.ContextVar("peer_own", default=True)
-
-
-class ControlService(WaitRequests, ScenarioRequests):
+class ControlService(EventRequests, WaitRequests, ScenarioRequests, RunRequests):
     """Answers control requests for one :class:`~fakedebugfs.server.server.Server`."""
 
     def __init__(self, server):
@@ -105,93 +106,6 @@ class ControlService(WaitRequests, ScenarioRequests):
         status["replayed"] = self.server.replayed()
         return status
 
-    # --- events -------------------------------------------------------------------
-
-    def _prepare(self, events, strict: bool, first: int = 0) -> list:
-        if not isinstance(events, list):
-            raise Refused("request", "events must be a list")
-        out = []
-        for i, ev in enumerate(events, first):
-            if not isinstance(ev, dict) or "event" not in ev:
-                raise Refused("event", f"event #{i + 1}: needs an 'event' name")
-            out.append(self.injector.prepare(
-                ev["event"], cpu=ev.get("cpu", 0), pid=ev.get("pid", 0), comm=ev.get("comm"),
-                ts=ev.get("ts"), fields=ev.get("fields") or {}, strict=strict))
-        return out
-
-    async def _prepare_sliced(self, events, strict: bool) -> list:
-        """:meth:`_prepare` of a long list in slicer turns (FUSE requests
-        answered in between); nothing is fired either way."""
-        if not isinstance(events, list) or len(events) <= REPEAT_RUN:
-            return self._prepare(events, strict)
-        from fakedebugfs.fs.slices import slicer
-
-        out, i = [], 0
-        while i < len(events):
-            async with slicer.turn(slicer.WRITER) as turn:
-                while i < len(events) and not turn.over():
-                    out.extend(self._prepare(events[i:i + PREPARE_RUN], strict, i))
-                    i += PREPARE_RUN
-        return out
-
-    async def emit(self, req) -> dict:
-        """Check every event, then fire them all (or none); ``repeat`` times
-        over; a long list or repeat in turns of the slicer (FUSE requests
-        answered in between)."""
-        events = req["events"] if "events" in req else [req]
-        repeat = _repeat(req)
-        prepared = await self._prepare_sliced(events, bool(req.get("strict")))
-        return {"emitted": await self._fire(prepared, repeat)}
-
-    async def _fire(self, prepared: list, repeat: int = 1) -> int:
-        """Fire *prepared* *repeat* times.  Each round's timestamps are
-        planned whole first (the first round refused whole if one goes
-        back), then fired in slicer turns of at most REPEAT_RUN events; one
-        emit at a time (another waits for its end, so no CPU's clock is
-        mixed up between turns)."""
-        if not prepared:
-            return 0
-        from fakedebugfs.fs.slices import slicer
-
-        inj, fired = self.injector, 0
-        async with self._emitting:
-            if len(prepared) <= REPEAT_RUN:  # small: whole rounds at once
-                fired = inj.fire(prepared)
-                left, per = repeat - 1, max(1, REPEAT_RUN // len(prepared))
-                while left:
-                    async with slicer.turn(slicer.WRITER) as turn:
-                        while left and not turn.over():
-                            n = min(per, left)
-                            fired += inj.fire(prepared * n)
-                            left -= n
-                return fired
-            for _ in range(repeat):
-                stamps, state, i = [], None, 0
-                while i < len(prepared):  # planned whole (refused: nothing fired) ...
-                    async with slicer.turn(slicer.WRITER) as turn:
-                        while i < len(prepared) and not turn.over():
-                            part, state = inj.plan(prepared[i:i + REPEAT_RUN], state)
-                            stamps += part
-                            i += REPEAT_RUN
-                end, i = state[1], 0
-                while i < len(prepared):  # ... then fired
-                    async with slicer.turn(slicer.WRITER) as turn:
-                        while i < len(prepared) and not turn.over():
-                            j = i + REPEAT_RUN
-                            fired += inj.fire(prepared[i:j], stamps[i:j])
-                            i = j
-                inj.advance(end)
-        return fired
-
-    def define(self, req) -> dict:
-        system, name = req["system"], req["name"]
-        fields = req.get("fields") or []
-        try:
-            ev = self.kernel.define_event(system, name, fields, req.get("print_fmt"))
-        except (ValueError, TypeError) as err:
-            raise Refused("define", str(err)) from None
-        return {"event": f"{system}:{name}", "id": getattr(ev, "id", None)}
-
     # --- replays (fakedebugfs.sources.replay) --------------------------------------------------
 
     def replays(self):
@@ -246,75 +160,6 @@ class ControlService(WaitRequests, ScenarioRequests):
         self._faults().clear(req.get("id"))
         return {}
 
-    # --- scenarios ------------------------------------------------------------------
-
-
-    # --- waiting --------------------------------------------------------------------
-
-
-    # Each condition is made once per wait: (holds, why_not), both callables.
-
-
-    # --- process events of `run`'s command ------------------------------------------
-
-    def admit(self, req) -> dict:
-        """Let the processes of *pid*'s PID namespace use this socket (a
-        ``run``'s command, a keeper's): asked only from the server's own
-        namespace (:mod:`fakedebugfs.server.peers`)."""
-        pid = req["pid"]
-        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-            raise Refused("request", f"pid must be a process id > 0, got {pid!r}")
-        if not PEER_OWN.get():
-            raise Refused("request", "admit is asked from outside any run")
-        try:
-            self.server.peers.admit(pid)
-        except OSError as err:
-            raise Refused("request", f"cannot admit pid {pid}: {err}") from None
-        return {"pid": pid}
-
-    def watch(self, req) -> dict:
-        """``run``: watch command *pid* (forked by *parent*, not yet exec'd)
-        and inject its fork/exec/exit and context switches
-        (:mod:`fakedebugfs.server.watch`)."""
-        pid, parent = req["pid"], req["parent"]
-        for name, value in (("pid", pid), ("parent", parent)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise Refused("request", f"{name} must be a process id > 0, got {value!r}")
-        if req.get("fds") is not None:
-            return self._watch_opened(req, pid, parent)
-        if pid == os.getpid():  # pid 0 or -1 would be this server, or every task
-            raise Refused("request", "the server does not watch itself")
-        if not PEER_OWN.get():  # (a pid of this server's namespace)
-            raise Refused("request", "watch is asked from outside any run")
-        try:
-            self.server.watch(pid, parent, str(req.get("parent_comm", "")))
-        except OSError as err:
-            raise Refused("watch", f"cannot watch pid {pid}: {err.strerror or err}") from None
-        return {"pid": pid}
-
-    def _watch_opened(self, req, pid: int, parent: int) -> dict:
-        """``watch`` with the perf events opened by ``run``'s command init in
-        the command's PID namespace (*fds*: their CPUs), sent with the proc
-        of that namespace: pids are the command's, and nothing is opened
-        here on a pid of another namespace."""
-        cpus = req["fds"]
-        if not isinstance(cpus, list) or not all(
-                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
-            raise Refused("request", "fds must be a list of CPU numbers")
-        if len(self.fds) < 1 + 2 * len(cpus):
-            raise Refused("request", f"fds: {1 + 2 * len(cpus)} file descriptors expected "
-                                     f"(the proc, then each CPU's ring and switches)")
-        taken = [self.fds.pop(0) for _ in range(1 + 2 * len(cpus))]
-        proc_fd, rest = taken[0], taken[1:]
-        opened = [(cpu, rest[2 * i], rest[2 * i + 1]) for i, cpu in enumerate(cpus)]
-        try:
-            self.server.watch(pid, parent, str(req.get("parent_comm", "")), opened,
-                              f"/proc/self/fd/{proc_fd}")
-        except (OSError, ValueError) as err:  # (the perf events were closed by then)
-            os.close(proc_fd)
-            raise Refused("watch", f"cannot watch pid {pid}: {err}") from None
-        return {"pid": pid}
-
     # --- mount options ----------------------------------------------------------------
 
     def remount(self, req) -> dict:
@@ -332,38 +177,3 @@ class ControlService(WaitRequests, ScenarioRequests):
         if ops is None:
             raise Refused("remount", "not mounted yet")
         return {"nodes": ops.remount(**ids), **ids}
-
-    # --- ktrace modules ---------------------------------------------------------------
-
-    async def calls(self, req) -> dict:
-        """Function calls injected: a tree run through the function tracers
-        (engine/ftrace/calltree.py) on ``cpu``, in ``pid``, at ``ts``."""
-        fn = self.kernel.ftrace.__dict__.get("function_trace")
-        if fn is None:
-            raise Refused("event", "the profile's kernel has no function tracing")
-        cpu, pid, ts = req.get("cpu", 0), req.get("pid", 0), req.get("ts")
-        if type(pid) is not int or ts is not None and (type(ts) is not int or ts < 0):
-            raise Refused("request", "pid and ts must be integers")
-        if req.get("comm"):
-            self.kernel.engine.set_comm(pid, str(req["comm"]))
-        async with self._emitting:
-            try:
-                n = fn.calls.call(req.get("tree"), cpu, pid, ts)
-            except ValueError as err:
-                raise Refused("event", str(err)) from None
-        self.kernel.engine.batch_done()
-        return {"calls": n}
-
-    def insmod(self, req) -> dict:
-        names = self.kernel.insmod(req["module"], req["events"])
-        self.kernel.engine.batch_done()
-        return {"events": names}
-
-    def rmmod(self, req) -> dict:
-        try:
-            self.kernel.rmmod(req["module"])
-        except KeyError as err:
-            raise Refused("request", str(err.args[0])) from None
-        return {}
-
-
