@@ -32,7 +32,11 @@ def counts(text: str) -> dict:
 def check(got: dict) -> None:
     assert got["myp"] >= 6, got  # each /bin/true's exit (and others' on the kernel)
     assert got["myr"] == 0 and got["myexit"] == 0, got  # never returned from
-    assert got["mysig"] == got["mysigp"] >= 6, got  # returned from, inside the exit
+    # returned from, inside the exit: a return for each entry, but one exit
+    # (another task's, on the kernel) may be between the two when the probes
+    # are disabled: its entry is counted, its return not
+    assert got["mysigp"] - 1 <= got["mysig"] <= got["mysigp"], got
+    assert got["mysig"] >= 6, got
 
 
 GRAPH = ("cd /sys/kernel/tracing && echo do_group_exit > set_graph_function && "
