@@ -5,12 +5,16 @@ kernel's ``trace_event_buffer_commit`` would have; the recording's lost-event
 marks become the same lost events (``[N EVENTS DROPPED]`` in trace-cmd
 report; ``[EVENTS DROPPED]`` where the kernel had no room for the count).
 
-A replayed event is recorded as a fired one would be: only while tracing is
-on, on a CPU of ``tracing_cpumask``, with its event enabled (an ftrace entry
-such as ``print`` needs no enable), its pid in ``set_event_pid`` if set, and
-through the event's filter.  Replaying goes through :mod:`.install` first
-(formats, cmdlines, kallsyms, clock), and only the recording's top buffer,
-or the one named, is replayed: the fake has no instances.
+A replayed event is recorded as a fired one would be (:mod:`.commit`:
+tracing on, its event enabled, the pid lists, its filter and triggers).
+Replaying goes through :mod:`.install` first (formats, cmdlines, kallsyms,
+clock), and only the recording's top buffer, or the one named, is
+replayed, into the top level or the instance ``into`` names.
+
+:class:`Replay` reads the recording (the buffer, the CPU map, the events
+in the order and at the times to commit them) and runs it; its bases
+commit each event (:class:`~.commit.ReplayCommit`) and pace it in the
+server (:class:`~.pacing.ReplayPacing`).
 
 Time: the first event is put at the fake's clock when the replay starts and
 the others keep their distance from it, or, with ``keep_timestamps``, every
@@ -18,12 +22,9 @@ event keeps the time ``trace-cmd report`` shows for it in the recording
 (:meth:`Recording.report_ts`), so a re-recording's report is the
 original's.  A virtual clock is moved on to the last replayed event.
 
-Pacing: as fast as possible (default), at *speed* times the recorded pace
-(1 is real time).  Either way the replay keeps pace with readers: when the
-buffer of a CPU is full of unread pages it waits for a reader to take some
-(after :data:`STALL_S` seconds without one, :data:`IDLE_STALL_S` if no
-reader took anything since the replay started, it goes on, and the ring
-buffer overwrites as the kernel's does).
+Pacing (:mod:`.pacing`): as fast as possible (default), at *speed* times
+the recorded pace (1 is real time), waiting for readers while a buffer is
+full of unread pages.
 """
 
 from __future__ import annotations
@@ -34,15 +35,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from fakedebugfs.engine.ftrace.trigger import event_triggers_call, run_trigger
+from fakedebugfs.sources.replay.commit import ReplayCommit
 from fakedebugfs.sources.replay.install import Installed, install, selected
+from fakedebugfs.sources.replay.pacing import ReplayPacing
 from fakedebugfs.sources.replay.recording import Recording
 
 log = logging.getLogger(__name__)
-
-STALL_S = 1.0  # a full buffer readers stopped taking from holds the replay this long
-IDLE_STALL_S = 0.25  # ... and one no reader took anything from since the replay started
-ROOM_PAGES = 2  # a CPU's buffer counts as full with fewer free pages than this
 
 
 @dataclass
@@ -88,13 +86,6 @@ class ReplayOptions:
                 "wait_enabled": self.wait_enabled, "into": self.into}
 
 
-# the ftrace entries a tracer writes (trace_functions.c, trace_functions_graph.c):
-# replayed while that tracer is current, as the kernel writes them only then
-TRACER_ENTRIES = {"ftrace:function": "function", "ftrace:func_repeats": "function",
-                  "ftrace:funcgraph_entry": "function_graph",
-                  "ftrace:funcgraph_exit": "function_graph"}
-
-
 def parse_events(value) -> tuple:
     """``kmem,sched:sched_switch`` (or a list of them) -> a tuple of patterns."""
     if isinstance(value, str):
@@ -138,7 +129,7 @@ def parse_cpu_map(value) -> dict:
     return out
 
 
-class Replay:
+class Replay(ReplayCommit, ReplayPacing):
     """One replay of *rec* into *kernel* (checked and installed when made:
     a ValueError names what cannot be replayed, before any event is)."""
 
@@ -210,7 +201,7 @@ class Replay:
             out[cpu] = to
         return out
 
-    # --- what to commit ----------------------------------------------------------------
+    # --- reading: what to commit, in order ---------------------------------------------
 
     def _first(self) -> int:
         """The recorded (ring-buffer) time of the buffer's first event."""
@@ -251,83 +242,6 @@ class Replay:
                     yield cpu_of[ev.cpu], ts + shift, None, ev.count
                 else:
                     yield cpu_of[ev.cpu], ts + shift, ev.payload, targets.get(ev.id)
-
-    def commit(self, cpu: int, ts: int, payload: bytes, target) -> bool:
-        """One event into *cpu*'s ring buffer if the fake records it now
-        (``trace_event_buffer_commit`` of a probe: enabled and not soft
-        disabled, its pid not ignored, through its filter)."""
-        ft = self.array
-        if target is None or not ft.tracing_on:
-            return False
-        if target.swap is not None:
-            payload = target.swap.swap_payload(payload)
-        if target.common_type is not None:
-            payload = target.common_type + payload[2:]
-        post = self._triggers(ft, cpu, ts, payload, target)
-        done = self._record(ft, cpu, ts, payload, target)
-        for t in post:  # event_triggers_post_call
-            run_trigger(ft, t, cpu, int.from_bytes(payload[4:8], "little", signed=True), ts)
-        return done
-
-    def _record(self, ft, cpu: int, ts: int, payload: bytes, target) -> bool:
-        if not target.always and (target.key not in ft.enabled
-                                  or target.key in ft.soft_disabled):
-            return False
-        made_by = TRACER_ENTRIES.get(target.key)
-        if made_by is not None and getattr(ft.tracer, "name", None) != made_by:
-            return False  # a tracer's entry: written while that tracer is current
-        if ft.event_pids or ft.filter_preds or ft.notrace_pids:
-            if not self._passes(ft, cpu, payload, target):
-                return False
-        return ft.commit(cpu, ts, payload)
-
-    def _triggers(self, ft, cpu: int, ts: int, payload: bytes, target) -> list:
-        """The event's triggers (``event_triggers_call``), as a fired event
-        runs them: a hist trigger aggregates the replayed record."""
-        trig = ft.triggers.get(target.key)
-        if trig is None or not trig.list or target.key not in ft.enabled:
-            return []
-        pid = int.from_bytes(payload[4:8], "little", signed=True)
-        if ft.ignore_pid(pid):
-            return []
-        fields = target.etype.decode(payload)
-        seen = self.__dict__.setdefault("comms_seen", {})
-        for who, what in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
-            name = fields.get(what)
-            if who in fields and isinstance(name, (str, bytes)):  # the task's comm then
-                seen[fields[who]] = name if isinstance(name, str) else \
-                    name.split(b"\0", 1)[0].decode(errors="replace")
-        comm = seen.get(pid) or self.kernel.engine.comms.get(pid, "")
-        rec = {"common_pid": pid, "CPU": cpu, "cpu": cpu, "COMM": comm, "comm": comm}
-        rec.update(fields)
-        return event_triggers_call(ft, trig, rec, cpu, pid, ts, payload)
-
-    def _passes(self, ft, cpu: int, payload: bytes, target) -> bool:
-        pid = int.from_bytes(payload[4:8], "little", signed=True)
-        if ft.ignore_pid(pid):  # trace_event_ignore_this_pid
-            return False
-        match = ft.filter_preds.get(target.key)
-        if match is None:
-            return True
-        comm = self.kernel.engine.comms.get(pid, "")
-        rec = dict(target.etype.decode(payload), CPU=cpu, cpu=cpu, COMM=comm, comm=comm)
-        return bool(match(rec))
-
-    def lose(self, cpu: int, count: Optional[int]) -> None:
-        """The recording's lost-events mark: the same loss in the fake."""
-        ft = self.array
-        if ft.tracing_on:
-            ft.buffers[cpu].lose_now(count)
-            ft.written += 1  # a finished page: wake page readers
-        self.lost_marks += 1
-
-    def ready_to_start(self) -> bool:
-        """``wait_enabled``: tracing is on and a replayed event is enabled
-        (or the tracer whose entries the recording holds is current)."""
-        ft = self.array
-        tracer = getattr(ft.tracer, "name", None)
-        return ft.tracing_on and any(t.key in ft.enabled or TRACER_ENTRIES.get(t.key) == tracer
-                                     for t in self.installed.targets.values())
 
     # --- running -------------------------------------------------------------------------
 
@@ -399,58 +313,6 @@ class Replay:
         log.info("replay of %s: %d events, %d committed", self.rec.source, self.done,
                  self.committed)
 
-    async def _play(self, trio, slicer) -> None:
-        items = self.items()
-        speed = self.options.speed
-        first = None
-        t0 = trio.current_time()
-        ft = self.array
-        pending = None
-        held: dict[int, tuple] = {}  # cpu -> (events readers took, since when)
-        while True:
-            async with slicer.turn(slicer.WRITER) as turn:
-                while True:
-                    item = pending if pending is not None else next(items, None)
-                    pending = None
-                    if item is None:
-                        return
-                    cpu, ts, payload, what = item
-                    if speed is not None:
-                        first = ts if first is None else first
-                        due = t0 + (ts - first) / 1e9 / speed
-                        if due > trio.current_time():
-                            pending = item
-                            break
-                    if payload is not None and self._full(ft.buffers[cpu], cpu, held):
-                        pending = item
-                        break
-                    self._step(cpu, ts, payload, what)
-                    if turn.over():
-                        break
-                self.kernel.engine.batch_done()
-            if pending is None:
-                continue
-            if speed is not None:
-                due = t0 + (pending[1] - first) / 1e9 / speed
-                if due > trio.current_time():
-                    await trio.sleep_until(due)
-                    continue
-            await trio.sleep(0.0005)  # a full buffer: readers first
-
-    def _full(self, buf, cpu: int, held: dict) -> bool:
-        """*cpu*'s buffer has no room without overwriting unread pages, and a
-        reader has taken events within :data:`STALL_S` seconds (the writer's
-        own overwrites do not count: ``consumed_events`` is readers' only)."""
-        if buf.size - (buf.produced - buf.consumed) >= ROOM_PAGES * buf.page_size:
-            return False
-        now = time.monotonic()
-        taken, since = held.get(cpu, (None, now))
-        if taken != buf.consumed_events:
-            held[cpu] = (buf.consumed_events, now)
-            return True
-        idle = buf.consumed_events == self._taken0[cpu]
-        return now - since < (IDLE_STALL_S if idle else STALL_S)
-
     def status(self) -> dict:
         """Progress and result, as the control ``replay_status`` gives them."""
         elapsed = ((self.finished or time.monotonic()) - self.started) if self.started else 0.0
@@ -467,4 +329,4 @@ def replay_sync(kernel, rec: Recording, **options) -> Replay:
 
 
 __all__ = ["Replay", "ReplayOptions", "parse_cpu_map", "parse_events", "replay_sync",
-           "selected", "STALL_S"]
+           "selected"]
