@@ -123,7 +123,7 @@ def run_cunit(side: Side, binary: Path, libs: str, suite: Suite) -> tuple[dict, 
     limit = suite.guest_timeout if side.name == "guest" else suite.fake_timeout
     script = CUNIT.format(logs=shlex.quote(str(logs)), libs=shlex.quote(libs),
                           binary=shlex.quote(str(binary)), limit=limit)
-    side.run(script, timeout=limit + 60)
+    side.run(script, timeout=limit + 60, options=suite.fake_options)
     return parse_cunit(logs / "stdout", _declared(binary)), {}
 
 

@@ -29,7 +29,8 @@ class Side:
         """An empty folder the script writes its logs to (readable on the host)."""
         raise NotImplementedError
 
-    def run(self, script: str, timeout: float) -> tuple[int, str]:
+    def run(self, script: str, timeout: float, options: tuple = ()) -> tuple[int, str]:
+        """*options*: the suite's own options of ``fakedebugfs run`` (a fake's side)."""
         raise NotImplementedError
 
     def release(self) -> str:
@@ -61,7 +62,7 @@ class GuestSide(Side):
         path.mkdir(parents=True)
         return path
 
-    def run(self, script: str, timeout: float) -> tuple[int, str]:
+    def run(self, script: str, timeout: float, options: tuple = ()) -> tuple[int, str]:
         res = self._up().run(script, timeout=timeout)
         return res.returncode, (res.stdout + res.stderr).decode(errors="replace")
 
@@ -74,7 +75,7 @@ class GuestSide(Side):
 
 
 class FakeSide(Side):
-    """``fakedebugfs run --profile P --cpus 4 -- bash -c SCRIPT`` on this host.
+    """``fakedebugfs run --profile P --cpus 4 [OPTIONS] -- bash -c SCRIPT`` on this host.
 
     ftracetest writes /proc/sys/kernel/sched_rt_runtime_us (it sets -1 for
     its run and puts the value back); the fake's namespace does not cover
@@ -91,11 +92,11 @@ class FakeSide(Side):
         path.mkdir(parents=True)
         return path
 
-    def run(self, script: str, timeout: float) -> tuple[int, str]:
+    def run(self, script: str, timeout: float, options: tuple = ()) -> tuple[int, str]:
         rt = Path("/proc/sys/kernel/sched_rt_runtime_us")
         saved = rt.read_text() if rt.exists() else None
         argv = [FAKEDEBUGFS, "run", "--profile", self.profile, "--cpus", str(CPUS),
-                "--", "bash", "-c", script]
+                *options, "--", "bash", "-c", script]
         try:
             r = subprocess.run(argv, capture_output=True, timeout=timeout)
             return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
