@@ -105,9 +105,10 @@ def tracefs_holder():
 
 
 def test_sealed_sees_only_the_fake(tmp_path, tracefs_holder):
-    """/sys/kernel/tracing and /sys/kernel/debug are the fake's; the fake
-    cannot be unmounted to uncover the real ones, and the host's mounts
-    cannot be reached through /proc/<pid>/root."""
+    """/sys/kernel/tracing and /sys/kernel/debug are the fake's; unmounting
+    the fake uncovers nothing real (what it covered goes with it:
+    sandbox/mountview.py), and the host's mounts cannot be reached through
+    /proc/<pid>/root."""
     host = f"/proc/{tracefs_holder}/root/sys/kernel/tracing/tracing_on"
     assert os.path.exists(host) or not realtracefs.available()  # there to be reached
     script = textwrap.dedent(f"""
@@ -115,6 +116,7 @@ def test_sealed_sees_only_the_fake(tmp_path, tracefs_holder):
         grep -q 'set_ftrace_filter' /sys/kernel/debug/tracing/README || echo fakedebugfs README
         grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/self/status
         umount /sys/kernel/tracing && echo UMOUNTED
+        test -e /sys/kernel/tracing/tracing_on && echo UNCOVERED
         cat {host} && echo HOST_REACHED
         true
     """)
@@ -127,7 +129,7 @@ def test_sealed_sees_only_the_fake(tmp_path, tracefs_holder):
         assert caps & (1 << CAP_SYS_ADMIN | 1 << CAP_SYS_PTRACE), (field, p.stdout)
     assert re.search(r"^Seccomp:\s*2$", p.stdout, re.M), p.stdout  # SECCOMP_MODE_FILTER
     assert re.search(r"^NoNewPrivs:\s*1$", p.stdout, re.M), p.stdout
-    assert "UMOUNTED" not in p.stdout
+    assert "UMOUNTED" in p.stdout and "UNCOVERED" not in p.stdout
     assert "HOST_REACHED" not in p.stdout
 
 

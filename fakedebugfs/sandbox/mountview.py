@@ -16,7 +16,19 @@ run's keeper, which runs :func:`supervise` in a thread):
   (control request ``remount``); the call returns 0;
 * every other mount(2) gets EPERM, as the plain filter answers.
 
-Nothing real is mounted and nothing leaves the caller's namespace.
+umount2(2) comes here too (libtracefs' utest unmounts every tracefs and
+debugfs it finds in /proc/mounts, then lets tracefs_tracing_dir() mount
+one again).  The top mount at the path is unmounted in the caller's
+namespace, with the caller's flags, when it is a view of the fake (its
+root or its ``tracing/``) or a tracefs or debugfs; and so is what it
+covered there, a view or the real tracefs or debugfs the namespace was
+copied with, so that nothing real is ever uncovered: the path is then an
+empty directory, as on a kernel after ``umount``, and a new mount there
+is a view again.  Any other mount gets EPERM, a path no mount is at
+EINVAL, as the kernel answers.
+
+Nothing real is mounted or uncovered, and nothing leaves the caller's
+namespace.
 """
 
 from __future__ import annotations
@@ -41,6 +53,10 @@ SECCOMP_IOCTL_NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
 SECCOMP_IOCTL_NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
 SECCOMP_IOCTL_NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_MOVE = 0x1, 0x20, 0x1000, 0x2000
+SYS_umount2 = 166  # arch/x86/entry/syscalls/syscall_64.tbl
+MNT_FORCE, MNT_DETACH, MNT_EXPIRE, UMOUNT_NOFOLLOW = 0x1, 0x2, 0x4, 0x8  # include/linux/fs.h
+FAKE_FSTYPE = "fuse.fakedebugfs"
+VIEW_ROOTS = ("/", "/tracing")  # a debugfs view is the fake's root, a tracefs view its tracing/
 CLONE_NEWNS = 0x00020000
 TYPES = ("tracefs", "debugfs")
 STRING_MAX = 4096
@@ -115,6 +131,76 @@ def handle(mem: int, pid: int, args: tuple, mnt: str) -> int:
     return 0
 
 
+def _stack(proc: int, point: str) -> list[tuple[str, str]]:
+    """(fstype, root) of the mounts at *point* in the mount namespace of
+    the process whose /proc directory is the fd *proc*, in mount order
+    (the last is on top)."""
+    out = []
+    with open(os.open("mountinfo", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)) as fp:
+        for line in fp:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if _unescape(fields[4]) == point:
+                out.append((right.split()[0], _unescape(fields[3])))
+    return out
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path (space, tab, newline and backslash as octal escapes)."""
+    return field.encode().decode("unicode_escape")
+
+
+def _a_view(fstype: str, root: str) -> bool:
+    """A mount that may go: a view of the fake, or a tracefs or debugfs."""
+    return fstype in TYPES or (fstype == FAKE_FSTYPE and root in VIEW_ROOTS)
+
+
+def unmount_view(pid: int, target: str, flags: int) -> int:
+    """Unmount *target* in the mount namespace of *pid* (see the module):
+    0, or the errno.  A child does it, as :func:`bind_view`."""
+    child = os.fork()
+    if child == 0:
+        code = 0
+        try:
+            # the caller's /proc entry, opened here: the namespace's own /proc
+            # (the command's PID namespace) does not show this process
+            proc = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY)
+            ns = os.open("ns/mnt", os.O_RDONLY, dir_fd=proc)
+            libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
+            point = os.path.normpath(target) if flags & UMOUNT_NOFOLLOW \
+                else os.path.realpath(target)
+            stack = _stack(proc, point)
+            if not stack:
+                code = errno.EINVAL if os.path.lexists(point) else errno.ENOENT
+            elif not _a_view(*stack[-1]):
+                code = errno.EPERM
+            else:
+                libc.umount2(point, flags | UMOUNT_NOFOLLOW)
+                while (stack := _stack(proc, point)) and _a_view(*stack[-1]):  # what it covered
+                    libc.umount2(point, MNT_DETACH | UMOUNT_NOFOLLOW)
+        except OSError as err:
+            code = err.errno or errno.EPERM
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def handle_umount(mem: int, pid: int, args: tuple) -> int:
+    """What umount2(2) of process *pid* (its memory *mem*) returns: 0 or a
+    negative errno."""
+    flags = args[1] & 0xFFFFFFFF
+    if flags & ~(MNT_FORCE | MNT_DETACH | MNT_EXPIRE | UMOUNT_NOFOLLOW) or (
+            flags & MNT_EXPIRE and flags & (MNT_FORCE | MNT_DETACH)):
+        return -errno.EINVAL
+    path = read_string(mem, args[0])
+    if not path:
+        return -errno.ENOENT
+    if not path.startswith("/"):
+        path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
+    return -unmount_view(pid, path, flags)
+
+
 def supervise(listener: int, mnt: str) -> None:
     """Answer the mount(2) calls of every process sealed with *listener*'s
     filter until the last of them is gone (see the module)."""
@@ -133,9 +219,9 @@ def supervise(listener: int, mnt: str) -> None:
                 if err.errno in (errno.EINTR, errno.ENOENT):
                     continue  # (the caller went meanwhile)
                 raise
-            nid, pid, _flags, _nr, _arch, _ip, *args = NOTIF.unpack(buf)
+            nid, pid, _flags, nr, _arch, _ip, *args = NOTIF.unpack(buf)
             try:
-                result = _answer(listener, nid, pid, tuple(args), mnt)
+                result = _answer(listener, nid, pid, nr, tuple(args), mnt)
             except Exception as err:  # noqa: BLE001: a caller's bytes never end the keeper
                 log.debug("mount of pid %d: %s", pid, err)
                 result = -errno.EPERM
@@ -148,14 +234,16 @@ def supervise(listener: int, mnt: str) -> None:
         os.close(listener)
 
 
-def _answer(listener: int, nid: int, pid: int, args: tuple, mnt: str) -> int:
+def _answer(listener: int, nid: int, pid: int, nr: int, args: tuple, mnt: str) -> int:
     mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     try:
         # the id still valid: *pid* is the caller, not a process that took its pid
         fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, bytearray(struct.pack("=Q", nid)))
+        if nr == SYS_umount2:
+            return handle_umount(mem, pid, args)
         return handle(mem, pid, args, mnt)
     finally:
         os.close(mem)
 
 
-__all__ = ["handle", "options", "supervise"]
+__all__ = ["handle", "handle_umount", "options", "supervise", "unmount_view"]

@@ -87,8 +87,8 @@ NAMESPACE_FLAGS = (CLONE_NEWTIME | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS 
 
 def _program(notify_mount: bool = False) -> list[tuple]:
     """The filter as (code, jt, jf, k) with jumps to labels; see the module.
-    *notify_mount*: mount(2) goes to the filter's listener instead
-    (SECCOMP_RET_USER_NOTIF: :mod:`fakedebugfs.sandbox.mountview`)."""
+    *notify_mount*: mount(2) and umount2(2) go to the filter's listener
+    instead (SECCOMP_RET_USER_NOTIF: :mod:`fakedebugfs.sandbox.mountview`)."""
     allow, eperm, enosys, flags, kill = "allow", "eperm", "enosys", "flags", "kill"
     prog: list = [
         (BPF_LD_W_ABS, 0, 0, OFF_ARCH),
@@ -98,6 +98,7 @@ def _program(notify_mount: bool = False) -> list[tuple]:
     ]
     if notify_mount:
         prog.append((BPF_JEQ_K, "notify", None, BLOCKED["mount"]))
+        prog.append((BPF_JEQ_K, "notify", None, BLOCKED["umount2"]))
     for nr in sorted(BLOCKED.values()):
         prog.append((BPF_JEQ_K, eperm, None, nr))
     prog += [
@@ -145,7 +146,7 @@ def filter_bytes() -> bytes:
 def install_filter(listener: bool = False) -> int | None:
     """Seal this process and everything it will run (see the module):
     PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER).  With
-    *listener*, mount(2) is answered by whoever reads the returned fd
+    *listener*, mount(2) and umount2(2) are answered by whoever reads the returned fd
     (SECCOMP_FILTER_FLAG_NEW_LISTENER: :mod:`fakedebugfs.sandbox.mountview`)."""
     filt = assemble(_program(notify_mount=listener))
     buf = ctypes.create_string_buffer(filt, len(filt))
