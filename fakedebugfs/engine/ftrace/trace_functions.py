@@ -235,6 +235,11 @@ class FunctionTrace:
         ops = tr.__dict__.get("ftrace_ops")
         if ops is not None:
             clear_probes(ops)
+            # (ftrace_free_ftrace_ops) the ops and its change hook hold each
+            # other and the array: freed by reference counting now, not left
+            # in the collector's frozen generation with the array
+            ops.on_change.clear()
+            ops.tr = None
 
 
 def _callback_sizes(path) -> dict:
