@@ -34,7 +34,7 @@ import os
 from construct import Int64ul, Struct
 
 from fakedebugfs.native import libc
-from fakedebugfs.sandbox.hotplug import hide_cpu_online, show_possible
+from fakedebugfs.sandbox.hotplug import hide_cpu_online
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
@@ -232,7 +232,6 @@ def confine(work: str, mnt: str, keep_files: list[str], sealed: bool = True) -> 
     """Give this process (forked, about to exec the command) a mount
     namespace of its own arranged as the module says."""
     libc.unshare(CLONE_NEWNS, "unshare(CLONE_NEWNS)")
-    show_possible(mnt, work)  # the fake's CPUs are the possible ones (sandbox/hotplug.py)
     if not sealed:
         sysctl_copies(work, UNSEALED_COPIES)
         return
