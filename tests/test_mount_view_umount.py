@@ -105,13 +105,21 @@ def build(into: Path) -> Path:
     return into / "remount"
 
 
-def test_unmount_everything_then_libtracefs_mounts_the_fake_again(tmp_path):
+@pytest.mark.parametrize("options", [(), ("--mirror=tree",)], ids=["plain", "mirror"])
+def test_unmount_everything_then_libtracefs_mounts_the_fake_again(tmp_path, options):
+    """Both ways run starts a command: under an init of its own, and in
+    the keeper's PID namespace (``--mirror``, whose init reaps every child)."""
+    if options:
+        from fakedebugfs.sources.mirror import privilege_problem
+
+        if problem := privilege_problem():
+            pytest.skip(problem)
     binary = build(tmp_path)
     plain = tmp_path / "plain"
     plain.mkdir()
     script = f"{binary} {plain}; grep -c ' /sys/kernel/tracing ' /proc/self/mounts"
-    p = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", "--", "sh", "-c", script],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run([FAKEDEBUGFS, "run", "--workload", "none", *options, "--", "sh", "-c",
+                        script], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     got = dict(line.split("=", 1) for line in lines if "=" in line)

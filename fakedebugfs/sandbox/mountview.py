@@ -80,28 +80,49 @@ def options(data: str) -> dict[str, int]:
     return out
 
 
-def bind_view(source: str, pid: int, target: str, read_only: bool) -> int:
-    """Bind *source* (this namespace's) at *target* in the mount namespace
-    of *pid*: 0, or the errno.  A child does it (setns needs a process
-    that shares its file system attributes with no other thread)."""
-    from fakedebugfs.sandbox import confine
-
+def in_child(work) -> int:
+    """``work()`` in a forked child: 0, or the errno of the OSError it
+    raised.  (setns needs a process that shares its file system attributes
+    with no other thread.)  The answer comes through a pipe: where the
+    supervisor is a thread of an init that reaps every child (run with
+    ``--mirror``), its child's exit status may be taken before it is."""
+    r, w = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
-        code = 0
+        code = errno.EPERM
         try:
-            fd = confine.open_tree_clone(source)
-            ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
-            libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
-            confine.move_mount_fd(fd, target)
-            if read_only:
-                confine.set_read_only(target)
+            os.close(r)
+            work()
+            code = 0
         except OSError as err:
             code = err.errno or errno.EPERM
         finally:
+            os.write(w, bytes([code & 0xFF]))
             os._exit(code)
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status)
+    os.close(w)
+    with os.fdopen(r, "rb") as fp:
+        answer = fp.read(1)
+    try:
+        os.waitpid(child, 0)
+    except ChildProcessError:  # (reaped by that init)
+        pass
+    return answer[0] if answer else errno.EPERM
+
+
+def bind_view(source: str, pid: int, target: str, read_only: bool) -> int:
+    """Bind *source* (this namespace's) at *target* in the mount namespace
+    of *pid*: 0, or the errno (:func:`in_child`)."""
+    from fakedebugfs.sandbox import confine
+
+    def work():
+        fd = confine.open_tree_clone(source)
+        ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+        libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
+        confine.move_mount_fd(fd, target)
+        if read_only:
+            confine.set_read_only(target)
+
+    return in_child(work)
 
 
 def handle(mem: int, pid: int, args: tuple, mnt: str) -> int:
@@ -157,33 +178,25 @@ def _a_view(fstype: str, root: str) -> bool:
 
 def unmount_view(pid: int, target: str, flags: int) -> int:
     """Unmount *target* in the mount namespace of *pid* (see the module):
-    0, or the errno.  A child does it, as :func:`bind_view`."""
-    child = os.fork()
-    if child == 0:
-        code = 0
-        try:
-            # the caller's /proc entry, opened here: the namespace's own /proc
-            # (the command's PID namespace) does not show this process
-            proc = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY)
-            ns = os.open("ns/mnt", os.O_RDONLY, dir_fd=proc)
-            libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
-            point = os.path.normpath(target) if flags & UMOUNT_NOFOLLOW \
-                else os.path.realpath(target)
-            stack = _stack(proc, point)
-            if not stack:
-                code = errno.EINVAL if os.path.lexists(point) else errno.ENOENT
-            elif not _a_view(*stack[-1]):
-                code = errno.EPERM
-            else:
-                libc.umount2(point, flags | UMOUNT_NOFOLLOW)
-                while (stack := _stack(proc, point)) and _a_view(*stack[-1]):  # what it covered
-                    libc.umount2(point, MNT_DETACH | UMOUNT_NOFOLLOW)
-        except OSError as err:
-            code = err.errno or errno.EPERM
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status)
+    0, or the errno (:func:`in_child`)."""
+
+    def work():
+        # the caller's /proc entry, opened here: the namespace's own /proc
+        # (the command's PID namespace) does not show this process
+        proc = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY)
+        ns = os.open("ns/mnt", os.O_RDONLY, dir_fd=proc)
+        libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
+        point = os.path.normpath(target) if flags & UMOUNT_NOFOLLOW else os.path.realpath(target)
+        stack = _stack(proc, point)
+        if not stack:
+            raise OSError(errno.EINVAL if os.path.lexists(point) else errno.ENOENT, point)
+        if not _a_view(*stack[-1]):
+            raise OSError(errno.EPERM, point)
+        libc.umount2(point, flags | UMOUNT_NOFOLLOW)
+        while (stack := _stack(proc, point)) and _a_view(*stack[-1]):  # what it covered
+            libc.umount2(point, MNT_DETACH | UMOUNT_NOFOLLOW)
+
+    return in_child(work)
 
 
 def handle_umount(mem: int, pid: int, args: tuple) -> int:
@@ -246,4 +259,5 @@ def _answer(listener: int, nid: int, pid: int, nr: int, args: tuple, mnt: str) -
         os.close(mem)
 
 
-__all__ = ["handle", "handle_umount", "options", "supervise", "unmount_view"]
+__all__ = ["bind_view", "handle", "handle_umount", "in_child", "options", "supervise",
+           "unmount_view"]

@@ -497,15 +497,19 @@ def stop_server(pid: int, mnt: str) -> None:
 # --- the command ------------------------------------------------------------------
 
 def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None,
-          arrange=None) -> int:
+          arrange=None, supervise: str | None = None) -> int:
     """fork + exec with default signal handling, in a mount namespace of
     its own arranged by *arrange()* (:func:`fakedebugfs.sandbox.confine.confine`),
     *sealed* (:mod:`fakedebugfs.sandbox.seal`); errors are reported through a
     close-on-exec pipe (exit 127 / 126 like a shell).  The command never
     starts unsealed by accident: if the seal fails, it does not start.
-    *before_exec(pid)* runs here while the child waits to exec."""
+    *before_exec(pid)* runs here while the child waits to exec.  *supervise*:
+    the fake's mount point, whose views answer the sealed command's
+    mount(2) and umount2(2) (a thread here: :func:`_supervise_mounts`)."""
     r, w = os.pipe2(os.O_CLOEXEC)
     go_r, go_w = os.pipe2(os.O_CLOEXEC)
+    pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) if sealed and supervise \
+        else None
     pid = os.fork()
     if pid == 0:
         try:
@@ -521,7 +525,10 @@ def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None,
                 if arrange is not None:
                     arrange()
                 if sealed:
-                    seal.install_filter()
+                    listener = seal.install_filter(listener=pair is not None)
+                    if listener is not None:
+                        socket.send_fds(pair[1], [b"L"], [listener])
+                        os.close(listener)
             except OSError as err:
                 os.write(w, f"seal {err.errno} {err.strerror or err}".encode())
                 os._exit(126)
@@ -532,6 +539,10 @@ def spawn(argv: list[str], env: dict, sealed: bool = True, before_exec=None,
             os._exit(127)
     os.close(w)
     os.close(go_r)
+    if pair is not None:
+        pair[1].close()
+        threading.Thread(target=_supervise_mounts, args=(pair[0], supervise), daemon=True,
+                         name="mount supervisor").start()
     try:
         if before_exec is not None:
             before_exec(pid)
@@ -640,11 +651,12 @@ def watch_command(pid: int, mnt: str) -> None:
 
 
 def start_command(argv: list[str], env: dict, sealed: bool, before_exec=None,
-                  arrange=None) -> int:
+                  arrange=None, supervise: str | None = None) -> int:
     """As init: run COMMAND to its end; its exit status (127/126 when it
     cannot start)."""
     try:
-        pid = spawn(argv, env, sealed=sealed, before_exec=before_exec, arrange=arrange)
+        pid = spawn(argv, env, sealed=sealed, before_exec=before_exec, arrange=arrange,
+                    supervise=supervise)
     except RunError as err:
         print(f"fakedebugfs run: {err.args[0]}", file=sys.stderr)
         return err.args[1]
@@ -725,7 +737,7 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
                         watch_command(pid, mnt)
 
                 return start_command(argv, env, not unsealed, watch,
-                                     command_namespace(work, mnt, not unsealed))
+                                     command_namespace(work, mnt, not unsealed), mnt)
             finally:
                 end_namespace(keep={server_pid})
                 stop_server(server_pid, mnt)
