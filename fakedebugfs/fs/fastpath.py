@@ -10,7 +10,8 @@ changed anything, to hand the request to that handler
 (:class:`~fakedebugfs.fs.operations.TreeOperations`): while a scripted
 fault is active (a stall waits in the event loop), for a read that would
 wait (``trace_pipe`` with nothing in it), for a file whose write may wait
-(``FileOperations.write_waits``).  The async handlers call the
+(``FileOperations.write_waits``), for a write while ``write_defers()`` (the
+mirror's backlog, drained in turns first).  The async handlers call the
 same methods, so the two paths give the same answers (docs/fuse.md).
 An open or write that removed nodes (``-:NAME`` to ``kprobe_events``) is
 done here but answered by the async handler, once the kernel has dropped
@@ -65,7 +66,8 @@ def fuse_error(what: str, node, err: BaseException) -> None:
 class FastPath:
     """The synchronous half of :class:`~fakedebugfs.fs.operations.TreeOperations`
     (which sets ``table``, ``faults``, ``uid``/``gid``, ``mtime_ns``,
-    ``open_files``, ``_fh`` and the ``on_open``/``on_io``/``on_write`` hooks)."""
+    ``open_files``, ``_fh``, the ``on_open``/``on_io``/``on_write`` hooks and
+    ``write_defers``)."""
 
     # bumped by every change a node's attributes may follow (attrs_changed):
     # a node's EntryAttributes made at another generation is made again
@@ -236,7 +238,8 @@ class FastPath:
         slicer.last_control = perf_counter()
         f = self._file(fh)
         fops = f.node.fops
-        if fops.write_waits or (self.faults is not None and self.faults.active):
+        if fops.write_waits or (self.faults is not None and self.faults.active) or (
+                self.write_defers is not None and not f.node.static and self.write_defers()):
             return None
         WRITER_PID.set(pid)
         if (self.on_write or self.on_io) is not None and not f.node.static:

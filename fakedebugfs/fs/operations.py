@@ -35,7 +35,7 @@ import logging
 import os
 import stat
 import time
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 import pyfuse3
 import trio
@@ -146,6 +146,11 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         # before a write to a control file is in, however many are waiting;
         # a paced workload's events owed until then)
         self.on_write: Optional[Callable[[], None]] = None
+        # a write first awaits drain_before_write while write_defers() says so
+        # (--mirror: a backlog drained in slicer turns, other requests answered
+        # meanwhile), then runs on_write
+        self.write_defers: Optional[Callable[[], bool]] = None
+        self.drain_before_write: Optional[Callable[[], Awaitable[None]]] = None
 
     def remount(self, uid: Optional[int] = None, gid: Optional[int] = None) -> int:
         """``tracefs_apply_options`` on remount: a new ``uid=``/``gid=``
@@ -341,6 +346,8 @@ class TreeOperations(FastPath, pyfuse3.Operations):
             WRITER_PID.set(_WRITE_PID.get() if _WRITE_PID is not None else None)
             if self.faults is not None and self.faults.active:
                 await self._inject(f.node, "write")
+            if self.drain_before_write is not None and not f.node.static:
+                await self.drain_before_write()
             if (self.on_write or self.on_io) is not None and not f.node.static:
                 self.before_io(f.node, self.on_write)
             with _Guard("write", f.node):

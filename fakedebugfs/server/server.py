@@ -49,6 +49,7 @@ MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
 MIRROR_SYNC_BYTES = 256 << 10  # slices of each ring a FUSE request drains first
 MIRROR_SYNC_S = 0.05  # ... until what was there when it came, or this long
 MIRROR_WRITE_SYNC_S = 10.0  # a write (tracing_on, enable, set_event_pid): all of it
+MIRROR_WRITE_SLICE_S = 0.001  # ... in slices of about this long, requests answered between
 TRIM_EVERY = 1.0  # seconds between heap trims while events are fired
 BIG_LINE = 1 << 16  # request lines longer than this are decoded in slicer turns
 
@@ -143,6 +144,43 @@ class Server:
         if self.mirror is not None:
             self.mirror_sync_all()
 
+    def write_defers(self) -> bool:
+        """A write waits for the mirror's backlog (:meth:`drain_before_write`):
+        its rings hold records."""
+        return self.mirror.backlog()
+
+    async def drain_before_write(self) -> None:
+        """Before a FUSE write, with --mirror: every event the rings held
+        when it came is in, as :meth:`mirror_sync_all` does, but in slicer
+        turns of about MIRROR_WRITE_SLICE_S, the other requests answered
+        between them.
+
+        On the kernel, the traced command's tracepoints are written as it
+        runs, and a tool's other tasks go on meanwhile on other CPUs.  Here
+        the one server fires them when the write comes, and a system call
+        the function tracers expand into its call tree costs the drain some
+        60 us: a short command's backlog held the loop for 10-70 ms.
+        ``trace-cmd record -p function ls`` then lost its whole recording:
+        its per-CPU recorders, which open ``trace_pipe_raw`` and read
+        ``events/header_page`` before they start reading, waited behind the
+        drain of the ``tracing_on`` 0 that ends the recording, and the
+        SIGUSR1 that follows it came before they read anything
+        (docs/function-tracing.md#trace-cmd-record-with-a-short-command)."""
+        if self.watches is not None:  # run's process events first, as before_write
+            self.watches.sync()
+        mirror = self.mirror
+        marks = mirror.marks()
+        give_up = trio.current_time() + MIRROR_WRITE_SYNC_S
+        try:
+            while not mirror.reached(marks) and trio.current_time() < give_up:
+                async with slicer.turn(slicer.WRITER) as turn:
+                    while True:
+                        mirror.drain(mirror.slice_for(MIRROR_WRITE_SLICE_S))
+                        if mirror.reached(marks) or turn.over():
+                            break
+        except Exception:  # noqa: BLE001: the kernel's bytes never stop the server
+            log.exception("mirror: a drain before a write failed")
+
     async def drive_mirror(self) -> None:
         """``--mirror``: drain the kernel's rings every MIRROR_EVERY seconds
         in slicer turns (FUSE requests waiting end a turn's wait)."""
@@ -153,8 +191,9 @@ class Server:
             if mirror.rings and mirror.pending():
                 await slicer.quiet()  # a tool's sweep first (fs/slices.py)
                 async with slicer.turn(slicer.WRITER) as turn:
-                    try:  # slices (Mirror.slice_bytes) until a FUSE request waits
-                        while mirror.drain() and not turn.over() and mirror.pending():
+                    try:  # slices of a turn's length until a FUSE request waits
+                        while mirror.drain(mirror.slice_for(slicer.slice_s)) \
+                                and not turn.over() and mirror.pending():
                             pass
                     except Exception:  # noqa: BLE001: the kernel's bytes never stop the server
                         log.exception("mirror: a drain failed")
@@ -350,6 +389,8 @@ class Server:
                     self.mirror.start()
                     ops.on_open = self.sync_sources
                     ops.on_io = self.mirror_sync
+                    ops.write_defers = self.write_defers
+                    ops.drain_before_write = self.drain_before_write
                     nursery.start_soon(self.drive_mirror)
                 runstate.write_state(self.mountpoint, pid=os.getpid())
                 settle_heap()  # the trees and engine, never scanned by the collector again

@@ -80,6 +80,7 @@ FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 
 
 RING_PAGES = int(os.environ.get("FAKEDEBUGFS_MIRROR_PAGES", "1024"))  # per CPU, power of two
 DRAIN_AT = 128 << 10  # bytes in a ring that make the loop drain at once (else DRAIN_EVERY)
+DRAIN_WORK = 0.002  # seconds of drain work that make the loop drain at once
 DRAIN_EVERY = 0.02  # seconds records wait at most for the loop (a ring of 4 MiB holds
 # ~87,000 samples: 170 ms of a program making 500,000 traced syscalls/s)
 # a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
@@ -335,6 +336,7 @@ class Mirror(MirrorDrain):
         self.on_fire: Optional[Callable[[], None]] = None
         self._clock_base = None  # virtual clock: (sample time, fake time) of the first
         self.drained_at = 0.0  # time.monotonic() of the last drain
+        self.cost = 0.0  # seconds a byte of records costs a drain, of the last drains
         self._taken: dict = {}  # CpuBuffer -> (its consumed_events, when they last changed)
         self._last_sample: dict[int, int] = {}  # task -> perf time of its last sample fired
         self._named_at: dict[int, int] = {}  # task -> perf time of its last COMM record
@@ -530,16 +532,21 @@ class Mirror(MirrorDrain):
     def pending(self) -> bool:
         """Time for the server loop's drain: a ring holds DRAIN_AT bytes
         (or a whole slice, when :meth:`slice_bytes` is smaller), or records
-        have waited DRAIN_EVERY seconds since the last drain.  Fewer,
-        bigger drains: a drain's fixed cost (numpy's calls, the engine's
-        batch) is paid per slice, not per event, and a FUSE request drains
-        what it needs itself (:meth:`sync`)."""
+        have waited DRAIN_EVERY seconds since the last drain, or draining
+        them would take DRAIN_WORK seconds (:meth:`backlog_work`: a
+        command's system calls the function tracers expand into call
+        trees are fired while it runs, as the kernel writes them, not all
+        at the next request, which would wait for them).  Fewer, bigger
+        drains: a drain's fixed cost (numpy's calls, the engine's batch) is
+        paid per slice, not per event, and a FUSE request drains what it
+        needs itself (:meth:`sync`)."""
         if self.reader_behind():
             return False
         fullest = max((h - t for h, t in (r.positions() for r in self.rings.values())),
                       default=0)
         return fullest >= min(DRAIN_AT, self.slice_bytes()) or (
-            fullest > 0 and time.monotonic() - self.drained_at >= DRAIN_EVERY)
+            fullest > 0 and (time.monotonic() - self.drained_at >= DRAIN_EVERY
+                             or self.backlog_work(fullest) >= DRAIN_WORK))
 
     def sync(self, most: int, seconds: float, hold: bool = False) -> int:
         """Drain what the rings held when called (the events that happened
@@ -549,16 +556,32 @@ class Mirror(MirrorDrain):
         (:meth:`reader_behind`), checked before each slice: a backlog
         fired at once could overwrite events a reader of the kernel would
         have taken, and the reader takes its pages between two slices."""
-        marks = {cpu: ring.positions()[0] for cpu, ring in self.rings.items()}
+        marks = self.marks()
         deadline = time.monotonic() + seconds
-        most = min(most, self.slice_bytes())
+        most = min(most, self.slice_for(seconds))
         fired = 0
         while not (hold and self.reader_behind()):
             fired += self.drain(most)
-            if all(self.rings[cpu].positions()[1] >= head for cpu, head in marks.items()
-                   if cpu in self.rings) or time.monotonic() >= deadline:
+            if self.reached(marks) or time.monotonic() >= deadline:
                 break
         return fired
+
+    def backlog(self) -> bool:
+        """A ring holds records not drained yet."""
+        for ring in self.rings.values():
+            head, tail = ring.positions()
+            if head != tail:
+                return True
+        return False
+
+    def marks(self) -> dict:
+        """Each ring's head now: the records of what happened until now."""
+        return {cpu: ring.positions()[0] for cpu, ring in self.rings.items()}
+
+    def reached(self, marks: dict) -> bool:
+        """Every record up to *marks* (:meth:`marks`) has been drained."""
+        return all(self.rings[cpu].positions()[1] >= head for cpu, head in marks.items()
+                   if cpu in self.rings)
 
 
 __all__ = ["MODES", "Mirror", "MirrorError", "RealTracefs", "privilege_problem", "same_format"]

@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
 DRAIN_BYTES = 256 << 10  # a drain takes at most this much of a ring's records
+SLICE_FIRST = 16 << 10  # ... in a slice of slicer turns, before a drain's cost is known
+SLICE_LEAST = 1024  # ... and at least this much (some ten samples)
+COST_FROM = 16 << 10  # bytes a drain takes, or ...
+COST_TIME = 0.002  # ... seconds it lasts, to teach the cost of a byte (slice_for)
 SLICE_SHARE = 4  # ... and this fraction of a destination buffer at most (slice_bytes)
 READER_WINDOW = 0.05  # s: a buffer whose reader took pages this recently has a reader (reader_behind)
 SAMPLE_TID, SAMPLE_TIME, SAMPLE_RAW = 8, 16, 28
@@ -204,13 +208,16 @@ class MirrorDrain:
             return 0
         if most is None:
             most = self.slice_bytes()
-        self.drained_at = time.monotonic()
+        self.drained_at = started = time.monotonic()
         blobs, cpus = [], []
         parts, counts = [], []
         for cpu, ring in self.rings.items():
             blob = ring.read_upto(most)
             if not blob:
                 continue
+            first = blob[6] | blob[7] << 8 if len(blob) >= 8 else 0
+            if first > len(blob):  # a record longer than *most*: that one, whole
+                blob = ring.read_upto(first)
             part = record_offsets(blob)
             if len(part):  # the last record may be cut: whole ones only
                 last = int(part[-1])
@@ -250,7 +257,28 @@ class MirrorDrain:
         fired = self._fire(data, off[sample], cpu[sample], u32, u64)
         if fired and self.on_fire is not None:
             self.on_fire()
+        taken = sum(len(b) for b in blobs)
+        took = time.monotonic() - started
+        # (a drain's fixed cost, up to 1 ms, would be all of a small, cheap one's)
+        if taken >= COST_FROM or took >= COST_TIME:
+            self.cost = took / taken if not self.cost else (self.cost + took / taken) / 2
         return fired
+
+    def slice_for(self, seconds: float) -> int:
+        """Bytes of each ring a drain of about *seconds* takes, by the
+        cost of the last drains (what an event costs depends on what
+        records it: a system call the function tracers expand into its
+        call tree costs a hundred times a plain event), between
+        SLICE_LEAST and :meth:`slice_bytes`."""
+        most = self.slice_bytes()
+        if not self.cost:
+            return min(most, SLICE_FIRST)
+        return int(max(SLICE_LEAST, min(most, seconds / self.cost / max(1, len(self.rings)))))
+
+    def backlog_work(self, fullest: int) -> float:
+        """Seconds a drain of *fullest* bytes of records would take (0 while
+        no drain taught the cost)."""
+        return fullest * self.cost
 
     def _side_record(self, data: bytes, o: int) -> None:
         """PERF_RECORD_COMM and PERF_RECORD_FORK: the tasks' names (and
