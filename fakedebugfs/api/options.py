@@ -225,7 +225,7 @@ class MountOptions:
     profile: Optional[str] = _opt(None, profile_value,
                                   "serve this kernel profile: a shipped one by name (" +
                                   ", ".join(shipped_profiles()) + ") or a folder made by "
-                                  "fakedebugfs capture-profile (default: linux-6.18)",
+                                  "fakedebugfs capture-profile (default: debian-6.12)",
                                   "NAME|DIR")
     uid: Optional[int] = _opt(None, id_value,
                               "owner of the files, as tracefs' uid= mount option (default: "
