@@ -33,7 +33,6 @@ import gc
 import itertools
 import logging
 import os
-import stat
 import time
 from typing import Awaitable, Callable, Optional
 
@@ -43,6 +42,7 @@ import trio
 from fakedebugfs.fs.fastpath import BUFFERS, FastPath, fuse_error
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile, PollTable
 from fakedebugfs.fs.notify import EntryInvalidations
+from fakedebugfs.fs.ownership import Ownership, invalidate_attrs
 from fakedebugfs.fs.tree import Dir, File, InodeTable
 from fakedebugfs.fs.waitqueue import WaitQueue
 
@@ -111,7 +111,7 @@ def settle_heap(collect: bool = False) -> None:
     gc.freeze()
 
 
-class TreeOperations(FastPath, pyfuse3.Operations):
+class TreeOperations(Ownership, FastPath, pyfuse3.Operations):
     """Serves a tree whose files carry kernel-style file operations: the
     requests that need not wait are answered by :class:`FastPath`'s
     ``*_nowait`` methods, the rest here (scripted faults, waiting reads
@@ -152,28 +152,6 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         self.write_defers: Optional[Callable[[], bool]] = None
         self.drain_before_write: Optional[Callable[[], Awaitable[None]]] = None
 
-    def remount(self, uid: Optional[int] = None, gid: Optional[int] = None) -> int:
-        """``tracefs_apply_options`` on remount: a new ``uid=``/``gid=``
-        becomes every node's again, forgetting what chown/chgrp set (the
-        ``TRACEFS_*_PERM_SET`` flags cleared); the kernel's cached attributes
-        are dropped.  Returns how many nodes were reset."""
-        if uid is not None:
-            self.uid = uid
-        if gid is not None:
-            self.gid = gid
-        self.attrs_changed()
-        nodes = list(self.table.nodes.values())
-        for node in nodes:
-            if uid is not None:
-                node.uid = None
-            if gid is not None:
-                node.gid = None
-            try:
-                pyfuse3.invalidate_inode(node.inode, attr_only=True)
-            except OSError:  # not in the kernel's cache
-                pass
-        return len(nodes)
-
     # --- attributes (FastPath.attrs) -------------------------------------
 
     async def lookup(self, parent_inode, name, ctx=None):
@@ -192,32 +170,6 @@ class TreeOperations(FastPath, pyfuse3.Operations):
                 node.fops.truncate(self.open_files.get(fh))
             await self.invalidations.settled(self.invalidations.queued)
         return self.attrs(node)
-
-    def _chown_chmod(self, node, attr, fields, ctx) -> None:
-        """``tracefs_setattr``/``simple_setattr``: chown, chgrp and chmod of
-        any file or directory stay on that node alone (a directory's new
-        group is not its children's, as eventfs keeps it).  Root may do all;
-        the owner may chmod and chgrp (default_permissions has the kernel
-        check the rest); others get EPERM."""
-        owner = self.owner(node)[0]
-        if ctx.uid != 0 and (fields.update_uid or ctx.uid != owner):
-            raise pyfuse3.FUSEError(errno.EPERM)
-        if fields.update_uid:
-            node.uid = attr.st_uid
-        if fields.update_gid:
-            node.gid = attr.st_gid
-        if isinstance(node, Dir) and (fields.update_uid or fields.update_gid):
-            self._owners_changed(node)
-        if fields.update_mode:
-            node.mode = stat.S_IFMT(node.mode) | (attr.st_mode & 0o7777)
-
-    def _owners_changed(self, top: Dir) -> None:
-        """*top*'s new owner is that of every node below it that has none of
-        its own (:meth:`owner`): their cached attributes go (the reply to
-        the chown itself refreshes *top*'s)."""
-        for node in top.walk(make=False):
-            if node is not top and (node.uid is None or node.gid is None):
-                _invalidate_attrs(node)
 
     async def statfs(self, ctx):
         data = pyfuse3.StatvfsData()
@@ -412,7 +364,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         self.invalidations.put(parent.inode, node.name.encode(), node.inode)
         if isinstance(node, Dir):
             self.attrs_changed()
-            _invalidate_attrs(parent)
+            invalidate_attrs(parent)
 
     def _added(self, parent: Dir, node) -> None:
         """A node joined a directory while mounted (a ``define``'s event
@@ -421,16 +373,7 @@ class TreeOperations(FastPath, pyfuse3.Operations):
         ``st_nlink``."""
         if isinstance(node, Dir):
             self.attrs_changed()
-            _invalidate_attrs(parent)
-
-
-def _invalidate_attrs(node) -> None:
-    """Drop the kernel's cached attributes of *node* (none cached, or not
-    mounted yet: nothing to do)."""
-    try:
-        pyfuse3.invalidate_inode(node.inode, attr_only=True)
-    except Exception as err:
-        log.debug("invalidate attributes of %s: %s", node.name, err)
+            invalidate_attrs(parent)
 
 
 def _under(node, top) -> bool:
