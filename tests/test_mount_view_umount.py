@@ -87,6 +87,8 @@ int main(int argc, char **argv)
 	printf("tracing_dir=%s\n", tracefs_tracing_dir());
 	text = tracefs_instance_file_read(NULL, "current_tracer", NULL);
 	printf("current_tracer=%s", text ? text : "(none)\n");
+	/* found again by its /proc/mounts line, as libtracefs' instances find it */
+	printf("is_mounted=%d\n", tracefs_tracing_dir_is_mounted(false, NULL));
 	printf("debug_dir=%s\n", tracefs_debug_dir());
 	printf("debug_tracing=%d\n", stat("/sys/kernel/debug/tracing/trace", &st) == 0);
 	printf("kallsyms=%s\n", umount("/proc/kallsyms") ? strerror(errno) : "unmounted");
@@ -127,10 +129,13 @@ def test_unmount_everything_then_libtracefs_mounts_the_fake_again(tmp_path, opti
     assert got["left_tracing"] == "0" and got["left_debug"] == "0"  # nothing real uncovered
     assert got["tracing_dir"] == "/sys/kernel/tracing"  # mounted again by libtracefs
     assert got["current_tracer"] == "nop"
+    assert got["is_mounted"] == "1"
     assert got["debug_dir"] == "/sys/kernel/debug" and got["debug_tracing"] == "1"
     assert got["kallsyms"] == os.strerror(1)  # EPERM: not a view of the fake
     assert got["plain_dir"] == os.strerror(22)  # EINVAL: no mount there
-    assert lines[-1] == "1"  # the one view libtracefs mounted
+    # the view libtracefs mounted, over a read-only real tracefs for its
+    # /proc/mounts line (as run arranged it at the start)
+    assert lines[-1] == "2"
 
 
 def _host_mounts() -> list[str]:

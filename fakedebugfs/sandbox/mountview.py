@@ -13,7 +13,12 @@ run's keeper, which runs :func:`supervise` in a thread):
   its root) is bound at DIR in the caller's mount namespace (a detached
   copy made here, moved there by a child that entered it), read-only with
   ``ro``; ``uid=``/``gid=`` are applied to the fake as a remount's are
-  (control request ``remount``); the call returns 0;
+  (control request ``remount``); the call returns 0.  At
+  /sys/kernel/tracing (debugfs: /sys/kernel/debug) the view goes over a
+  read-only real mount of that type put beneath it (MOVE_MOUNT_BENEATH:
+  never uncovered), as run arranged that path at its start: /proc/mounts
+  then has the ``tracefs`` line libtracefs finds its tracing directory by;
+  anywhere else, nothing real is mounted;
 * every other mount(2) gets EPERM, as the plain filter answers.
 
 umount2(2) comes here too (libtracefs' utest unmounts every tracefs and
@@ -27,7 +32,7 @@ empty directory, as on a kernel after ``umount``, and a new mount there
 is a view again.  Any other mount gets EPERM, a path no mount is at
 EINVAL, as the kernel answers.
 
-Nothing real is mounted or uncovered, and nothing leaves the caller's
+Nothing real is uncovered or writable, and nothing leaves the caller's
 namespace.
 """
 
@@ -56,6 +61,14 @@ MS_RDONLY, MS_REMOUNT, MS_BIND, MS_MOVE = 0x1, 0x20, 0x1000, 0x2000
 SYS_umount2 = 166  # arch/x86/entry/syscalls/syscall_64.tbl
 MNT_FORCE, MNT_DETACH, MNT_EXPIRE, UMOUNT_NOFOLLOW = 0x1, 0x2, 0x4, 0x8  # include/linux/fs.h
 FAKE_FSTYPE = "fuse.fakedebugfs"
+# the fsopen(2) family and move_mount(2), x86_64 (include/uapi/linux/mount.h)
+SYS_move_mount, SYS_fsopen, SYS_fsconfig, SYS_fsmount = 429, 430, 431, 432
+FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 1, 1
+MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_BENEATH = 0x4, 0x200
+AT_FDCWD = -100
+# where run's namespace has each type's real mount beneath the fake's view
+# (sandbox/run.py replace_tracing_mounts): a new mount there is made the same
+HOME = {"tracefs": "/sys/kernel/tracing", "debugfs": "/sys/kernel/debug"}
 VIEW_ROOTS = ("/", "/tracing")  # a debugfs view is the fake's root, a tracefs view its tracing/
 CLONE_NEWNS = 0x00020000
 TYPES = ("tracefs", "debugfs")
@@ -109,18 +122,44 @@ def in_child(work) -> int:
     return answer[0] if answer else errno.EPERM
 
 
-def bind_view(source: str, pid: int, target: str, read_only: bool) -> int:
+def detached_real(fstype: str) -> int | None:
+    """A read-only mount of the real *fstype* attached nowhere (fsopen,
+    fsmount), as an fd; None where the kernel refuses it (a user namespace)."""
+    fs = libc.syscall(SYS_fsopen, fstype.encode(), FSOPEN_CLOEXEC)
+    if fs < 0:
+        return None
+    try:
+        if libc.syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, None, None, 0) < 0:
+            return None
+        fd = libc.syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY)
+        return fd if fd >= 0 else None
+    finally:
+        os.close(fs)
+
+
+def bind_view(source: str, pid: int, target: str, read_only: bool,
+              fstype: str | None = None) -> int:
     """Bind *source* (this namespace's) at *target* in the mount namespace
-    of *pid*: 0, or the errno (:func:`in_child`)."""
+    of *pid*: 0, or the errno (:func:`in_child`).  With *fstype*, a
+    read-only real mount of it goes beneath the view (MOVE_MOUNT_BENEATH,
+    never seen uncovered), so that /proc/mounts has the line a kernel's
+    mount would add (libtracefs finds its tracing directory by a
+    ``tracefs`` line), as run's own views have (sandbox/run.py
+    ``replace_tracing_mounts``); where it cannot be made, the view alone."""
     from fakedebugfs.sandbox import confine
 
     def work():
         fd = confine.open_tree_clone(source)
+        real = detached_real(fstype) if fstype else None
         ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
         libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
         confine.move_mount_fd(fd, target)
         if read_only:
             confine.set_read_only(target)
+        if real is not None and libc.syscall(
+                SYS_move_mount, real, b"", AT_FDCWD, os.fsencode(target),
+                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0:
+            log.debug("%s: no %s line beneath the view", target, fstype)
 
     return in_child(work)
 
@@ -140,7 +179,8 @@ def handle(mem: int, pid: int, args: tuple, mnt: str) -> int:
     view = os.path.join(mnt, "tracing") if fstype == "tracefs" else mnt
     if not os.path.isdir(view):
         return -errno.ENODEV  # (a fake without tracing/: no tracefs to show)
-    code = bind_view(view, pid, path, bool(flags & MS_RDONLY))
+    beneath = fstype if HOME.get(fstype) == os.path.normpath(path) else None
+    code = bind_view(view, pid, path, bool(flags & MS_RDONLY), beneath)
     if code:
         return -code
     ids = options(read_string(mem, data))
@@ -152,18 +192,23 @@ def handle(mem: int, pid: int, args: tuple, mnt: str) -> int:
     return 0
 
 
-def _stack(proc: int, point: str) -> list[tuple[str, str]]:
-    """(fstype, root) of the mounts at *point* in the mount namespace of
-    the process whose /proc directory is the fd *proc*, in mount order
-    (the last is on top)."""
-    out = []
+def _top(proc: int, point: str) -> tuple[str, str] | None:
+    """(fstype, root) of the top mount at *point* in the mount namespace of
+    the process whose /proc directory is the fd *proc*: of the mounts at
+    *point*, the one no other there is mounted on (a mount put beneath
+    another is listed after it); None where no mount is."""
+    found = {}
     with open(os.open("mountinfo", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)) as fp:
         for line in fp:
             left, _, right = line.partition(" - ")
             fields = left.split()
             if _unescape(fields[4]) == point:
-                out.append((right.split()[0], _unescape(fields[3])))
-    return out
+                found[fields[0]] = (fields[1], right.split()[0], _unescape(fields[3]))
+    parents = {parent for parent, _, _ in found.values()}
+    for ident, (_, fstype, root) in found.items():
+        if ident not in parents:
+            return fstype, root
+    return None
 
 
 def _unescape(field: str) -> str:
@@ -187,13 +232,13 @@ def unmount_view(pid: int, target: str, flags: int) -> int:
         ns = os.open("ns/mnt", os.O_RDONLY, dir_fd=proc)
         libc.check(libc.LIBC.setns(ns, CLONE_NEWNS), "setns")
         point = os.path.normpath(target) if flags & UMOUNT_NOFOLLOW else os.path.realpath(target)
-        stack = _stack(proc, point)
-        if not stack:
+        top = _top(proc, point)
+        if top is None:
             raise OSError(errno.EINVAL if os.path.lexists(point) else errno.ENOENT, point)
-        if not _a_view(*stack[-1]):
+        if not _a_view(*top):
             raise OSError(errno.EPERM, point)
         libc.umount2(point, flags | UMOUNT_NOFOLLOW)
-        while (stack := _stack(proc, point)) and _a_view(*stack[-1]):  # what it covered
+        while (top := _top(proc, point)) and _a_view(*top):  # what it covered
             libc.umount2(point, MNT_DETACH | UMOUNT_NOFOLLOW)
 
     return in_child(work)
