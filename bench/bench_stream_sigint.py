@@ -11,10 +11,16 @@ own context switches, about 1,600 ``sched_switch`` a second idle, against
 the default workload's 2,600), where a trial that has not ended after 30 s
 is killed and counted as hung.
 
+Each trial also samples, just before the SIGINT, what the ring holds that
+the recorders have not read yet (``entries`` of every
+``per_cpu/cpuN/stats``): the backlog a recorder still moves through its
+64 KiB pipe after the signal, and so what decides trace-cmd's stop
+(docs/cli.md, "trace-cmd's races").
+
 Rows: ``stream_sigint_ended[at N s]``, the fraction of trials that ended
 within ``BOUND`` s (fake, guest), with each trial's detail.
 
-    python -m bench.bench_stream_sigint [--at 2 --at 25] [--runs 10] [--no-guest]
+    python -m bench.bench_stream_sigint [--at 2 --at 25] [--runs 10] [--no-guest] [--paced]
 """
 
 from __future__ import annotations
@@ -26,29 +32,47 @@ import signal
 import subprocess
 import time
 
-from . import FAKEDEBUGFS
+from . import FAKEDEBUGFS, ROOT
 
 BOUND = 5.0
 RUNS = 3
 POINTS = (2.0, 25.0)
 STREAM = "trace-cmd stream -e sched_switch"
+PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"  # the guest's kernel
+GUEST = os.environ.get("FAKEDEBUGFS_BENCH_GUEST", "bench")  # the oracle guest's name
+# the unread entries of each CPU's ring, one "backlog=N,N,..." line
+BACKLOG = ("echo backlog=$(cat /sys/kernel/tracing/per_cpu/cpu*/stats"
+           " | sed -n 's/^entries: //p' | paste -sd,)")
 
-# the guest's trials: one line each, "at=N recorders=K ended=MS" or "... hang"
+# The idle guest switches tasks some 10-60 times a second a CPU: its rings
+# hold a few hundred entries at 25 s, the fake's (about 1,400 sched_switch
+# a second a CPU) half their buffer.  --paced starts one task a CPU that
+# sleeps 1 ms at a time (some 600 sched_switch a second a CPU in the
+# emulated guest), so that its recorders, too, reach the buffer_percent
+# mark before the SIGINT.
+PACERS = """\
+for c in $(seq 0 $(($(nproc) - 1))); do
+  taskset -c $c python3 -c 'import time
+while True: time.sleep(0.001)' & done
+"""
+
+# the guest's trials: one line each, "at=N recorders=K backlog=N,.. ended=MS"
+# or "... hang"
 GUEST_LOOP = """\
-for i in $(seq {runs}); do
+{pacers}for i in $(seq {runs}); do
   {stream} > /dev/null 2>&1 & pid=$!
   sleep {at}
-  kids=$(pgrep -c -P $pid)
+  kids=$(pgrep -c -P $pid); b=$({backlog})
   t0=$(date +%s%N); kill -INT $pid
   for j in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   if kill -0 $pid 2>/dev/null; then
-    echo "at={at} recorders=$kids hang"; pkill -9 -P $pid; kill -9 $pid
+    echo "at={at} recorders=$kids $b hang"; pkill -9 -P $pid; kill -9 $pid
     wait $pid 2>/dev/null; trace-cmd reset > /dev/null 2>&1
   else
-    wait $pid; echo "at={at} recorders=$kids ended=$(( ($(date +%s%N) - t0) / 1000000 ))"
+    wait $pid; echo "at={at} recorders=$kids $b ended=$(( ($(date +%s%N) - t0) / 1000000 ))"
   fi
 done
-"""
+{stop}"""
 
 
 def _tracecmds(sid: int) -> int:
@@ -57,11 +81,20 @@ def _tracecmds(sid: int) -> int:
     return out.split().count("trace-cmd")
 
 
+def _backlog(line: bytes) -> list[int] | None:
+    words = line.decode().split("=")
+    if len(words) != 2 or words[0] != "backlog" or not words[1].strip():
+        return None
+    return [int(n) for n in words[1].split(",")]
+
+
 def fake_trial(at: float, bound: float = BOUND) -> dict:
     """One trial on the fake: seconds from the SIGINT to the end (None:
-    not within *bound*), when the recorders forked, the load."""
+    not within *bound*), when the recorders forked, each CPU's backlog
+    just before the SIGINT, the load."""
+    sample = f"(sleep {max(at - 0.1, 0):g}; {BACKLOG}) &"
     proc = subprocess.Popen([FAKEDEBUGFS, "run", "--", "sh", "-c",
-                             f"echo go; exec {STREAM} > /dev/null 2>&1"],
+                             f"echo go; {sample} exec {STREAM} > /dev/null 2>&1"],
                             stdout=subprocess.PIPE, start_new_session=True)
     try:
         proc.stdout.readline()  # trace-cmd starts now
@@ -82,21 +115,29 @@ def fake_trial(at: float, bound: float = BOUND) -> dict:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # run's init takes the rest with it
             proc.wait()
-    return {"at": at, "recorders_after_s": forked, "ended_after_s": ended,
-            "load": round(os.getloadavg()[0], 2)}
+        backlog = _backlog(proc.stdout.readline())
+        proc.stdout.close()
+    return {"at": at, "recorders_after_s": forked, "backlog": backlog,
+            "ended_after_s": ended, "load": round(os.getloadavg()[0], 2)}
 
 
-def guest_trials(at: float, runs: int, profile: str = "debian-6.12") -> list[dict]:
-    """The same trials in the oracle guest; [] when it cannot run here."""
+def guest_trials(at: float, runs: int, paced: bool = False, profile=PROFILE) -> list[dict]:
+    """The same trials in the oracle guest (*paced*: with PACERS); []
+    when it cannot run here."""
     from . import guest_outputs
 
-    out = guest_outputs(profile, GUEST_LOOP.format(runs=runs, at=at, stream=STREAM), 1)
+    script = GUEST_LOOP.format(runs=runs, at=at, stream=STREAM, backlog=BACKLOG,
+                               pacers=PACERS if paced else "",
+                               stop="kill $(jobs -p) 2>/dev/null\n" if paced else "")
+    out = guest_outputs(profile, script, 1, GUEST)
     trials = []
     for line in "".join(out).splitlines():
         words = dict(w.split("=") for w in line.split() if "=" in w)
         if "at" in words:
             ms = words.get("ended")
+            backlog = words.get("backlog")
             trials.append({"at": at, "recorders": int(words["recorders"]),
+                           "backlog": [int(n) for n in backlog.split(",")] if backlog else None,
                            "ended_after_s": int(ms) / 1000 if ms else None})
     return trials
 
@@ -109,14 +150,14 @@ def ended(trials: list[dict], bound: float = BOUND) -> float | None:
     return round(len(done) / len(trials), 2)
 
 
-def run(points=POINTS, runs: int = RUNS, guest: bool = True) -> list[dict]:
+def run(points=POINTS, runs: int = RUNS, guest: bool = True, paced: bool = False) -> list[dict]:
     rows = []
     for at in points:
         fake = [fake_trial(at) for _ in range(runs)]
-        real = guest_trials(at, runs) if guest else []
+        real = guest_trials(at, runs, paced) if guest else []
         rows.append({"name": f"stream_sigint_ended[at {at:g} s]", "fake": ended(fake),
                      "real": ended(real), "unit": "fraction",
-                     "detail": {"fake": fake, "guest": real}})
+                     "detail": {"fake": fake, "guest": real, "guest_paced": paced}})
     return rows
 
 
@@ -125,8 +166,10 @@ def main() -> None:
     ap.add_argument("--at", type=float, action="append", help="seconds (default 2 and 25)")
     ap.add_argument("--runs", type=int, default=RUNS)
     ap.add_argument("--no-guest", action="store_true")
+    ap.add_argument("--paced", action="store_true",
+                    help="the guest's CPUs switch tasks at about the fake's rate")
     args = ap.parse_args()
-    for row in run(tuple(args.at or POINTS), args.runs, not args.no_guest):
+    for row in run(tuple(args.at or POINTS), args.runs, not args.no_guest, args.paced):
         print(json.dumps(row), flush=True)
 
 
