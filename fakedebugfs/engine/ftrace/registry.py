@@ -62,9 +62,10 @@ class EventRegistry(MutableMapping):
     def _builtin(self, ev: EventType) -> None:
         """One of the fake's own events: kept as it is when the profile has
         it with the same format (or has no profile; ``ftrace`` entries are
-        always kept: the tracers write them); left out when the profile's
-        kernel lacks it; the profile's layout when its format differs, the
-        fake's firings filling the fields they share by name."""
+        always kept: the tracers write them, in the profile's layout where
+        its format differs, printed by the fake's own code); left out when
+        the profile's kernel lacks it; the profile's layout when its format
+        differs, the fake's firings filling the fields they share by name."""
         text = self.text(ev.key)
         if ev.system == "ftrace" and text is not None and ev.id != self.profile.ids[ev.key]:
             # an entry's id is its enum trace_type value, which moves between
@@ -79,7 +80,16 @@ class EventRegistry(MutableMapping):
             ev = dataclasses.replace(ev, id=next(i for i in range(TRACE_EVENT_TYPE_MAX,
                                                                   OWN_TYPES, -1)
                                                  if i not in taken))
-        if self.profile is None or ev.system == "ftrace" or text == ev.format():
+        if ev.system == "ftrace" and text is not None and text != ev.format():
+            # the entry as the profile's kernel lays it out (6.12's function
+            # has no args[]: 6.18's does), printed by the fake's own code
+            from fakedebugfs.engine.ftrace.format_text import event_from_format
+
+            theirs = event_from_format(text, ev.system)
+            self[ev.key] = dataclasses.replace(ev, fields=theirs.fields,
+                                               print_fmt=theirs.print_fmt, size=0,
+                                               data_offset=None)
+        elif self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev
         elif text is not None:
             from fakedebugfs.engine.ftrace.format_text import event_from_format
