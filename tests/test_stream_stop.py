@@ -27,7 +27,9 @@ import pytest
 from support import realtracefs
 
 PAGE = 4096
-AT_LEAST = 300  # unread sched_switch entries on every CPU before the stop
+# unread entries on the busiest CPU before the stop: more than a 64 KiB
+# pipe holds (sched_switch takes 68 bytes a record)
+AT_LEAST = 1100
 
 
 def _events(page: bytes) -> int:
@@ -57,8 +59,8 @@ def _events(page: bytes) -> int:
 def _entries(inst: Path) -> list[int]:
     out = []
     for cpu in sorted(inst.glob("per_cpu/cpu*"), key=lambda p: int(p.name[3:])):
-        stats = dict(line.split(": ", 1) for line in (cpu / "stats").read_text().splitlines())
-        out.append(int(stats["entries"]))
+        lines = (cpu / "stats").read_text().splitlines()
+        out.append(next(int(line.split()[1]) for line in lines if line.startswith("entries:")))
     return out
 
 
@@ -92,14 +94,14 @@ def _eagain(raw: Path) -> bool:
 
 
 def stop_and_drain(tracing: str, name: str) -> dict:
-    """sched_switch in a scratch instance until every CPU holds
-    ``AT_LEAST`` unread entries; then the stop, and each CPU's drain."""
+    """sched_switch in a scratch instance until a CPU holds ``AT_LEAST``
+    unread entries; then the stop, and each CPU's drain."""
     inst = Path(tracing) / "instances" / name
     os.mkdir(inst)
     try:
         (inst / "events" / "sched" / "sched_switch" / "enable").write_text("1")
         deadline = time.monotonic() + 120  # a hang guard, not a figure
-        while min(_entries(inst)) < AT_LEAST:
+        while max(_entries(inst)) < AT_LEAST:
             assert time.monotonic() < deadline, f"entries {_entries(inst)} after 120 s"
             time.sleep(0.05)
         (inst / "tracing_on").write_text("0")
