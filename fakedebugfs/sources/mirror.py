@@ -60,7 +60,8 @@ from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHE
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
     PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE,
     SYS_perf_event_open, Ring, comm_of, perf_event_attr)
-from fakedebugfs.sources.mirror_drain import DRAIN_BYTES, Entries, MirrorDrain
+from fakedebugfs.sources.mirror_drain import Entries, MirrorDrain
+from fakedebugfs.sources.mirror_slices import DRAIN_BYTES
 
 log = logging.getLogger(__name__)
 

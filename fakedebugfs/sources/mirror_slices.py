@@ -1,0 +1,100 @@
+"""How much of the mirror's perf rings one drain takes: a slice sized by
+the destination buffers (no drain overwrites, within one turn, what a
+consuming reader would have taken on the kernel) and by time, from the
+measured cost of a byte (a system call the function tracers expand into
+its call tree costs a hundred times a plain event), and held while a
+consuming reader is behind.  A mixin of
+:class:`~fakedebugfs.sources.mirror_drain.MirrorDrain` (which sets
+``kernel``, ``opened``, ``rings``, ``cost`` and ``_taken``)."""
+
+from __future__ import annotations
+
+import time
+
+DRAIN_BYTES = 256 << 10  # a drain takes at most this much of a ring's records
+SLICE_FIRST = 16 << 10  # ... in a slice of slicer turns, before a drain's cost is known
+SLICE_LEAST = 1024  # ... and at least this much (some ten samples)
+COST_FROM = 16 << 10  # bytes a drain takes, or ...
+COST_TIME = 0.002  # ... seconds it lasts, to teach the cost of a byte (slice_for)
+SLICE_SHARE = 4  # ... and this fraction of a destination buffer at most (slice_bytes)
+READER_WINDOW = 0.05  # s: a buffer whose reader took pages this recently has a reader (reader_behind)
+
+
+class DrainSlices:
+    """The sizes of the mirror's drains."""
+
+    def slice_bytes(self) -> int:
+        """The most one drain takes of a ring: DRAIN_BYTES, and no more
+        than a SLICE_SHARE-th of the smallest per-CPU buffer of the trace
+        arrays recording mirrored events (at least a page).
+
+        On the kernel a consuming reader (``trace_pipe_raw`` spliced on
+        another CPU) takes pages while the tracepoints write them; here the
+        one server both fires the samples and answers the reads, so a
+        reader gets its turn only between two drains.  A drain larger than
+        the buffer (a backlog of a burst: 87,000 samples fit in a ring of
+        4 MiB, 72,000 ``sys_enter_getppid`` in libtracefs' 1,410 KB
+        buffer) overwrote, within one turn, events the reader would have
+        taken on the kernel; what a slice leaves waits in the perf ring,
+        which counts its own losses (PERF_RECORD_LOST -> ``overrun``).  A
+        perf sample is longer than its ring buffer entry (28 bytes of
+        header against 4), so a slice fills less than its share."""
+        least = min((buf.size for buf in self._mirrored_buffers()), default=None)
+        if least is None:
+            return DRAIN_BYTES
+        return max(4096, min(DRAIN_BYTES, least // SLICE_SHARE))
+
+    def _mirrored_buffers(self):
+        """The per-CPU buffers of the trace arrays recording mirrored
+        events (an enabled event that is opened here)."""
+        opened = self.opened.keys()
+        for tr in self.kernel.ftrace.arrays():
+            if not tr.enabled.isdisjoint(opened):
+                yield from tr.buffers
+
+    def reader_behind(self) -> bool:
+        """A consuming reader (``trace_pipe_raw``, ``trace_pipe``) of a
+        buffer recording mirrored events took pages in the last
+        READER_WINDOW seconds and half of that buffer still waits for it.
+
+        On the kernel that reader, on another CPU, takes pages while the
+        tracepoints write them.  Here the one server both fires the samples
+        and answers the reads, on the CPU the reader needs too: draining on
+        would overwrite what the reader is about to take (and take its
+        CPU).  So the backlog waits in the perf ring, which counts its own
+        losses (PERF_RECORD_LOST -> ``overrun``), until the reader catches
+        up, or stops reading (after READER_WINDOW the drains go on and
+        overwrite, as the kernel's writer does).  A buffer no one consumes
+        (``trace`` read, or nothing) never holds the drains."""
+        now = time.monotonic()
+        taken = self._taken
+        behind = False
+        for buf in self._mirrored_buffers():
+            seen = taken.get(buf)
+            if seen is None or seen[0] != buf.consumed_events:
+                taken[buf] = seen = (buf.consumed_events, now if seen is not None else 0.0)
+            if now - seen[1] < READER_WINDOW and 2 * (buf.produced - buf.consumed) > buf.size:
+                behind = True
+        if len(taken) > 64:  # buffers of removed instances or resized ones
+            live = {b for tr in self.kernel.ftrace.arrays() for b in tr.buffers}
+            self._taken = {b: v for b, v in taken.items() if b in live}
+        return behind
+
+    def slice_for(self, seconds: float) -> int:
+        """Bytes of each ring a drain of about *seconds* takes, by the
+        cost of the last drains (what an event costs depends on what
+        records it: a system call the function tracers expand into its
+        call tree costs a hundred times a plain event), between
+        SLICE_LEAST and :meth:`slice_bytes`."""
+        most = self.slice_bytes()
+        if not self.cost:
+            return min(most, SLICE_FIRST)
+        return int(max(SLICE_LEAST, min(most, seconds / self.cost / max(1, len(self.rings)))))
+
+    def backlog_work(self, fullest: int) -> float:
+        """Seconds a drain of *fullest* bytes of records would take (0 while
+        no drain taught the cost)."""
+        return fullest * self.cost
+
+
+__all__ = ["DrainSlices", "DRAIN_BYTES", "COST_FROM", "COST_TIME"]
