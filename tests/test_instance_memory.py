@@ -38,7 +38,15 @@ def rss_within(pid: int, limit: int, within: float = 8.0) -> int:
     return now
 
 
-@pytest.mark.parametrize("profile", ["debian-6.12", "linux-6.18"])
+# KiB the heap may still grow over cycles 2-4: a 6.12 instance (the
+# function tracer's and hist files: a third more nodes) leaves the C
+# allocator's heap about 1 MB larger a cycle for its first six or seven
+# cycles of 300, then flat (8 cycles: +6.2 MB, the last +8 KB); the leak
+# fixed in trace_functions.py grew 13 MB in these 3 cycles
+GROWTH = {"linux-6.18": 4096, "debian-6.12": 6144}
+
+
+@pytest.mark.parametrize("profile", sorted(GROWTH))
 def test_instance_cycles_leave_memory_flat(profile):
     # no workload: its own state (objects alive up to LIVE_MAX, a distro
     # profile's symbol table at the first kmem event) grows in the first
@@ -52,8 +60,9 @@ def test_instance_cycles_leave_memory_flat(profile):
                 (instances / f"c{i}").mkdir()
             for i in range(PER_CYCLE):
                 (instances / f"c{i}").rmdir()
-            after.append(rss_within(pid, after[0] + 4096 if after else 0, 3 if not after else 8))
+            after.append(rss_within(pid, after[0] + GROWTH[profile] if after else 0,
+                                    3 if not after else 8))
         grown = after[-1] - after[0]  # (the first cycle sets the heap's size)
-        assert grown < 4096, f"{grown} KiB kept over {CYCLES - 1} cycles of {PER_CYCLE}: {after}"
+        assert grown < GROWTH[profile], f"{grown} KiB kept over {CYCLES - 1} cycles of {PER_CYCLE}: {after}"
         assert sorted(p.name for p in instances.iterdir()) == []
         assert (fk.tracing / "tracing_on").read_text() == "1\n"

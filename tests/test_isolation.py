@@ -208,13 +208,16 @@ def test_other_fakes_are_out_of_sight(fake):
 # --- the seal -----------------------------------------------------------------------
 
 def test_seal_refuses_mounts_and_namespaces(tmp_path):
-    """EPERM from mount(2), umount(2), unshare(2), setns(2) and the new
-    mount API; clone3 answers ENOSYS, so fork still works through clone."""
+    """EPERM from mount(2), umount(2) of a mount that is not a view of the
+    fake (the fake's own uncovers nothing real: test_run_sealed),
+    unshare(2), setns(2) and the new mount API; clone3 answers ENOSYS, so
+    fork still works through clone."""
     target = tmp_path / "x"
     target.mkdir()
     p = sh(f"""
         mount -t tmpfs none {target} 2>/dev/null && echo MOUNTED
-        umount -l /sys/kernel/tracing 2>/dev/null && echo UMOUNTED
+        umount -l /proc 2>/dev/null && echo UMOUNTED
+        umount -l /sys 2>/dev/null && echo UMOUNTED
         unshare -m true 2>/dev/null && echo UNSHARED
         unshare -U true 2>/dev/null && echo USERNS
         nsenter -t 1 -m true 2>/dev/null && echo SETNS
