@@ -90,6 +90,13 @@ def build_c(source, out_dir: Path, name=None, flags=()) -> Path:
     return out
 
 
+def libtracefs_flags() -> tuple:
+    """``pkg-config --cflags --libs libtracefs``: a test's C program
+    against the system's libtracefs (libtracefs-dev: make debs)."""
+    return tuple(subprocess.run(["pkg-config", "--cflags", "--libs", "libtracefs"],
+                                capture_output=True, text=True, check=True).stdout.split())
+
+
 @pytest.fixture
 def cc(tmp_path):
     """``cc(source, name=None, flags=())``: :func:`build_c` into the test's directory."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS
+from conftest import FAKEDEBUGFS, build_c, libtracefs_flags
 
 HEADER = Path("/usr/include/tracefs/tracefs.h")
 SQL_C = r"""
@@ -71,11 +71,7 @@ pytestmark = pytest.mark.skipif(not HEADER.is_file() or not shutil.which("gcc"),
 
 def build(into: Path) -> Path:
     (into / "sql.c").write_text(SQL_C)
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libtracefs"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    subprocess.run(["gcc", "-O2", "-o", str(into / "sql"), str(into / "sql.c"), *flags],
-                   check=True)
-    return into / "sql"
+    return build_c(into / "sql.c", into, flags=libtracefs_flags())
 
 
 def parts(text: str) -> dict:
