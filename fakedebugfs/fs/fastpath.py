@@ -184,7 +184,9 @@ class FastPath:
             return None
         queued = self.invalidations.queued
         info = self.open_file(self._node(inode), flags, ctx)
-        return self._settle(queued, ("open", inode, flags, ctx.pid), info)
+        if self.invalidations.queued != queued:
+            return self._defer(("open", inode, flags, ctx.pid), info)
+        return info
 
     def open_file(self, node, flags, ctx) -> pyfuse3.FileInfo:
         """``do_dentry_open``: the file's ``open`` (and ``truncate`` for
@@ -249,17 +251,16 @@ class FastPath:
             written = fops.write_nowait(f, off, buf)
         except BaseException as err:
             fuse_error("write", f.node, err)
-        return self._settle(queued, ("write", fh, off, bytes(buf)), written)
+        if self.invalidations.queued != queued:  # (the key's copy of the data only then)
+            return self._defer(("write", fh, off, bytes(buf)), written)
+        return written
 
-    def _settle(self, queued: int, key: tuple, answer):
-        """*answer*, unless the request removed nodes (entry invalidations
-        were queued since *queued*): then None, and the async handler gives
-        *answer* (kept under *key*) once the kernel dropped its entries, so
-        that a ``test -d`` after ``echo -:p >> kprobe_events`` finds none."""
-        if self.invalidations.queued == queued:
-            return answer
+    def _defer(self, key: tuple, answer) -> None:
+        """The request removed nodes (entry invalidations were queued while
+        it ran): None, and the async handler gives *answer* (kept under
+        *key*) once the kernel dropped its entries, so that a ``test -d``
+        after ``echo -:p >> kprobe_events`` finds none."""
         self.settling[key] = answer
-        return None
 
     def release_nowait(self, fh):
         f = self.open_files.pop(fh, None)
