@@ -24,14 +24,16 @@ and closed when no trace array has it enabled any more:
 * timestamps on ``CLOCK_MONOTONIC`` (``use_clockid``): the fake's
   ``--clock monotonic``, so a sample keeps its time.
 
-A drain decodes each sample with the fake's own type of the event (offsets
-and sizes of its ``format``, ``__data_loc`` strings) into the tracepoint's
-arguments and fires them through the engine's batch path on the sample's
-CPU (modulo the fake's CPUs), task and time: filters, ``set_event_pid``,
-triggers, ``saved_cmdlines`` and the text output then apply as to any
-event.  An event is only opened when its ``format`` in the fake is the
-running kernel's (the ``ID:`` line apart): otherwise the enable is refused
-(EINVAL) with one line naming the event.  ``PERF_RECORD_LOST`` (the ring
+A drain decodes each sample with the running kernel's layout of the event
+(its ``format``) into the tracepoint's arguments, field by field by name
+(:mod:`~fakedebugfs.sources.mirror_decode`: the profile may be another
+kernel's), and fires them through the engine's batch path on the sample's
+CPU (modulo the fake's CPUs), task and time: the entry is then the
+profile's, and filters, ``set_event_pid``, triggers, ``saved_cmdlines``
+and the text output apply as to any event.  An event the kernel lacks is
+enabled and never fires from here; one whose fields cannot be translated
+(an integer on one side, an array on the other) is refused when enabled
+(EINVAL) with one line naming the field.  ``PERF_RECORD_LOST`` (the ring
 was full) is accounted where the kernel accounts a lost event: the trace
 arrays recording mirrored events lose that many events on that CPU
 (``overrun``, and the next page's missed-events flag with the count).
@@ -50,17 +52,16 @@ import re
 import time
 from typing import Callable, Optional
 
-from fakedebugfs.engine.core.batch import Strings
 from fakedebugfs.engine.core.lazynp import np
-from fakedebugfs.engine.ftrace.events import field_key
+from fakedebugfs.engine.ftrace.formatfile import EventFormat, FormatSyntaxError, parse_format
 from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
-from fakedebugfs.engine.ftrace.trace_events_pid import PID_PAIR_EVENTS
 from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
     PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE,
     SYS_perf_event_open, Ring, comm_of, perf_event_attr)
-from fakedebugfs.sources.mirror_drain import Entries, MirrorDrain
+from fakedebugfs.sources.mirror_decode import Decoder, untranslatable
+from fakedebugfs.sources.mirror_drain import MirrorDrain
 from fakedebugfs.sources.mirror_slices import DRAIN_BYTES
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,6 @@ DRAIN_EVERY = 0.02  # seconds records wait at most for the loop (a ring of 4 MiB
 # ~87,000 samples: 170 ms of a program making 500,000 traced syscalls/s)
 # a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
 # { u32 pid, tid; u64 time; u32 size; char data[size]; }
-_ID_LINE = re.compile(r"^ID: *\d+\n", re.M)
 
 
 class MirrorError(OSError):
@@ -164,6 +164,7 @@ class RealTracefs:
         finally:
             os.close(fs)
         self._formats: dict[str, Optional[str]] = {}
+        self._parsed: dict[str, Optional[EventFormat]] = {}
 
     def format(self, key: str) -> Optional[str]:
         """``events/<system>/<name>/format``, or None when the kernel has no such event."""
@@ -177,6 +178,19 @@ class RealTracefs:
                 with os.fdopen(fd) as fp:
                     self._formats[key] = fp.read()
         return self._formats[key]
+
+    def parsed(self, key: str) -> Optional[EventFormat]:
+        """The event's ``format``, parsed (None: no such event, or a text
+        this parser cannot read)."""
+        if key not in self._parsed:
+            text = self.format(key)
+            try:
+                self._parsed[key] = None if text is None else \
+                    parse_format(text, key.partition(":")[0])
+            except FormatSyntaxError as err:
+                log.warning("mirror: %s: this kernel's format unreadable: %s", key, err)
+                self._parsed[key] = None
+        return self._parsed[key]
 
     def event_id(self, key: str) -> Optional[int]:
         text = self.format(key)
@@ -217,11 +231,6 @@ def array_of(fds: list) -> bytes:
     return array.array("i", fds).tobytes()
 
 
-def same_format(fake_text: str, real_text: str) -> bool:
-    """The two ``format`` files describe the same entry (their ``ID:`` apart)."""
-    return _ID_LINE.sub("", fake_text) == _ID_LINE.sub("", real_text)
-
-
 def _attr(kind: int, config: int, sample_type: int, flags: int, watermark: int = 0) -> bytes:
     return perf_event_attr.build(dict(
         type=kind, size=PERF_ATTR_SIZE_VER5, config=config, sample_period=1,
@@ -234,74 +243,6 @@ def _attr(kind: int, config: int, sample_type: int, flags: int, watermark: int =
 def perf_open(attr: bytes, pid: int, cpu: int, what: str) -> int:
     return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1,
                                    PERF_FLAG_FD_CLOEXEC), what)
-
-
-class Decoder:
-    """One event type's samples -> the tracepoint's argument columns.
-
-    Integer fields are read column-wise (numpy over all the samples of the
-    drain); char arrays become strings (the tracepoint's ``comm`` argument),
-    other arrays their bytes, ``__data_loc`` fields their string."""
-
-    def __init__(self, tp, ev):
-        self.tp, self.ev = tp, ev
-        self.paired = ev.key in PID_PAIR_EVENTS  # set_event_pid looks at another task too
-        by_name = {field_key(f[1]): f for f in ev.fields}
-        self.plan = []  # per argument: ("int", off, dtype) | ("chars"|"bytes", off, size) | ("loc", off, is_str)
-        for arg in tp.args:
-            f = by_name.get(arg)
-            if f is None:
-                self.plan.append(("zero", 0, None))
-                continue
-            ctype, decl, off, size, signed = f
-            if ctype.startswith("__data_loc") or ctype.startswith("__rel_loc"):
-                self.plan.append(("loc", off, arg not in ev.dyn_arrays))
-            elif "[" in decl:
-                is_char = ctype.split()[-1] == "char"
-                self.plan.append(("chars" if is_char else "bytes", off, size))
-            elif size in (1, 2, 4, 8):
-                self.plan.append(("int", off, np.dtype(f"<{'i' if signed else 'u'}{size}")))
-            else:
-                self.plan.append(("bytes", off, size))
-
-    def columns(self, entries: "Entries") -> tuple:
-        """The argument columns of these samples' *entries*."""
-        cols = []
-        m = len(entries.at)
-        raws = entries.raws
-        for kind, off, info in self.plan:
-            if kind == "int":
-                cols.append(entries.integers(off, info))
-            elif kind == "zero":
-                cols.append(np.zeros(m, np.int64))
-            elif kind == "chars":
-                cols.append(entries.chars(off, info))
-            elif kind == "bytes":
-                col = np.empty(m, object)
-                col[:] = [bytes(r[off:off + info]) for r in raws()]
-                cols.append(col)
-            elif info and (col := entries.loc_strings(off)) is not None:
-                cols.append(col)  # __data_loc strings, gathered at once
-            else:  # __data_loc: u32 of len << 16 | offset from the entry's start
-                vals = []
-                for r in raws():
-                    loc = int.from_bytes(r[off:off + 4], "little")
-                    data = bytes(r[loc & 0xFFFF:(loc & 0xFFFF) + (loc >> 16)])
-                    vals.append(data.split(b"\0", 1)[0].decode(errors="replace") if info
-                                else data)
-                if info:
-                    cols.append(_strings(vals))
-                else:
-                    col = np.empty(len(vals), object)
-                    col[:] = vals
-                    cols.append(col)
-        return tuple(cols)
-
-
-def _strings(values: list) -> Strings:
-    table = tuple(dict.fromkeys(values))
-    code = {s: i for i, s in enumerate(table)}
-    return Strings(np.fromiter((code[v] for v in values), np.int64, len(values)), table)
 
 
 class Mirror(MirrorDrain):
@@ -331,6 +272,7 @@ class Mirror(MirrorDrain):
         self.mirrored = 0  # samples fired into the fake
         self.lost = 0  # samples the kernel reported lost
         self.refused: list[str] = []
+        self.absent: set[str] = set()  # enabled events the running kernel lacks
         self.members: Optional[set] = None  # tree: the tasks of the tree (leaders' forks)
         self.cgroup_fd: Optional[int] = None  # tree: the command's cgroup, where one is made
         self.cgroup_path: Optional[str] = None
@@ -428,20 +370,24 @@ class Mirror(MirrorDrain):
             self._close_event(key)
 
     def check_event(self, key: str) -> None:
-        """EINVAL, with one line naming it, for an event the kernel lacks
-        or whose format differs from the fake's."""
-        real = self.tracefs.format(key)
+        """EINVAL, with one line naming it, for an event whose entries on
+        the running kernel cannot be translated into the profile's layout
+        (:mod:`~fakedebugfs.sources.mirror_decode`).  An event the kernel
+        lacks is not refused: it is enabled in the fake and never fires
+        from the mirror (said once, at debug level)."""
         ev = self.kernel.ftrace.events.get(key)
-        why = None
-        if real is None:
-            why = "the running kernel has no such event"
-        elif ev is None or not same_format(ev.format(), real):
-            why = "its format in the fake's profile differs from the running kernel's " \
-                  "(mount with a profile of this kernel: fakedebugfs capture-profile)"
+        host = self.tracefs.parsed(key)
+        if host is None:
+            if key not in self.absent:
+                self.absent.add(key)
+                log.debug("mirror: %s: the running kernel has no such event (enabled in "
+                          "the fake, never fired by the mirror)", key)
+            return
+        why = "the fake has no type of it" if ev is None else untranslatable(ev, host)
         if why:
             if key not in self.refused:
                 self.refused.append(key)
-            log.warning("mirror: %s not mirrored: %s", key, why)
+                log.warning("mirror: %s not mirrored: %s", key, why)
             raise MirrorError(errno.EINVAL, f"mirror: {key} refused: {why}")
 
     def _open_rings(self) -> None:
@@ -497,8 +443,13 @@ class Mirror(MirrorDrain):
             log.warning("mirror: cannot open %s: %s", key, err)
             raise MirrorError(err.errno, f"mirror: {key}: {err.strerror or err}") from None
         self.opened[key] = fds
-        tp = self.kernel.engine.tracepoints[key]
-        self.decoders[ident] = Decoder(tp, self.kernel.ftrace.events[key])
+        self.decoders[ident] = self._decoder(key)
+
+    def _decoder(self, key: str) -> Decoder:
+        """The translation of *key*'s entries from the running kernel's
+        layout into the profile's (made once per event)."""
+        return Decoder(self.kernel.engine.tracepoints[key], self.kernel.ftrace.events[key],
+                       self.tracefs.parsed(key))
 
     def _close_event(self, key: str) -> None:
         """Stop *key*: disabled, kept open (closing the last perf event of a
@@ -585,4 +536,4 @@ class Mirror(MirrorDrain):
                    if cpu in self.rings)
 
 
-__all__ = ["MODES", "Mirror", "MirrorError", "RealTracefs", "privilege_problem", "same_format"]
+__all__ = ["MODES", "Mirror", "MirrorError", "RealTracefs", "privilege_problem"]
