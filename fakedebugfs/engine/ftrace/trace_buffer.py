@@ -20,6 +20,7 @@ from fakedebugfs.engine.core.errors import einval
 from fakedebugfs.engine.core.layouts import BUF_PAGE_HDR_SIZE
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.core.ringbuffer import MAX_BUFFER_BYTES, CpuBuffer, event_length
+from fakedebugfs.engine.ftrace import hist_batch
 from fakedebugfs.engine.ftrace.control import (PAGE_SIZE, buffer_kb_shown, buffer_pages,
     subbuf_pages)
 from fakedebugfs.engine.ftrace.output import timestamp
@@ -92,8 +93,12 @@ class TraceBuffers:
             ev = probe.event
             key = ev.key
             trig = self.triggers.get(key)
-            if (trig is not None and trig.list) or key in self.soft_disabled \
-                    or key in self.filter_preds or ev.encode_columns is None:
+            if trig is not None and trig.list:
+                if not hist_batch.batchable(trig):  # hist triggers of the common cases only
+                    return False
+            elif key in self.soft_disabled:
+                return False
+            if key in self.filter_preds or ev.encode_columns is None:
                 return False
             if getattr(ev.encode_columns, "positional", False) \
                     and tuple(batch.tps[k].args) != tuple(ev.names):
@@ -111,15 +116,21 @@ class TraceBuffers:
         packed column-wise (:meth:`EventType.pack_columns`), each CPU's
         written with :meth:`CpuBuffer.write_batch`, ``saved_cmdlines``
         recorded for each entry, as :meth:`commit` of each in turn."""
+        packed = self._batch_triggers(batch, kinds) if self.triggers else {}
         if not self.tracing_on:
             return
         groups = []
         mine = bytearray(len(batch.tps))
         for k, probe in kinds:
             pos = batch.where(k)
+            if k in packed:
+                if packed[k] is None:  # soft-disabled: its triggers only
+                    continue
+                made = packed[k]
+            else:
+                made = probe.event.pack_columns(batch.pid, batch.cols[k], pos=pos)
             mine[k] = 1
-            for idx, words, length, rowsel in probe.event.pack_columns(batch.pid, batch.cols[k],
-                                                                       pos=pos):
+            for idx, words, length, rowsel in made:
                 groups.append((pos if len(idx) == len(pos) else pos[idx], words, length,
                                rowsel))
         if kinds:
@@ -143,6 +154,24 @@ class TraceBuffers:
                 return
             runs = bf.pid_runs(batch.pid, done)
             cmdlines.record_many(runs, bf.first_seen(runs))
+
+    def _batch_triggers(self, batch, kinds) -> dict:
+        """The hist triggers of the batch's kinds that have some
+        (:func:`.hist_batch.run_triggers`, whatever ``tracing_on`` says, as
+        one by one): ``{kind: packed records}`` for :meth:`write_batch` to
+        reuse, None for a soft-disabled event (not recorded)."""
+        packed = {}
+        for k, probe in kinds:
+            ev = probe.event
+            trig = self.triggers.get(ev.key)
+            if trig is None or not trig.list:
+                continue
+            pos = batch.where(k)
+            groups = ev.pack_columns(batch.pid, batch.cols[k], pos=pos)
+            hist_batch.run_triggers(self, ev, trig, groups, len(pos), batch.cpu[pos],
+                                    batch.pid[pos])
+            packed[k] = None if ev.key in self.soft_disabled else groups
+        return packed
 
     # --- sizes ------------------------------------------------------------------------
 
