@@ -107,4 +107,4 @@ def test_linux_6_18_as_this_host():
 def test_mmiotrace_is_the_profiles_only():
     """A kernel without it (this host's 6.18): EINVAL, as there."""
     out = fake_session("linux-6.18", "w current_tracer mmiotrace\ncat available_tracers\n")
-    assert out == "current_tracer <- mmiotrace: Invalid argument\nkmemtrace blk nop\n"
+    assert out == "current_tracer <- mmiotrace: Invalid argument\nblk nop\n"

@@ -156,7 +156,7 @@ class _Ev:
 
 def test_the_kmemtrace_tracers_lines():
     """A tracer's own ``print_line`` (kmemtrace) goes through the runs too."""
-    k = Kernel(cpus=2, clock="virtual")
+    k = Kernel(cpus=2, clock="virtual", kmemtrace_tracer=True)
     k.ftrace.set_tracer("kmemtrace")
     k.ftrace.tracing_on = True
     wl = make_workload("kmem", k, seed=5, count=2000)

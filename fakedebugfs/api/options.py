@@ -216,6 +216,10 @@ class MountOptions:
                                   "relay sub-buffers per CPU (kmemtrace.subbufs, default 20)", "N")
     kmemtrace_subbuf_events: int = _opt(8192, count_value,
                                         "events per relay sub-buffer (default 8192)", "N")
+    kmemtrace_tracer: bool = _opt(False, flag,
+                                  "register the 2009 kmemtrace ftrace plugin: tracing/'s "
+                                  "current_tracer takes 'kmemtrace' (2.6.29-2.6.34; no "
+                                  "profile's available_tracers lists it)")
     raw_one_page: bool = _opt(False, flag,
                               "trace_pipe_raw hands out one page per read(), as the kernel "
                               "does (default: as many whole pages as the read asks for)")
@@ -233,11 +237,13 @@ class MountOptions:
     gid: Optional[int] = _opt(None, id_value,
                               "group of the files, as tracefs' gid= mount option (default: "
                               "the mounting user's group)", "GID")
-    mirror: Optional[str] = _opt(None, choice("tree", "system"),
+    mirror: Optional[str] = _opt(None, choice("tree", "system", "none"),
                                  "feed the fake with the running kernel's real events: those "
                                  "of run's COMMAND and its descendants (tree) or of every task "
                                  "(system); only the events enabled in the fake, read with "
-                                 "perf_event_open (root); the workload defaults to none")
+                                 "perf_event_open (root); the workload then defaults to none. "
+                                 "run mirrors tree by default where perf allows it (the "
+                                 "workload as given); none: no mirror")
     verbose: bool = _opt(False, flag, "log requests and errors")
 
     @classmethod
@@ -291,18 +297,24 @@ class MountOptions:
                     seed=self.seed, enable=self.enabled_trees(), events_file=self.events,
                     kmemtrace_abi=self.kmemtrace_abi, kmemtrace_subbufs=self.kmemtrace_subbufs,
                     kmemtrace_subbuf_events=self.kmemtrace_subbuf_events,
-                    raw_one_page=self.raw_one_page, profile=self.profile)
+                    raw_one_page=self.raw_one_page, profile=self.profile,
+                    kmemtrace_tracer=self.kmemtrace_tracer)
 
 
-def build_server(options: MountOptions, mountpoint: str):
-    """The server of a mount with *options* (kernel and workload made)."""
+def build_server(options: MountOptions, mountpoint: str, implicit: bool = False):
+    """The server of a mount with *options* (kernel and workload made).
+    *implicit*: the mirror is ``run``'s default, not asked for: the
+    workload stays as given, and a mirror that cannot start is left out
+    (logged) instead of failing the mount."""
     from fakedebugfs.engine.kernel import Kernel
     from fakedebugfs.server.forkserver import prebuilt_kernel
     from fakedebugfs.server.server import Server
     from fakedebugfs.sources.workloads import make_workload
 
     mirror, name = None, options.workload
-    if options.mirror:
+    if options.mirror == "none":
+        options = dataclasses.replace(options, mirror=None)
+    if options.mirror and not implicit:
         from fakedebugfs.sources.mirror import privilege_problem
 
         problem = privilege_problem()  # refused before anything is mounted
@@ -321,7 +333,14 @@ def build_server(options: MountOptions, mountpoint: str):
         if options.mirror:
             from fakedebugfs.sources.mirror import Mirror
 
-            mirror = Mirror(kernel, options.mirror)
+            try:
+                mirror = Mirror(kernel, options.mirror)
+            except OSError as err:
+                if not implicit:
+                    raise
+                import logging
+
+                logging.getLogger(__name__).warning("mirror: not started: %s", err)
     except (ValueError, OSError) as err:
         raise MountError(str(err)) from None
     return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms,

@@ -54,6 +54,7 @@ class KernelConfig:
     kmemtrace_subbufs: int = 20
     kmemtrace_subbuf_events: int = 8192
     raw_one_page: bool = False  # trace_pipe_raw answers one page per read, as the kernel
+    kmemtrace_tracer: bool = False  # the 2009 kmemtrace ftrace plugin in available_tracers
     # the kernel whose tracefs events tracing/ serves: a profile directory or
     # Profile, None for the shipped 6.18 one, False for the fake's own only
     profile: Union[None, bool, str, os.PathLike, Profile] = None
@@ -77,7 +78,8 @@ class Kernel:
             self.ktrace.add_site(site)
         self.kmemtrace = Kmemtrace(self.engine, config.kmemtrace_abi, config.kmemtrace_subbufs,
                                    config.kmemtrace_subbuf_events)
-        self.ftrace = Ftrace(self.engine, FtraceConfig(profile=config.profile))  # tracing/
+        self.ftrace = Ftrace(self.engine, FtraceConfig(profile=config.profile,
+                                                        kmemtrace_tracer=config.kmemtrace_tracer))  # tracing/
         self.modules: dict[str, list[str]] = {}
         if config.events_file:
             with open(config.events_file) as fp:

@@ -133,9 +133,10 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
             self.profile_flags = self.top.profile_flags
             listed = profile.instance_modes() if profile is not None else {}
             self.flag_names = tuple(n for n in self.profile_flags if f"options/{n}" in listed)
-        # instances get the tracers that allow them (here only nop)
-        self.tracers = {"kmemtrace": KmemTracer(), "nop": NopTracer()} if top is None \
-            else {"nop": NopTracer()}
+        # instances get the tracers that allow them (here only nop); the
+        # fake's own kmemtrace plugin joins the top level when asked
+        # (Ftrace, FtraceConfig.kmemtrace_tracer)
+        self.tracers = {"nop": NopTracer()}
         if top is None:  # blk, mmiotrace where the profile's kernel has them
             add_profile_tracers(self, profile)
         self.tracer = self.tracers["nop"]

@@ -29,6 +29,7 @@ from fakedebugfs.engine.ftrace.cmdlines import SavedCmdlines, SavedTgids
 from fakedebugfs.engine.ftrace.control import DEFAULT_SAVED_CMDLINES
 from fakedebugfs.engine.ftrace.events import FTRACE_EVENTS, KMEM_EVENTS, EventType, field_key
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
+from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer
 from fakedebugfs.engine.ftrace.profile import Profile
 from fakedebugfs.engine.core.kallsyms_profile import use_profile_kallsyms
 from fakedebugfs.engine.ftrace.registry import install_registry, resolve_profile
@@ -44,10 +45,14 @@ class FtraceConfig:
     """How ``tracing/`` boots: *profile* is the kernel whose events it
     serves (a profile directory or a :class:`~.profile.Profile`; None: the
     shipped 6.18 one; False: only the fake's own events); *buffer_kb* the
-    top level's ``buffer_size_kb``."""
+    top level's ``buffer_size_kb``; *kmemtrace_tracer* registers the 2009
+    kmemtrace plugin (:mod:`.kmemtrace_plugin`), first in
+    ``available_tracers``, as 2.6.29-2.6.34 kernels did: no captured
+    profile lists it, so it is off unless asked for."""
 
     profile: Union[None, bool, str, os.PathLike, Profile] = None
     buffer_kb: int = DEFAULT_BUFFER_KB
+    kmemtrace_tracer: bool = False
 
 
 class Ftrace(TraceArray):
@@ -62,6 +67,8 @@ class Ftrace(TraceArray):
         use_profile_kallsyms(engine, self.profile)  # a profile's own symbols, read when used
         events, by_id = install_registry(engine, self.profile, BUILTIN_EVENTS)
         super().__init__(engine, events, by_id, buffer_kb=config.buffer_kb)
+        if config.kmemtrace_tracer:  # register_tracer(&kmem_tracer), before the others
+            self.tracers = {"kmemtrace": KmemTracer(), **self.tracers}
         self.instances: dict[str, TraceArray] = {}
         self.instances_removed = 0  # (how many went: a heap trim follows them)
         # saved_cmdlines (global: instances record into it too)
