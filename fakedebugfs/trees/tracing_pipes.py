@@ -159,6 +159,7 @@ class TracePipe(FileOperations):
     def open(self, f: OpenFile) -> None:
         # a line that did not fit the last read; first, what the tracer
         # hands out at open (its pipe_open: mmiotrace's version and devices)
+        self.tree.ft.pipe_idx = 0  # iter->idx of a new pipe iterator (verbose latency lines)
         lead = getattr(self.tree.ft.tracer, "pipe_open", None)
         f.private = lead(self.tree.ft) if lead is not None else b""
 

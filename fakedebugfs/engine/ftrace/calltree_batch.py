@@ -159,6 +159,8 @@ class GraphBatch(FunctionBatch):
             lengths[j] = 40 if is_exit else 20
             if is_exit:
                 times[j] = (call, end)
+            else:
+                rows[j, 3] = 1  # common_preempt_count: the entry's callback runs unpreemptible
         return starts, rows, lengths, times
 
 

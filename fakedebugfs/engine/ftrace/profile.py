@@ -6,6 +6,9 @@ real tracefs, never writing to it, and saves plain text files a user can
 commit next to their tool's tests; this module reads them back:
 
     uname             ``uname -r`` of the kernel
+    preempt_model     the preemption model the latency format's header
+                      names after ``M:`` (``desktop`` for 6.12's voluntary,
+                      ``PREEMPT(none)`` on 6.18), read off that header
     formats           every ``events/<system>/<event>/format``, each after a
                       line ``### <system>/<event>`` (systems and events in
                       name order); the ``id`` file is the format's ``ID:``
@@ -124,7 +127,8 @@ class Profile:
                 raise ProfileError(f"{self.path}/formats: {key} has no ID line")
             self.formats[key] = body
             self.ids[key] = int(m[1])
-        self.files = {name: self._opt(name) for name in COPIED + HEADERS + ("uname", "modes")}
+        self.files = {name: self._opt(name)
+                      for name in COPIED + HEADERS + ("uname", "modes", "preempt_model")}
 
     def _opt(self, name: str):
         p = self.path / name

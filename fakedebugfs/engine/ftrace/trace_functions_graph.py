@@ -25,7 +25,8 @@ import struct
 from itertools import islice
 from typing import Iterator
 
-from fakedebugfs.engine.ftrace.output import timestamp
+from fakedebugfs.engine.ftrace.output import lat_flags, timestamp
+from fakedebugfs.engine.ftrace.output_formats import latency_header
 from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
 
 TRACE_GRAPH_RET, TRACE_GRAPH_ENT, TRACE_FN, TRACE_STACK = 10, 11, 1, 4
@@ -127,7 +128,9 @@ class GraphTracer:
                     tr.commit(cpu, ts + off, ret(ret_id, 0, 0, pid, addrs[k], depth, 0,
                                                  ts + call, ts + end))
                 else:
-                    tr.commit(cpu, ts + off, ent(ent_id, 0, 0, pid, addrs[k], depth))
+                    # the entry's preempt count is one deeper: the callback runs
+                    # with preemption off (the guest's entries "...1.", returns "....")
+                    tr.commit(cpu, ts + off, ent(ent_id, 0, 1, pid, addrs[k], depth))
 
         def plan(tree):
             return graph_plan(tree, ops, gops, fn.max_graph_depth), (ent_id, ret_id)
@@ -141,7 +144,11 @@ class GraphTracer:
         if not tr.options.get("context-info", True):
             return ""
         f = self.flags
+        lat = tr.options.get("latency-format")
+        if lat and tr.empty():  # print nothing if the buffers are empty
+            return ""
         one, two = "#", "#"
+        head = latency_header(tr, self.name) + _lat_header(f) if lat else ""
         if f.get("funcgraph-abstime"):
             one += "     TIME       "
             two += "      |         "
@@ -151,10 +158,13 @@ class GraphTracer:
         if f.get("funcgraph-proc"):
             one += "  TASK/PID       "
             two += "   |    |        "
+        if lat:
+            one += "||||   "
+            two += "||||   "
         if f.get("funcgraph-duration"):
             one += "  DURATION   "
             two += "   |   |      "
-        return (one + "               FUNCTION CALLS\n"
+        return (head + one + "               FUNCTION CALLS\n"
                 + two + "               |   |   |   |\n")
 
     def print_line(self, tr, etype, rec):
@@ -181,6 +191,19 @@ class GraphTracer:
         if self.pipe_state is None or self.pipe_state.tr is not tr:
             self.pipe_state = GraphText(tr, self)
         return self.pipe_state.line((ev.ts, cpu, ev.payload), _PipePeek(tr, cpu))
+
+
+def _lat_header(flags: dict) -> str:
+    """``print_lat_header``: the flag columns' legend, indented past the
+    columns before them."""
+    size = 16 * bool(flags.get("funcgraph-abstime")) + 4 * bool(flags.get("funcgraph-cpu")) \
+        + 17 * bool(flags.get("funcgraph-proc"))
+    pad = " " * size
+    return (f"#{pad}  _-----=> irqs-off        \n"
+            f"#{pad} / _----=> need-resched    \n"
+            f"#{pad}| / _---=> hardirq/softirq \n"
+            f"#{pad}|| / _--=> preempt-depth   \n"
+            f"#{pad}||| /                      \n")
 
 
 def graph_plan(tree, ops, gops, max_depth: int) -> list:
@@ -308,12 +331,12 @@ class GraphText:
         self.cpu_width = len(str(n - 1))
 
     def line(self, item, window) -> str:
-        ts, cpu, payload = item
+        ts, cpu, payload = item[0], item[1], item[2]  # (latency-format adds the next's time)
         ident = int.from_bytes(payload[:2], "little")
         f = self.tracer.flags
         if ident == TRACE_GRAPH_ENT:
             _, _, _, pid, func, depth = _ENT.unpack_from(payload.ljust(_ENT.size, b"\0"))
-            s = self._prologue(ts, cpu, pid)
+            s = self._prologue(ts, cpu, pid, payload)
             j, nxt = window.take_next_of(cpu)
             if nxt is not None and int.from_bytes(nxt[2][:2], "little") == TRACE_GRAPH_RET:
                 r = _RET.unpack_from(nxt[2])
@@ -331,7 +354,7 @@ class GraphText:
             _, _, _, pid, func, depth, overrun, call, ret = _RET.unpack_from(payload)
             self.depth[cpu] = depth - 1
             match = self.enter[cpu].pop(depth, None) == func
-            s = self._prologue(ts, cpu, pid) + self._duration(ret - call) \
+            s = self._prologue(ts, cpu, pid, payload) + self._duration(ret - call) \
                 + " " * depth * TRACE_GRAPH_INDENT
             if match and not f.get("funcgraph-tail"):
                 s += "}\n"
@@ -347,7 +370,7 @@ class GraphText:
     def _comment(self, ts, cpu, payload) -> str:
         """``print_graph_comment``: another entry as ``/* ... */``."""
         pid = int.from_bytes(payload[4:8], "little", signed=True)
-        s = self._prologue(ts, cpu, pid) + self._fill("              |  ")
+        s = self._prologue(ts, cpu, pid, payload) + self._fill("              |  ")
         depth = self.depth[cpu]
         if depth > 0:
             s += " " * (depth + 1) * TRACE_GRAPH_INDENT
@@ -375,7 +398,7 @@ class GraphText:
         spaces = max(0, TRACE_GRAPH_PROCINFO_LENGTH - len(text))
         return " " * (spaces // 2) + text + " " * (spaces - spaces // 2)
 
-    def _prologue(self, ts: int, cpu: int, pid: int) -> str:
+    def _prologue(self, ts: int, cpu: int, pid: int, payload) -> str:
         """``print_graph_prologue``: the task-change banner, then the
         columns."""
         f = self.tracer.flags
@@ -395,6 +418,8 @@ class GraphText:
             s += f" {cpu:{self.cpu_width}d}) "
         if f.get("funcgraph-proc"):
             s += self._proc(pid) + " | "
+        if self.tr.options.get("latency-format"):  # print_graph_lat_fmt
+            s += " " + lat_flags(payload[2], payload[3]) + " | "
         return s
 
 

@@ -25,6 +25,8 @@ from fakedebugfs.engine.core.ringbuffer_read import Event
 from fakedebugfs.engine.ftrace.events import ENTRY
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import NopTracer
 from fakedebugfs.engine.ftrace.output import context_head, timestamp, trace_header
+from fakedebugfs.engine.ftrace.output_formats import (LAT_HELP_HEADER, latency_header, plain,
+                                                      print_lines)
 
 MARKER_IP_NAME = "tracing_mark_write"
 CHUNK_LINES = 128  # lines per step of text_chunks (under a slicer turn)
@@ -50,6 +52,7 @@ class TraceOutput:
                 best = (cpu, ev)
         if best is not None:
             self.buffers[best[0]].consume()
+            self.pipe_idx = getattr(self, "pipe_idx", 0) + 1  # iter->idx (verbose latency lines)
         return best
 
     def empty(self, cpus=None) -> bool:
@@ -72,6 +75,8 @@ class TraceOutput:
         follows the context) is kept across runs by the payload after its
         ``struct trace_entry`` (:meth:`~.output.OutputContext.texts`) when
         it depends on nothing else (:func:`_pure`)."""
+        if not plain(self.options):  # raw, hex, bin, fields, latency-format
+            return print_lines(self, events)
         out = self.out
         # the nop tracer prints no line of its own (it has no print_line in the kernel)
         tracer_line = None if type(self.tracer) is NopTracer else self.tracer.print_line
@@ -156,6 +161,8 @@ class TraceOutput:
         """The lines of *events* (``(ts, cpu, payload)``, merged), *lines*
         at a time (:meth:`format_lines`): one ``next`` is one short step;
         a tracer with its own ``text_chunks`` makes them."""
+        if self.options.get("latency-format"):  # each entry with the next one's time
+            events = _with_next(events)
         own = getattr(self.tracer, "text_chunks", None)
         if own is not None:
             yield from own(self, events, lines)
@@ -182,8 +189,19 @@ class TraceOutput:
         """The header of ``trace``: ``# tracer:`` then the tracer's own
         ``print_header`` or the default one."""
         own = self.tracer.print_header(self)
+        head = f"# tracer: {self.tracer.name}\n#\n"
         if own is not None:
-            return f"# tracer: {self.tracer.name}\n#\n" + own
+            return head + own
+        opts = self.options  # trace_default_header
+        if not opts["context-info"]:
+            return head
+        if opts.get("latency-format"):
+            if self.empty(cpus):
+                return head
+            return head + latency_header(self, self.tracer.name) + (
+                "" if opts.get("verbose") else LAT_HELP_HEADER)
+        if opts.get("verbose"):
+            return head
         entries = sum(self.entries(c) for c in range(len(self.buffers)))
         written = entries + sum(b.overrun for b in self.buffers)
         online = getattr(self.tracer, "online_cpus", None) or len(self.buffers)  # #P
@@ -219,6 +237,21 @@ def _pure(etype) -> bool:
     reads ``jiffies`` (the time it is printed) or a ``common_`` field."""
     fmt = etype.print_fmt or ""
     return "jiffies" not in fmt and "common_" not in fmt
+
+
+def _with_next(events) -> Iterator[tuple]:
+    """``(ts, cpu, payload, next ts, index)`` of each of *events*: the time
+    of the entry after it (its own for the last), as
+    ``trace_print_lat_context`` finds it, and ``iter->idx``."""
+    events = iter(events)
+    prev = next(events, None)
+    idx = 0
+    for item in events:
+        yield (prev[0], prev[1], prev[2], item[0], idx)
+        prev = item
+        idx += 1
+    if prev is not None:
+        yield (prev[0], prev[1], prev[2], prev[0], idx)
 
 
 def _stamped(cpu: int, buf: CpuBuffer):
