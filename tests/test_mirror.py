@@ -88,7 +88,7 @@ def test_a_task_forked_before_the_enable_is_mirrored(getppid):
 
 
 def test_without_mirror_nothing_is_mirrored(getppid):
-    res = run("--", "sh", "-c", "cd /sys/kernel/tracing; echo syscalls:sys_enter_getppid "
+    res = run("--mirror=none", "--", "sh", "-c", "cd /sys/kernel/tracing; echo syscalls:sys_enter_getppid "
               f"> set_event; {getppid} 100; cat trace")
     assert res.returncode == 0, res.stderr
     pid = res.stdout.splitlines()[0].strip()
@@ -117,7 +117,9 @@ def test_lost_samples_are_accounted(getppid):
     assert n <= got + overrun <= n + 8, (got, overrun)
 
 
-def test_a_format_that_differs_is_refused(getppid, tmp_path):
+def test_a_field_that_cannot_be_translated_is_refused(getppid, tmp_path):
+    """The profile's ``__syscall_nr`` made a char array (the kernel's is an
+    int): no translation, the enable is EINVAL and the event stays off."""
     from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 
     prof = tmp_path / "profile"
@@ -127,16 +129,18 @@ def test_a_format_that_differs_is_refused(getppid, tmp_path):
     head = "### syscalls/sys_enter_getppid\n"
     at = text.index(head)
     end = text.index("\n### ", at + 1)
-    section = text[at:end].replace("__syscall_nr", "__syscall_no")
+    section = text[at:end].replace("field:int __syscall_nr;", "field:char __syscall_nr[4];")
+    assert section != text[at:end]
     fmt.write_text(text[:at] + section + text[end:])
     res = run("--mirror=tree", "--profile", str(prof), "--", "sh", "-c",
-              "cd /sys/kernel/tracing; echo 1 > events/syscalls/sys_enter_getppid/enable; "
+              "cd /sys/kernel/tracing; /bin/echo 1 > events/syscalls/sys_enter_getppid/enable; "
               f"echo rc=$?; cat events/syscalls/sys_enter_getppid/enable; "
               "echo 1 > events/syscalls/sys_enter_getpid/enable; echo rc=$?; "
               f"{getppid} 10; cat trace")
     assert res.returncode == 0, res.stderr
     out = res.stdout.splitlines()
     assert out[0] != "rc=0" and out[1] == "0", res.stdout  # refused, left disabled
+    assert "Invalid argument" in res.stderr, res.stderr
     assert "rc=0" in out[2]  # another event is mirrored as ever
     assert not lines_of(res.stdout, out[3].strip())
 

@@ -84,9 +84,9 @@ MAX_LINE = 64 << 20  # bytes of one request line (a large bulk emit fits)
 MAX_DEPTH = 16  # nesting of arrays and objects in a request (an emit needs 4)
 MAX_REPEAT = 1 << 32  # an emit's ``repeat``
 # file descriptors (SCM_RIGHTS) a connection may hold unused: a replay's
-# recording, or ``watch``'s proc and two perf events per CPU (up to
-# SCM_MAX_FD, 253, in one message)
-MAX_FDS = min(253, max(4, 2 * (os.cpu_count() or 1) + 1))
+# recording, or ``watch``'s proc, two perf events per CPU and the mirror's
+# opener socket (up to SCM_MAX_FD, 253, in one message)
+MAX_FDS = min(253, max(4, 2 * (os.cpu_count() or 1) + 2))
 
 
 class BadRequest(ValueError):

@@ -62,20 +62,25 @@ class RunRequests:
         """``watch`` with the perf events opened by ``run``'s command init in
         the command's PID namespace (*fds*: their CPUs), sent with the proc
         of that namespace: pids are the command's, and nothing is opened
-        here on a pid of another namespace."""
+        here on a pid of another namespace.  With *opener*, the last
+        descriptor is a socket to that init, which opens the mirror's
+        perf events there (:mod:`fakedebugfs.sources.perfopen`)."""
         cpus = req["fds"]
         if not isinstance(cpus, list) or not all(
                 isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
             raise Refused("request", "fds must be a list of CPU numbers")
-        if len(self.fds) < 1 + 2 * len(cpus):
-            raise Refused("request", f"fds: {1 + 2 * len(cpus)} file descriptors expected "
-                                     f"(the proc, then each CPU's ring and switches)")
-        taken = [self.fds.pop(0) for _ in range(1 + 2 * len(cpus))]
-        proc_fd, rest = taken[0], taken[1:]
+        want = 1 + 2 * len(cpus) + bool(req.get("opener"))
+        if len(self.fds) < want:
+            raise Refused("request", f"fds: {want} file descriptors expected "
+                                     f"(the proc, then each CPU's ring and switches, then "
+                                     f"the opener's socket if 'opener')")
+        taken = [self.fds.pop(0) for _ in range(want)]
+        proc_fd, rest = taken[0], taken[1:1 + 2 * len(cpus)]
         opened = [(cpu, rest[2 * i], rest[2 * i + 1]) for i, cpu in enumerate(cpus)]
+        opener = taken[-1] if req.get("opener") else None
         try:
             self.server.watch(pid, parent, str(req.get("parent_comm", "")), opened,
-                              f"/proc/self/fd/{proc_fd}")
+                              f"/proc/self/fd/{proc_fd}", opener)
         except (OSError, ValueError) as err:  # (the perf events were closed by then)
             os.close(proc_fd)
             raise Refused("watch", f"cannot watch pid {pid}: {err}") from None

@@ -23,7 +23,9 @@ in a child of it, whose PID 1 is this init:
   view of the fake, any other is refused;
 * it opens the command's process events (perf, as the command's pids
   are numbered: sources/procevents.py ``open_watch``) and hands them to
-  the server with this namespace's proc;
+  the server with this namespace's proc, and, for ``--mirror tree`` (run's
+  default), opens the mirror's perf events here when the server asks
+  (a thread: sources/perfopen.py);
 * it runs the command, reaps what is orphaned, forwards the signals run
   forwards, and exits with the command's status.  An init's exit ends
   every process of its namespace: nothing the command started outlives
@@ -165,11 +167,16 @@ def close_inherited() -> None:
 def watch_command(pid: int, mnt: str) -> None:
     """Open the process events of command *pid* (forked, not yet exec'd)
     here, where they number tasks as the command does, and hand them to the
-    server with this namespace's proc.  Where the kernel refuses (perf_event_paranoid
-    3), the run goes on unwatched."""
+    server with this namespace's proc, and a socket to a thread of this
+    init that opens the mirror's perf events here for the server
+    (:mod:`fakedebugfs.sources.perfopen`; it ends when the server closes
+    its end, or with this init).  Where the kernel refuses
+    (perf_event_paranoid 3), the run goes on unwatched."""
+    import threading
+
     from fakedebugfs.control.client import ControlClient
     from fakedebugfs.errors import FakeError
-    from fakedebugfs.sources import procevents
+    from fakedebugfs.sources import perfopen, procevents
 
     try:
         opened = procevents.open_watch(pid)
@@ -178,11 +185,16 @@ def watch_command(pid: int, mnt: str) -> None:
         return
     fds = [os.open("/proc", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)]
     fds += [fd for _, ring, switch in opened for fd in (ring, switch)]
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    fds.append(theirs.detach())
+    opener = threading.Thread(target=perfopen.serve, args=(ours,), daemon=True,
+                              name="perf opener")
+    opener.start()
     try:
         with ControlClient(mnt) as client:
             client.call("watch", pid=pid, parent=os.getpid(),
                         parent_comm=procevents.comm_of(os.getpid()),
-                        fds=[cpu for cpu, _, _ in opened], pass_fds=fds)
+                        fds=[cpu for cpu, _, _ in opened], opener=True, pass_fds=fds)
     except (FakeError, OSError) as err:
         log.debug("the command's process events are not watched: %s", err)
     finally:

@@ -672,6 +672,38 @@ def command_namespace(work: str, mnt: str, sealed: bool):
     return lambda: confine.confine(work, mnt, keep, sealed)
 
 
+def mirror_default(options):
+    """``run``'s mirror: *options* as the server takes them, and whether
+    the mirror is run's default rather than asked for.  No ``--mirror``:
+    the command's tree (``tree``) where perf_event_open allows it (root,
+    or ``kernel.perf_event_paranoid`` -1), else one line on stderr saying
+    why and how, and no mirror; not with ``--clock virtual`` (a
+    deterministic run).  ``--mirror none``: no mirror, no line."""
+    import dataclasses
+
+    mode = getattr(options, "mirror", None)
+    if mode == "none":
+        return dataclasses.replace(options, mirror=None), False
+    if mode is not None:
+        return options, False
+    if options.clock == "virtual":
+        return options, False
+    from fakedebugfs.sources.mirror import privilege_problem
+
+    if privilege_problem():
+        try:
+            with open("/proc/sys/kernel/perf_event_paranoid") as fp:
+                now = f" (it is {int(fp.read())})"
+        except (OSError, ValueError):
+            now = ""
+        print("fakedebugfs run: the command's real events are not mirrored: perf_event_open "
+              "of kernel tracepoints needs root (CAP_PERFMON) or `sysctl "
+              f"kernel.perf_event_paranoid=-1`{now}; --mirror none turns this off",
+              file=sys.stderr)
+        return options, False
+    return dataclasses.replace(options, mirror="tree"), True
+
+
 def run(argv: list[str], options, attach: str | None = None, unsealed: bool = False) -> int:
     """``fakedebugfs run``: COMMAND (*argv*) against a fake of its own, made
     with *options* (:class:`~fakedebugfs.api.options.MountOptions`), or
@@ -685,7 +717,8 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     from fakedebugfs.errors import MountError
     from fakedebugfs.server.server import check_can_mount
 
-    if getattr(options, "mirror", None):  # --mirror's privilege first: one line
+    options, implicit = mirror_default(options)
+    if options.mirror and not implicit:  # --mirror's privilege first: one line
         from fakedebugfs.sources.mirror import privilege_problem
 
         problem = privilege_problem()
@@ -715,12 +748,13 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
         # unshare first: it refuses a process with threads, and building the
         # server may start some (numpy's BLAS pool)
         enter_private_namespace(rootless)
-        server = build_server(options, mnt)
+        server = build_server(options, mnt, implicit)
         env = command_env(preload, mnt)
 
-        # --mirror's server follows the command by the pids of its own
-        # namespace: the command stays in it (docs/cli.md#the-seal)
-        nested = not getattr(options, "mirror", None)
+        # --mirror system's server reads every task by the pids of its own
+        # namespace: the command stays in it (docs/cli.md#the-seal); tree's
+        # events are opened by the command's init, in the command's
+        nested = options.mirror != "system"
 
         def init() -> int:
             mount_proc()

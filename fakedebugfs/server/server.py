@@ -87,11 +87,20 @@ class Server(ControlSocket):
         self.watches = None  # server.watch.Watches: `run`'s command, once watched
 
     def watch(self, pid: int, parent: int, parent_comm: str, opened=None,
-              proc: str = "/proc") -> None:
+              proc: str = "/proc", opener: Optional[int] = None) -> None:
         """Inject the process events and context switches of *pid* and its
         descendants (:mod:`fakedebugfs.server.watch`); OSError if refused.
         *opened*, *proc*: its perf events, opened in the command's PID
-        namespace, and that namespace's proc (``run``'s command init)."""
+        namespace, and that namespace's proc (``run``'s command init);
+        *opener*: a socket to that init, which opens ``--mirror tree``'s
+        events there (:mod:`fakedebugfs.sources.perfopen`)."""
+        sock = None
+        if opener is not None:
+            import socket
+
+            from fakedebugfs.sources.perfopen import RemoteOpener
+
+            sock = RemoteOpener(socket.socket(fileno=opener))
         if self.watches is None:
             from fakedebugfs.server.watch import Watches  # `run`'s: not needed by a mount
 
@@ -101,8 +110,15 @@ class Server(ControlSocket):
         if self.mirror is not None:  # what it mirrors is not made up as well
             self.watches.mirrored = self.mirror.opened
         self.watches.add(pid, parent, parent_comm, opened, proc)
-        if self.mirror is not None and self.mirror.mode == "tree" and opened is None:
-            self.mirror.follow(pid)
+        if self.mirror is not None and self.mirror.mode == "tree" and \
+                (opened is None or sock is not None):
+            try:
+                self.mirror.follow(pid, sock, proc)
+            except OSError as err:  # the process events go on without the mirror
+                log.warning("mirror: the command's tree is not mirrored: %s", err)
+                self.mirror.close()
+        elif sock is not None:
+            sock.close()
         if self.ops is not None:
             self.ops.on_open = self.sync_sources
 

@@ -58,11 +58,11 @@ from fakedebugfs.engine.ftrace.trace_dynevent import is_dynamic
 from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
-    PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE,
-    SYS_perf_event_open, Ring, comm_of, perf_event_attr)
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE, Ring, comm_of, perf_event_attr)
 from fakedebugfs.sources.mirror_decode import Decoder, untranslatable
 from fakedebugfs.sources.mirror_drain import MirrorDrain
 from fakedebugfs.sources.mirror_slices import DRAIN_BYTES
+from fakedebugfs.sources.perfopen import LocalOpener, OpenerGone
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,6 @@ ATTR_USE_CLOCKID = 1 << 25
 CLOCK_MONOTONIC = 1
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401  # _IO('$', 0), _IO('$', 1)
 PERF_EVENT_IOC_SET_OUTPUT = 0x2405  # _IO('$', 5)
-PERF_FLAG_PID_CGROUP = 1 << 2  # pid is a cgroup directory's fd
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38  # include/uapi/linux/capability.h
 # the fsopen(2) family, x86_64: a detached tracefs mount, never attached anywhere
 SYS_fsopen, SYS_fsconfig, SYS_fsmount = 430, 431, 432
@@ -136,6 +135,26 @@ def cgroup2_root() -> Optional[str]:
                     return parts[1]
     except OSError:
         pass
+    return None
+
+
+def outer_pid(pid: int, proc: str) -> Optional[int]:
+    """The pid this process's namespace gives the task that *proc* (the
+    proc of a PID namespace under this one) numbers *pid*: the task of
+    this namespace whose ``NSpid`` line ends with *pid* one level down
+    (cgroup.procs takes the writer's numbers)."""
+    if proc == "/proc":
+        return pid
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fp:
+                ns = next((line.split()[1:] for line in fp if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(ns) >= 2 and ns[1] == str(pid):
+            return int(name)
     return None
 
 
@@ -240,11 +259,6 @@ def _attr(kind: int, config: int, sample_type: int, flags: int, watermark: int =
         sample_regs_intr=0, aux_watermark=0, sample_max_stack=0, reserved_2=0))
 
 
-def perf_open(attr: bytes, pid: int, cpu: int, what: str) -> int:
-    return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1,
-                                   PERF_FLAG_FD_CLOEXEC), what)
-
-
 class Mirror(MirrorDrain):
     """The perf events of one fake's mirroring (see the module docstring).
 
@@ -263,6 +277,8 @@ class Mirror(MirrorDrain):
         self.pid = -1 if mode == "system" else None  # tree: the command's, once known
         self.skip_pid = skip_pid  # the server's own tasks (system mode) are not mirrored
         self.tracefs = RealTracefs()
+        self.opener = LocalOpener()  # tree under run: the command's init's (follow)
+        self.proc = "/proc"  # the proc that numbers the samples' tasks as they are
         raise_fd_limit()
         np.zeros(0)  # numpy loaded now, not in the first drain (a FUSE write waiting)
         self.rings: dict[int, Ring] = {}  # real CPU -> its ring (the leader's)
@@ -289,18 +305,25 @@ class Mirror(MirrorDrain):
     def cpus(self) -> list[int]:
         return list(range(os.cpu_count() or 1))
 
-    def follow(self, pid: int) -> None:
+    def follow(self, pid: int, opener=None, proc: str = "/proc") -> None:
         """``tree``: mirror *pid*'s tree from now on (the command of ``run``);
-        the events already enabled are opened on it."""
+        the events already enabled are opened on it.  *opener*, *proc*:
+        the command's PID namespace's (a
+        :class:`~fakedebugfs.sources.perfopen.RemoteOpener` to its init,
+        its proc): the samples number tasks as the command does."""
         if self.mode != "tree" or self.pid is not None:
+            if opener is not None:
+                opener.close()
             return
+        if opener is not None:
+            self.opener, self.proc = opener, proc
         self.pid = pid
         self.members = {pid}
         self.cgroup_fd = self._cgroup_of(pid)
         if self.cgroup_fd is not None:  # the kernel keeps the tree's samples only
             self.members = None
         if pid not in self.kernel.engine.comms:
-            self.kernel.engine.set_comm(pid, comm_of(pid))
+            self.kernel.engine.set_comm(pid, comm_of(pid, self.proc))
         self._open_rings()
         for key in self.wanted():
             self._open_event(key)
@@ -319,8 +342,11 @@ class Mirror(MirrorDrain):
         path = os.path.join(root, f"fakedebugfs-mirror-{os.getpid()}-{pid}-{os.urandom(6).hex()}")
         try:
             os.mkdir(path)
+            outer = outer_pid(pid, self.proc)
+            if outer is None:
+                raise OSError(errno.ESRCH, f"pid {pid} of the command's namespace not found")
             with open(os.path.join(path, "cgroup.procs"), "w") as fp:
-                fp.write(str(pid))
+                fp.write(str(outer))
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as err:
             log.info("mirror: no cgroup for the command (%s): forks tell its tree", err)
@@ -400,7 +426,7 @@ class Mirror(MirrorDrain):
         try:
             for cpu in self.cpus():
                 try:
-                    fd = perf_open(attr, self.pid, cpu, f"perf_event_open(leader, cpu {cpu})")
+                    fd = self.opener.open(attr, self.pid, cpu)
                 except OSError as err:
                     if err.errno == errno.ENODEV:  # an offline CPU
                         continue
@@ -429,17 +455,15 @@ class Mirror(MirrorDrain):
         fds: list[int] = []
         try:
             for cpu, ring in self.rings.items():
-                if self.cgroup_fd is not None:
-                    fd = libc.check(libc.syscall(SYS_perf_event_open, attr, self.cgroup_fd, cpu,
-                                                 -1, PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP),
-                                    f"perf_event_open({key}, cpu {cpu}, cgroup)")
-                else:
-                    fd = perf_open(attr, -1, cpu, f"perf_event_open({key}, cpu {cpu})")
+                fd = self.opener.open(attr, -1, cpu, self.cgroup_fd)
                 fds.append(fd)
                 fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring.fd)
         except OSError as err:
             for fd in fds:
                 os.close(fd)
+            if isinstance(err, OpenerGone):  # the command's tree ended: nothing to mirror
+                log.debug("mirror: %s not opened: %s", key, err)
+                return
             log.warning("mirror: cannot open %s: %s", key, err)
             raise MirrorError(err.errno, f"mirror: {key}: {err.strerror or err}") from None
         self.opened[key] = fds
@@ -471,6 +495,7 @@ class Mirror(MirrorDrain):
             fds.append(ring.fd)
         self.rings = {}
         release_later(fds)
+        self.opener.close()
         if self.cgroup_fd is not None:
             os.close(self.cgroup_fd)
             self.cgroup_fd = None

@@ -130,7 +130,8 @@ class Entries:
 
 class MirrorDrain(DrainSlices):
     """The draining side of
-    :class:`~fakedebugfs.sources.mirror.Mirror`."""
+    :class:`~fakedebugfs.sources.mirror.Mirror` (which sets ``proc``: the
+    proc of the command's PID namespace)."""
 
     def drain(self, most: Optional[int] = None) -> int:
         """Fire the samples the rings hold, at most *most* bytes of records
@@ -222,7 +223,7 @@ class MirrorDrain(DrainSlices):
         if self.members is not None:
             self.members.add(tid)
         if self._named_at.get(tid, -1) < when:  # (not after the child's exec read first)
-            engine.set_comm(tid, engine.comms.get(ptid) or comm_of(tid))
+            engine.set_comm(tid, engine.comms.get(ptid) or comm_of(tid, self.proc))
 
     def _late_comm(self, tid: int, when: int) -> None:
         """A task's new name (exec, prctl) read after samples of it that
@@ -275,7 +276,7 @@ class MirrorDrain(DrainSlices):
         tasks = _distinct(pid)
         for p in tasks:
             if p not in engine.comms:
-                engine.set_comm(p, comm_of(p) or "<...>")
+                engine.set_comm(p, comm_of(p, self.proc) or "<...>")
         if len(tasks) == 1:
             last[next(iter(tasks))] = int(ts.max())
         else:
