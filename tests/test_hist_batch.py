@@ -3,7 +3,8 @@
 The same kmem events go to two Debian 6.12 kernels with the same hist
 triggers: one fires them one by one (``Tracepoint.fire``: the per-event
 ``event_hist_trigger``), the other hands them over at once
-(``Engine.emit_batch``; ``engine/ftrace/hist_batch.py``).  The ``hist``
+(``Engine.emit_batch``; ``engine/ftrace/hist_batch.py``, its grouping
+compiled, ``hist_fast.pyx``, and with numpy).  The ``hist``
 files (entries in the map's order, sums, ``Hits``, ``Entries``,
 ``Dropped``) and the ring buffers must be equal, with keys of every
 modifier the batch path takes, a full pool (drops), u64 sums that wrap,
@@ -20,7 +21,7 @@ import pytest
 
 from fakedebugfs.engine.core.batch import from_pending
 from fakedebugfs.engine.core.engine import Pending
-from fakedebugfs.engine.ftrace import trigger_cmds
+from fakedebugfs.engine.ftrace import hist_batch, trigger_cmds
 from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.ftrace.trace_events_hist import hist_show
 from fakedebugfs.engine.kernel import Kernel
@@ -83,8 +84,20 @@ def seen(k: Kernel) -> tuple:
             [ring_state(b) for b in ft.buffers], ft.cmdlines.show())
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def grouping(request, monkeypatch):
+    """The batch path's grouping by key: ``hist_fast.pyx`` where it is
+    built (else skipped), and the numpy reference."""
+    if request.param == "compiled":
+        if hist_batch._fast() is None:
+            pytest.skip("hist_fast not built (or FAKEDEBUGFS_PURE)")
+    else:
+        monkeypatch.setattr(hist_batch, "_fast", lambda: None)
+    return request.param
+
+
 @pytest.mark.parametrize("enabled,tracing_on", [(True, True), (False, True), (True, False)])
-def test_batch_aggregates_what_one_by_one_does(enabled, tracing_on):
+def test_batch_aggregates_what_one_by_one_does(enabled, tracing_on, grouping):
     rng = random.Random(33)
     one, many = make_kernel(enabled, tracing_on), make_kernel(enabled, tracing_on)
     for _ in range(4):  # several batches into the same maps
@@ -94,6 +107,10 @@ def test_batch_aggregates_what_one_by_one_does(enabled, tracing_on):
                                       *e[1:]) for e in events])
         assert many.engine._batch_owners(batch) is not None  # the batch path, really
         many.engine.emit_batch(batch)
+    if grouping == "compiled":  # every trigger's programs are the compiled grouping's
+        plans = [hist_batch.plan_of(t.hist_data) for key in (KMALLOC, KFREE)
+                 for t in many.ftrace.triggers[key].list]
+        assert len(plans) == 8 and all(p.flat is not None for p in plans)
     got, want = seen(many), seen(one)
     assert got[0] == want[0]
     assert got[1] == want[1]

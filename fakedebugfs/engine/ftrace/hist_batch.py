@@ -15,8 +15,9 @@ timestamps, filter or ``name=`` (those fire one by one, as before).
 
 :func:`aggregate` reads each key and value from the records' bytes as the
 batch path packed them for the ring buffer (the same bytes the per-event
-path hands ``hist_fn_call``), in columns; groups the events by key in the
-order of each key's first event; then, per distinct key, looks the
+path hands ``hist_fn_call``) and groups the events by key in the order of
+each key's first event, in one compiled pass (``hist_fast.pyx``) or with
+numpy (the reference, ``FAKEDEBUGFS_PURE=1``); then, per distinct key, looks the
 element up or makes it (``tracing_map_insert``: ``hist_trigger_elt_data_init``
 saving the comm of the key's first task), and adds the key's event count
 to the map's hits and each value's sum (u64, wrapping).  A key the full
@@ -28,6 +29,7 @@ by one: same elements made in the same order (same slots), same counters.
 
 from __future__ import annotations
 
+from fakedebugfs.engine.core import fast
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.hist_fields import (FL_EXPR, FL_STACKTRACE, FL_STRING,
                                                   FL_TIMESTAMP, FL_VAR, FL_VAR_REF)
@@ -45,11 +47,15 @@ class HistPlan:
     the summed values by their field index (hitcount, index 0, is the
     key's count)."""
 
-    __slots__ = ("keys", "vals", "n_vals", "width")
+    __slots__ = ("keys", "vals", "n_vals", "width", "flat", "uses_cpu")
 
     def __init__(self, keys: list, vals: list, n_vals: int):
         self.keys, self.vals, self.n_vals = keys, vals, n_vals
-        self.width = max([p[0] + p[1] for p in _reads(keys + [v for _, v in vals])] or [0])
+        programs = keys + [v for _, v in vals]
+        self.width = max([p[0] + p[1] for p in _reads(programs)] or [0])
+        flat = [_flat(p) for p in programs]
+        self.flat = None if None in flat else flat  # hist_fast's programs
+        self.uses_cpu = any(f is not None and f[0] == 1 for f in flat)
 
 
 def _reads(programs: list):
@@ -58,6 +64,26 @@ def _reads(programs: list):
             p = p[2] if p[0] == "bucket" else p[1]
         if p[0] == "read":
             yield p[1:]
+
+
+def _flat(p):
+    """A column program as ``hist_fast.group`` takes it: ``(src, offset,
+    size, signed, op, param)``; None for one it does not (log2 of a bucket)."""
+    op, param = 0, 0
+    if p[0] == "log2":
+        op, p = 1, p[1]
+    elif p[0] == "bucket":
+        op, param, p = 2, p[1], p[2]
+    if p[0] == "read":
+        return (0, p[1], p[2], int(p[3][1] == "i"), op, param)
+    if p[0] == "cpu":
+        return (1, 0, 0, 0, op, param)
+    return None
+
+
+def _fast():
+    """The compiled grouping (``hist_fast.pyx``), or None."""
+    return fast.load("fakedebugfs.engine.ftrace.hist_fast")
 
 
 def _program(hf, depth: int = 0):
@@ -152,19 +178,17 @@ def _column(p, rows, cpu):
     return _column(p[2], rows, cpu) // n * n
 
 
-def record_rows(ev, groups, m: int, width: int):
-    """The first *width* bytes of each of the *m* records that
-    ``EventType.pack_columns`` packed into *groups*, in the kind's order."""
+def record_rows(groups, m: int, width: int):
+    """The records of the *m* events that ``EventType.pack_columns``
+    packed into *groups*, in the kind's order, as C-contiguous ``uint8``
+    rows (at least *width* bytes of each)."""
     if len(groups) == 1:
         idx, words, _, rowsel = groups[0]
-        rows = words.view(np.uint8)[:, :width]
+        rows = words.view(np.uint8)
         if rowsel is not None:
             rows = rows[rowsel]
         if len(idx) == m and (m == 0 or (idx[0] == 0 and idx[-1] == m - 1)):
-            return rows
-        out = np.zeros((m, width), np.uint8)
-        out[idx] = rows
-        return out
+            return np.ascontiguousarray(rows)
     out = np.zeros((m, width), np.uint8)
     for idx, words, _, rowsel in groups:
         rows = words.view(np.uint8)[:, :width]
@@ -172,12 +196,14 @@ def record_rows(ev, groups, m: int, width: int):
     return out
 
 
-def aggregate(hd, plan: HistPlan, rows, cpu, pid, comms: dict) -> None:
-    """The events of *rows* (their records' bytes, in emission order),
-    their CPUs and tasks, into *hd*'s map (see the module docstring)."""
-    m = len(rows)
-    if not m:
-        return
+def _grouped(plan: HistPlan, rows, cpu) -> list:
+    """``[(key bytes, first position, count, [sums]), ...]`` per distinct
+    key in the order of its first event: compiled (``hist_fast.group``)
+    or with numpy (the reference)."""
+    fast = _fast()
+    if fast is not None and plan.flat is not None:
+        cpus = np.asarray(cpu, np.int64) if plan.uses_cpu else np.empty(0, np.int64)
+        return fast.group(rows, cpus, plan.flat, len(plan.keys))
     keys = [_column(p, rows, cpu) for p in plan.keys]
     if len(keys) == 1:
         uniq, first, inv, counts = np.unique(keys[0], return_index=True, return_inverse=True,
@@ -191,23 +217,30 @@ def aggregate(hd, plan: HistPlan, rows, cpu, pid, comms: dict) -> None:
         as_bytes = [bytes(u) for u in uniq]
     inv = inv.ravel()
     sums = []
-    for i, p in plan.vals:
+    for _, p in plan.vals:
         s = np.zeros(len(uniq), np.uint64)
         np.add.at(s, inv, _column(p, rows, cpu))
-        sums.append((i, s.tolist()))
+        sums.append(s.tolist())
+    counts, firsts = counts.tolist(), first.tolist()
+    return [(as_bytes[j], firsts[j], counts[j], [col[j] for col in sums])
+            for j in np.argsort(first, kind="stable").tolist()]
+
+
+def aggregate(hd, plan: HistPlan, rows, cpu, pid, comms: dict) -> None:
+    """The events of *rows* (their records' bytes, in emission order),
+    their CPUs and tasks, into *hd*'s map (see the module docstring)."""
+    if not len(rows):
+        return
     tmap = hd.map
     index = tmap.index
-    counts = counts.tolist()
-    firsts = first.tolist()
-    pids = pid.tolist() if hasattr(pid, "tolist") else list(pid)
-    for j in np.argsort(first, kind="stable").tolist():
-        key, n = as_bytes[j], counts[j]
+    idx = [i for i, _ in plan.vals]
+    for key, first, n, sums in _grouped(plan, rows, cpu):
         elt = index.get(key)
         if elt is None:
             if tmap.next_elt >= tmap.max_elts:  # no free element: each event a drop
                 tmap.drops += n
                 continue
-            task = pids[firsts[j]]
+            task = int(pid[first])
             hd._current_pid, hd._current_comm = task, comms.get(task, "")
             elt = tmap.insert(key)  # one hit
             tmap.hits += n - 1
@@ -215,8 +248,8 @@ def aggregate(hd, plan: HistPlan, rows, cpu, pid, comms: dict) -> None:
             tmap.hits += n
         s = elt.sums
         s[0] = (s[0] + n) & U64
-        for i, col in sums:
-            s[i] = (s[i] + col[j]) & U64
+        for i, v in zip(idx, sums):
+            s[i] = (s[i] + v) & U64
 
 
 def run_triggers(tr, ev, trig, groups, m: int, cpu, pid) -> None:
@@ -230,8 +263,8 @@ def run_triggers(tr, ev, trig, groups, m: int, cpu, pid) -> None:
             continue
         hd = t.hist_data
         plan = plan_of(hd)
-        if rows is None or rows.shape[1] < plan.width:
-            rows = record_rows(ev, groups, m, max(plan.width, ev.size))
+        if rows is None:
+            rows = record_rows(groups, m, max(plan.width, ev.size))
         aggregate(hd, plan, rows, cpu, pid, comms)
 
 
