@@ -176,7 +176,10 @@ class TraceBuffers:
     # --- sizes ------------------------------------------------------------------------
 
     def reset(self, cpus=None) -> None:
-        """``tracing_reset_online_cpus`` (or one CPU)."""
+        """``tracing_reset_online_cpus`` (or one CPU: ``tracing_reset_cpu``,
+        which leaves ``time_start``, the latency format's zero)."""
+        if cpus is None:
+            self.time_start = self.engine.clock.now()
         for cpu in self.cpu_list(cpus):
             self.buffers[cpu].reset()
 
