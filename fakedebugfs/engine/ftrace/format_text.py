@@ -136,6 +136,44 @@ def _column_encoder(names: tuple, chars: dict = {}):  # noqa: B006 (read only)
     return encode_chars
 
 
+def by_name_columns(ev: EventType, own):
+    """The batch path's column encoder of a profile's *ev* whose format
+    differs from the fake's own event of that name (Debian 6.12's
+    ``kmem_cache_alloc``: ``accounted`` and no ``name``): the own event's
+    column encoder *own* (tracepoint arguments -> its fields' columns),
+    then *ev*'s fields picked by name, a missing one 0 (a string empty),
+    as the per-event path's ``theirs(own(values))`` picks them; None for a
+    format with fields it cannot give (arrays other than ``char[N]``,
+    ``__rel_loc``, non-string ``__data_loc``)."""
+    if own is None or getattr(own, "positional", False):
+        return None
+    dyn = set(ev.dyn) - set(ev.dyn_arrays)
+    chars = {field_key(f[1]): f[3] for f in ev.fields if _is_chars(f)}
+    names = tuple(field_key(f[1]) for f in ev.fields)
+    for f in ev.fields:
+        n = field_key(f[1])
+        if n in dyn:
+            if not _CHAR_LOC.match(f[0]) or f[0].startswith("__rel_loc"):
+                return None
+        elif n not in chars and (f[3] not in (1, 2, 4, 8) or "[" in f[1]
+                                 or f[0].startswith(("__data_loc", "__rel_loc"))):
+            return None
+    from fakedebugfs.engine.core.batch import char_array
+
+    def encode(cols) -> dict:
+        given = own(cols)
+        out = {}
+        for n in names:
+            v = given.get(n)
+            if n in chars:
+                v = char_array(b"" if v is None else v, chars[n], chars[n])
+            elif v is None:
+                v = "" if n in dyn else 0
+            out[n] = v
+        return out
+    return encode
+
+
 def _syscall_show(name: str, args: tuple):
     """``print_syscall_enter``/``print_syscall_exit`` (kernel/trace/
     trace_syscalls.c): the syscall events print ``sys_openat(dfd: 0xffffff9c,
@@ -237,4 +275,4 @@ def _lazy_show(print_fmt: str, fields: tuple):
     return show
 
 
-__all__ = ["FormatEvent", "event_from_format", "format_fields", "tracepoint_args"]
+__all__ = ["FormatEvent", "by_name_columns", "event_from_format", "format_fields", "tracepoint_args"]

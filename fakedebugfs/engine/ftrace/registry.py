@@ -92,12 +92,14 @@ class EventRegistry(MutableMapping):
         elif self.profile is None or ev.system == "ftrace" or text == ev.format():
             self[ev.key] = ev
         elif text is not None:
-            from fakedebugfs.engine.ftrace.format_text import event_from_format
+            from fakedebugfs.engine.ftrace.format_text import by_name_columns, event_from_format
 
             other = event_from_format(text, ev.system)
             own, theirs = ev.encode_values, other.encode_values
             if own is not None:
                 other.encode_values = lambda values: theirs(own(values))
+                # the batch path's columns the same way (format_text.by_name_columns)
+                other.encode_columns = by_name_columns(other, ev.encode_columns)
             self[ev.key] = other
 
     def __getitem__(self, key: str) -> EventType:
