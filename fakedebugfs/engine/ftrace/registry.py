@@ -99,7 +99,8 @@ class EventRegistry(MutableMapping):
             if own is not None:
                 other.encode_values = lambda values: theirs(own(values))
                 # the batch path's columns the same way (format_text.by_name_columns)
-                other.encode_columns = by_name_columns(other, ev.encode_columns)
+                other.encode_columns = by_name_columns(other, ev.encode_columns) \
+                    or other.encode_columns
             self[ev.key] = other
 
     def __getitem__(self, key: str) -> EventType:
