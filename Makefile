@@ -11,8 +11,8 @@ PIP         := $(VENV)/bin/pip
 PYFUSE3_VER := 3.5.0
 # the patched build's own version (local label): equal to fakedebugfs.version.PYFUSE3,
 # to the one patches/pyfuse3-*-startup.patch writes in and to pyproject.toml's requirement
-PYFUSE3_PATCHED := $(PYFUSE3_VER)+fakedebugfs.2
-PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch opfast.patch)
+PYFUSE3_PATCHED := $(PYFUSE3_VER)+fakedebugfs.3
+PATCHES     := $(addprefix patches/pyfuse3-$(PYFUSE3_VER)-,ioctl.patch fastpath.patch startup.patch readfast.patch opfast.patch dircache.patch)
 BUILD       := build
 STAMPS      := $(BUILD)/stamps
 DEBS        := fuse3 libfuse3-dev pkg-config gcc make patch trace-cmd linux-perf bpftrace libbpf-tools gawk libcunit1-dev perf-tools-unstable libtracefs-dev libtraceevent-dev
@@ -56,7 +56,9 @@ $(STAMPS)/venv: $(STAMPS)/debs
 # startup.patch (its version written in, not read with importlib.metadata) and
 # readfast.patch (Operations.read_nowait: a read answered in the request's
 # callback, without a task or a cancel scope) and opfast.patch (the same for
-# LOOKUP, GETATTR, OPEN, WRITE, RELEASE, OPENDIR, RELEASEDIR: *_nowait hooks).
+# LOOKUP, GETATTR, OPEN, WRITE, RELEASE, OPENDIR, RELEASEDIR: *_nowait hooks) and
+# dircache.patch (an opendir may answer FOPEN_CACHE_DIR and FOPEN_KEEP_CACHE: the
+# kernel keeps listings; a READDIRPLUS answered by readdir_nowait in its callback).
 # It is built as version $(PYFUSE3_PATCHED) (setuptools_scm takes the version
 # from SETUPTOOLS_SCM_PRETEND_VERSION), the only pyfuse3 fakedebugfs accepts.
 # The wheel stays in build/wheels: other environments (a user's venv, the

@@ -8,4 +8,4 @@ __version__ = "0.2.0"
 # Makefile builds it under this version (the startup patch writes it into
 # pyfuse3.__version__), pyproject.toml requires exactly it, and
 # fakedebugfs.fs refuses any other at import.
-PYFUSE3 = "3.5.0+fakedebugfs.2"
+PYFUSE3 = "3.5.0+fakedebugfs.3"

@@ -2,8 +2,8 @@
 opens, reads, writes and releases of files that need not wait.
 
 Our pyfuse3 (patches/pyfuse3-*-readfast.patch and ``-opfast.patch``)
-offers LOOKUP, GETATTR, OPEN, READ, WRITE, RELEASE, OPENDIR and RELEASEDIR
-first to the ``*_nowait`` method of the same name, inside the request's
+offers LOOKUP, GETATTR, OPEN, READ, WRITE, RELEASE, OPENDIR, READDIRPLUS
+(``-dircache.patch``) and RELEASEDIR first to the ``*_nowait`` method of the same name, inside the request's
 callback: no coroutine, no task, no cancel scope.  A method answers (or
 raises FUSEError) as the async handler would, or returns None, before it
 changed anything, to hand the request to that handler
@@ -34,6 +34,7 @@ from time import perf_counter
 
 import pyfuse3
 
+from fakedebugfs.fs.dircache import CACHE_LISTINGS, fill
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile
 from fakedebugfs.fs.slices import slicer
 from fakedebugfs.fs.tree import Dir, File
@@ -113,7 +114,8 @@ class FastPath:
         entry.st_mode = node.mode
         entry.st_uid, entry.st_gid = self.owner(node)
         entry.st_blksize = 4096
-        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = self.mtime_ns
+        entry.st_atime_ns = self.mtime_ns
+        entry.st_mtime_ns = entry.st_ctime_ns = node.mtime_ns or self.mtime_ns
         return entry
 
     def owner(self, node) -> tuple[int, int]:
@@ -168,10 +170,25 @@ class FastPath:
     # --- directories ----------------------------------------------------
 
     def opendir_nowait(self, inode, ctx=None):
+        """ENOSYS once the kernel may keep listings: it then opens every
+        directory without asking, with ``FOPEN_CACHE_DIR`` (fs/dircache.py);
+        the opendir itself succeeds."""
         slicer.last_control = perf_counter()
         if not isinstance(self._node(inode), Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
+        if CACHE_LISTINGS:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
         return inode
+
+    def readdir_nowait(self, inode, fh, start_id, token):
+        """READDIRPLUS: the directory is the request's *inode* (after
+        the ENOSYS of opendir every *fh* is 0)."""
+        slicer.last_control = perf_counter()
+        node = self._node(inode)
+        if not isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        fill(node, start_id, token, self.attrs)
+        return True
 
     def releasedir_nowait(self, fh):
         return True

@@ -19,8 +19,8 @@ later node of the same name from being mistaken for it), a directory
 joining or leaving a listed one (the parent's ``st_nlink``), chown/chgrp of
 a directory (the owners its descendants inherit), a remount.  A lookup of
 a name that does not exist is never cached (ENOENT, not an entry of inode
-0), so a ``define`` or an instance ``mkdir`` is seen at once, and
-directory listings are not cached at all.  File contents are not kept in
+0), so a ``define`` or an instance ``mkdir`` is seen at once; a
+directory's listing is kept until it changes (fs/dircache.py).  File contents are not kept in
 the page cache: tracefs reports ``st_size`` 0, and the kernel reads a
 cached file only up to its size.
 """
@@ -39,10 +39,11 @@ from typing import Awaitable, Callable, Optional
 import pyfuse3
 import trio
 
+from fakedebugfs.fs.dircache import fill, listing_changed
 from fakedebugfs.fs.fastpath import BUFFERS, FastPath, fuse_error
 from fakedebugfs.fs.fops import WRITER_PID, OpenFile, PollTable
 from fakedebugfs.fs.notify import EntryInvalidations
-from fakedebugfs.fs.ownership import Ownership, invalidate_attrs
+from fakedebugfs.fs.ownership import Ownership
 from fakedebugfs.fs.tree import Dir, File, InodeTable
 from fakedebugfs.fs.waitqueue import WaitQueue
 
@@ -183,12 +184,8 @@ class TreeOperations(Ownership, FastPath, pyfuse3.Operations):
         return self.opendir_nowait(inode, ctx)
 
     async def readdir(self, fh, start_id, token):
-        node = self._node(fh)
-        for i, child in enumerate(list(node.children.values())):
-            if i < start_id or getattr(child, "hidden", False):  # found by lookup only
-                continue
-            if not pyfuse3.readdir_reply(token, child.name.encode(), self.attrs(child), i + 1):
-                return
+        # (readdir_nowait answers all with our pyfuse3; fh: opendir's inode)
+        fill(self._node(fh), start_id, token, self.attrs)
 
     async def releasedir(self, fh):
         pass
@@ -359,21 +356,22 @@ class TreeOperations(Ownership, FastPath, pyfuse3.Operations):
     # --- tree changes while mounted ---------------------------------------
 
     def _removed(self, parent: Dir, node) -> None:
-        """A node left the tree: drop the kernel's cached dentry (and the
-        parent's attributes: a directory's leaving changes its ``st_nlink``)."""
+        """A node left the tree: drop the kernel's cached dentry, and the
+        parent's listing and attributes (a directory's leaving changes its
+        ``st_nlink``)."""
+        listing_changed(parent)
         self.invalidations.put(parent.inode, node.name.encode(), node.inode)
         if isinstance(node, Dir):
             self.attrs_changed()
-            invalidate_attrs(parent)
 
     def _added(self, parent: Dir, node) -> None:
         """A node joined a directory while mounted (a ``define``'s event
         directory, a tracer's option file): its name needs nothing (no
-        lookup that missed it was cached); a directory changes the parent's
-        ``st_nlink``."""
+        lookup that missed it was cached); the parent's listing and
+        attributes go (a directory changes its ``st_nlink``)."""
+        listing_changed(parent)
         if isinstance(node, Dir):
             self.attrs_changed()
-            invalidate_attrs(parent)
 
 
 def _under(node, top) -> bool:

@@ -27,6 +27,9 @@ class Node:
     # generations (fs/fastpath.py FastPath.attrs); -1: none
     entry = None
     attrs_generation = -1
+    # a directory's mtime and ctime once its entries changed (fs/dircache.py);
+    # 0: the mount's
+    mtime_ns = 0
 
     def __init__(self, name: str, mode: int):
         self.name = name
