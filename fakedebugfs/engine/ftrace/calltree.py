@@ -53,17 +53,27 @@ class Tree:
     duration, name, parent)`` (parent: the index of the caller, -1 for an
     outermost call)."""
 
-    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail", "span", "_gone")
+    __slots__ = ("nodes", "recs", "addrs", "rets", "_ends", "key", "tail", "span", "_gone",
+                 "callers", "pips")
 
     def __init__(self, nodes, key: str = ""):
         stack: list = []
         out = []
-        for depth, start, dur, name in nodes:
+        # what the function tracer showed in the guest as a call's parent
+        # when it is not the caller's return address, by node index: an
+        # outermost call's caller (``sym+0xoff``), or TAIL_CALL for a call
+        # its caller made by a jump (its parent_ip is the caller's own)
+        self.callers: dict = {}
+        for node in nodes:
+            depth, start, dur, name = node[:4]
             del stack[depth:]
             parent = stack[-1] if stack else -1
+            if len(node) > 4 and node[4] and (parent >= 0) == (node[4] == TAIL_CALL):
+                self.callers[len(out)] = node[4]
             out.append((depth, start, dur, name, parent))
             stack.append(len(out) - 1)
         self.nodes = out
+        self.pips: Optional[list] = None  # each call's parent_ip (resolve)
         self.recs: Optional[list] = None  # record index of each node (None: not traceable)
         self.addrs: Optional[list] = None  # its record's ip (in the engine's kallsyms)
         self.rets: Optional[list] = None  # a return address inside each function
@@ -110,11 +120,15 @@ def parse_calltrees(text: str) -> dict:
             out.setdefault(words[0], []).append((sel, nodes))
             continue
         parts = line.split()
-        if nodes is None or len(parts) != 4:
+        if nodes is None or len(parts) not in (4, 5) \
+                or len(parts) == 5 and not _CALLER.fullmatch(parts[4]):
             raise ValueError(f"calltrees line {n}: {line!r}")
-        nodes.append((int(parts[0]), int(parts[1]), int(parts[2]), parts[3]))
+        nodes.append((int(parts[0]), int(parts[1]), int(parts[2]), parts[3], *parts[4:]))
     return {key: [(sel, Tree(nodes, key)) for sel, nodes in trees] for key, trees in out.items()}
 
+
+_CALLER = re.compile(r"[\w.$]+\+0x[0-9a-f]+|\^")  # a node's caller: symbol+offset, or ^
+TAIL_CALL = "^"
 
 # function_graph's text with funcgraph-abstime and funcgraph-proc:
 # "  TS |  CPU)  TASK-PID  |  DURATION  |  FUNCTION"
@@ -407,6 +421,24 @@ class FunctionCalls:
             rets.append(addr + min(RETURN_OFFSET, max(1, size // 2)))
         tree.rets = rets
         tree.tail = [self.address(n) + RETURN_OFFSET for n in entry_frames(tree.key)]
+        # parent_ip: where the caller resumes (a tail call: where its
+        # caller's caller does); an outermost call's is its recorded
+        # caller's, else the first entry frame's
+        root = tree.tail[0] if tree.tail else 0
+        callers = tree.callers
+        pips: list = []
+        for k, node in enumerate(tree.nodes):
+            how = callers.get(k)
+            if node[4] >= 0:
+                pips.append(pips[node[4]] if how == TAIL_CALL else rets[node[4]])
+            else:
+                pips.append(self.caller_address(how) if how else root)
+        tree.pips = pips
+
+    def caller_address(self, text: str) -> int:
+        """The address of a ``symbol+0xoffset`` caller."""
+        name, _, off = text.partition("+")
+        return self.address(name) + int(off, 16)
 
     def address(self, name: str) -> int:
         ks = self.engine.kallsyms

@@ -62,15 +62,13 @@ class FunctionBatch:
 
     def make(self, tree):
         ops = self.ops
-        root = tree.tail[0] if tree.tail else 0
         keep = [k for k, i in enumerate(tree.recs) if i is not None and ops.traces(i)]
         rows = np.zeros((len(keep), ENTRY), np.uint8)
         words = rows.view("<u8")
         rows[:, 0:2] = np.frombuffer(int(self.tr.by_id[1].id).to_bytes(2, "little"), np.uint8)
         for j, k in enumerate(keep):
-            parent = tree.nodes[k][4]
             words[j, 1] = tree.addrs[k]
-            words[j, 2] = tree.rets[parent] if parent >= 0 else root
+            words[j, 2] = tree.pips[k]
         starts = np.array([tree.nodes[k][1] for k in keep], np.int64)
         return starts, rows, np.full(len(keep), ENTRY, np.int64), None
 

@@ -114,10 +114,7 @@ class KprobeFtrace:
                     if p.is_return and k in tree.never_returns():
                         continue
                     if p.is_return:
-                        parent = node[4]
-                        ret = tree.rets[parent] if parent >= 0 else \
-                            (tree.tail[0] if tree.tail else 0)
-                        head = {"__probe_func": start, "__probe_ret_ip": ret}
+                        head = {"__probe_func": start, "__probe_ret_ip": tree.pips[k]}
                         at, rank = ts + node[2] + node[1], KINDS[p.kind][1]
                     else:
                         head, at = {"__probe_ip": start}, ts + node[1]

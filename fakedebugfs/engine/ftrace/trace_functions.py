@@ -432,14 +432,12 @@ class FunctionTracer:
                     and not tr.options.get("record-tgid"):
                 user.batch.write_one(tree, cpu, pid, ts)  # the same bytes, at once
                 return
-            recs, addrs, nodes, rets = tree.recs, tree.addrs, tree.nodes, tree.rets
-            root_ret = tree.tail[0] if tree.tail else 0
+            recs, addrs, nodes, pips = tree.recs, tree.addrs, tree.nodes, tree.pips
             for k, node in enumerate(nodes):
                 i = recs[k]
                 if i is None or not ops.traces(i):
                     continue
-                parent = node[4]
-                pip = rets[parent] if parent >= 0 else root_ret
+                pip = pips[k]
                 at = ts + node[1]
                 ip = addrs[k]
                 if norep:
@@ -475,10 +473,11 @@ class FunctionTracer:
         if ev is None:
             return
         chain = [FTRACE_TRAMPOLINE_MARKER, tree.addrs[k] + TRAMPOLINE_CALL]
-        k = tree.nodes[k][4]
-        while k >= 0:
-            chain.append(tree.rets[k])
+        while tree.nodes[k][4] >= 0:
             k = tree.nodes[k][4]
+            chain.append(tree.rets[k])
+        if tree.nodes[k][4] < 0 and k in tree.callers:  # the outermost call's caller
+            chain.append(tree.pips[k])
         chain = (chain + tree.tail)[:FTRACE_STACK_ENTRIES]
         caller = b"".join(a.to_bytes(8, "little") for a in chain)
         payload = ev.pack(pid, {"size": len(chain), "caller": caller.ljust(64, b"\0")})
