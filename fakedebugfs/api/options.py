@@ -341,6 +341,12 @@ def build_server(options: MountOptions, mountpoint: str, implicit: bool = False)
                 import logging
 
                 logging.getLogger(__name__).warning("mirror: not started: %s", err)
+            if implicit and mirror is not None:
+                # the command's process events and context switches stay the
+                # watcher's: its tasks and the CPUs' idle task, as before
+                from fakedebugfs.server.watch import SIDEBAND
+
+                mirror.leave = frozenset(SIDEBAND)
     except (ValueError, OSError) as err:
         raise MountError(str(err)) from None
     return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms,

@@ -673,21 +673,21 @@ def command_namespace(work: str, mnt: str, sealed: bool):
 
 
 def mirror_default(options):
-    """``run``'s mirror: *options* as the server takes them, and whether
-    the mirror is run's default rather than asked for.  No ``--mirror``:
-    the command's tree (``tree``) where perf_event_open allows it (root,
-    or ``kernel.perf_event_paranoid`` -1), else one line on stderr saying
-    why and how, and no mirror; not with ``--clock virtual`` (a
-    deterministic run).  ``--mirror none``: no mirror, no line."""
+    """``run``'s mirror: *options* as the server takes them, whether the
+    mirror is run's default rather than asked for, and the notice to
+    print once the run starts (or None).  No ``--mirror``: the command's
+    tree (``tree``) where perf_event_open allows it (root, or
+    ``kernel.perf_event_paranoid`` -1), else one line saying why and
+    how, and no mirror; not with ``--clock virtual`` (a deterministic
+    run).  ``--mirror none``: no mirror, no line.  (Asked here, before a
+    rootless run enters its user namespace, where perf asks again.)"""
     import dataclasses
 
     mode = getattr(options, "mirror", None)
     if mode == "none":
-        return dataclasses.replace(options, mirror=None), False
-    if mode is not None:
-        return options, False
-    if options.clock == "virtual":
-        return options, False
+        return dataclasses.replace(options, mirror=None), False, None
+    if mode is not None or options.clock == "virtual":
+        return options, False, None
     from fakedebugfs.sources.mirror import privilege_problem
 
     if privilege_problem():
@@ -696,12 +696,11 @@ def mirror_default(options):
                 now = f" (it is {int(fp.read())})"
         except (OSError, ValueError):
             now = ""
-        print("fakedebugfs run: the command's real events are not mirrored: perf_event_open "
-              "of kernel tracepoints needs root (CAP_PERFMON) or `sysctl "
-              f"kernel.perf_event_paranoid=-1`{now}; --mirror none turns this off",
-              file=sys.stderr)
-        return options, False
-    return dataclasses.replace(options, mirror="tree"), True
+        return options, False, (
+            "fakedebugfs run: the command's real events are not mirrored: perf_event_open "
+            "of kernel tracepoints needs root (CAP_PERFMON) or `sysctl "
+            f"kernel.perf_event_paranoid=-1`{now}; --mirror none turns this off")
+    return dataclasses.replace(options, mirror="tree"), True, None
 
 
 def run(argv: list[str], options, attach: str | None = None, unsealed: bool = False) -> int:
@@ -717,7 +716,7 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
     from fakedebugfs.errors import MountError
     from fakedebugfs.server.server import check_can_mount
 
-    options, implicit = mirror_default(options)
+    options, implicit, notice = mirror_default(options)
     if options.mirror and not implicit:  # --mirror's privilege first: one line
         from fakedebugfs.sources.mirror import privilege_problem
 
@@ -750,6 +749,8 @@ def run(argv: list[str], options, attach: str | None = None, unsealed: bool = Fa
         enter_private_namespace(rootless)
         server = build_server(options, mnt, implicit)
         env = command_env(preload, mnt)
+        if notice:  # (once the run can start: not before another failure's line)
+            print(notice, file=sys.stderr, flush=True)
 
         # --mirror system's server reads every task by the pids of its own
         # namespace: the command stays in it (docs/cli.md#the-seal); tree's

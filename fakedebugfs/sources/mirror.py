@@ -279,6 +279,7 @@ class Mirror(MirrorDrain):
         self.tracefs = RealTracefs()
         self.opener = LocalOpener()  # tree under run: the command's init's (follow)
         self.proc = "/proc"  # the proc that numbers the samples' tasks as they are
+        self.pid_setup()  # (the initial side's proc: before run makes its namespaces)
         raise_fd_limit()
         np.zeros(0)  # numpy loaded now, not in the first drain (a FUSE write waiting)
         self.rings: dict[int, Ring] = {}  # real CPU -> its ring (the leader's)
@@ -288,6 +289,7 @@ class Mirror(MirrorDrain):
         self.mirrored = 0  # samples fired into the fake
         self.lost = 0  # samples the kernel reported lost
         self.refused: list[str] = []
+        self.leave: frozenset = frozenset()  # events left to another source (run's watcher)
         self.absent: set[str] = set()  # enabled events the running kernel lacks
         self.members: Optional[set] = None  # tree: the tasks of the tree (leaders' forks)
         self.cgroup_fd: Optional[int] = None  # tree: the command's cgroup, where one is made
@@ -374,7 +376,7 @@ class Mirror(MirrorDrain):
         keys = set()
         for tr in self.kernel.ftrace.arrays():
             keys |= tr.enabled
-        return sorted(k for k in keys if not k.startswith("ftrace:"))
+        return sorted(k for k in keys if not k.startswith("ftrace:") and k not in self.leave)
 
     def enable_change(self, key: str, on: bool) -> None:
         """The fake's hook, called before an array starts (*on*; OSError
@@ -383,6 +385,8 @@ class Mirror(MirrorDrain):
             return  # the tracer's own entries: nothing on the kernel
         if is_dynamic(self.kernel.ftrace, key):
             return  # a probe defined in the fake (uprobe_events): injected, never mirrored
+        if key in self.leave:
+            return  # another source makes them (run's process watcher, in the command's world)
         if on:
             self.check_event(key)
             if self.rings:
@@ -496,6 +500,7 @@ class Mirror(MirrorDrain):
         self.rings = {}
         release_later(fds)
         self.opener.close()
+        self.pid_close()
         if self.cgroup_fd is not None:
             os.close(self.cgroup_fd)
             self.cgroup_fd = None

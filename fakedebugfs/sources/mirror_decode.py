@@ -116,6 +116,11 @@ class Decoder:
             raise ValueError(f"{ev.key}: {steps}")
         # per argument: (kind, host offset, info, fixed size of the profile's or None)
         self.plan = [steps.get(arg, ("zero", 0, "int", None)) for arg in tp.args]
+        # the arguments that hold a task's pid (pid_t: the kernel's numbering,
+        # translated to the command's: sources/mirror_pids.py)
+        types = {f.name: f.type.replace("const", "").strip() for f in host.fields}
+        self.pid_args = tuple(i for i, (arg, step) in enumerate(zip(tp.args, self.plan))
+                              if step[0] == "int" and types.get(arg) == "pid_t")
 
     def columns(self, entries) -> tuple:
         """The argument columns of these samples' *entries*

@@ -13,6 +13,7 @@ from typing import Optional
 from fakedebugfs.engine.core.batch import EventBatch, Strings, run_heads
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.core.layouts import packer
+from fakedebugfs.sources.mirror_pids import MirrorPids
 from fakedebugfs.sources.mirror_slices import COST_FROM, COST_TIME, DrainSlices
 from fakedebugfs.sources.procevents import (PERF_RECORD_COMM, PERF_RECORD_FORK, comm_of,
     perf_event_header, perf_record_comm_head, perf_record_task)
@@ -128,7 +129,7 @@ class Entries:
         return [view[a:a + z] for a, z in zip(self.at.tolist(), sizes)]
 
 
-class MirrorDrain(DrainSlices):
+class MirrorDrain(DrainSlices, MirrorPids):
     """The draining side of
     :class:`~fakedebugfs.sources.mirror.Mirror` (which sets ``proc``: the
     proc of the command's PID namespace)."""
@@ -254,6 +255,7 @@ class MirrorDrain(DrainSlices):
         # the task as this process sees it (run's PID namespace), else (not
         # in it: 0; exiting: -1) the kernel's common_pid
         pid = np.where((tid > 0) & (tid < 1 << 22), tid, common_pid)
+        self.learn_pids(common_pid, tid)
         keep = np.isin(ident, np.fromiter(self.decoders, np.int64, len(self.decoders)))
         keep &= (pid >= 0) & (pid < 1 << 22)
         if self.skip_pid:
@@ -323,7 +325,11 @@ class MirrorDrain(DrainSlices):
         for k, i in enumerate(idents.tolist()):
             dec = self.decoders[i]
             at = raw[kind == k]
-            cols.append(dec.columns(Entries(data, u8, u32, at)))
+            columns = dec.columns(Entries(data, u8, u32, at))
+            if dec.pid_args:
+                columns = tuple(self.ns_pids(c) if i in dec.pid_args else c
+                                for i, c in enumerate(columns))
+            cols.append(columns)
             decs.append(dec)
         batch = EventBatch([d.tp for d in decs], kind, cpu, pid, ts, cols)
         return self.kernel.engine.emit_batch(batch)

@@ -80,6 +80,18 @@ class RemoteOpener:
         sock.settimeout(TIMEOUT)
 
     def open(self, attr: bytes, pid: int, cpu: int, cgroup_fd: Optional[int] = None) -> int:
+        """The new event's descriptor; :class:`OpenerGone` once the init
+        is gone or failed to answer (then for every later request: the
+        socket is closed), OSError with the kernel's errno otherwise."""
+        if self.sock.fileno() < 0:
+            raise OpenerGone(errno.ESRCH, "the command's init is gone")
+        try:
+            return self._open(attr, pid, cpu, cgroup_fd)
+        except OpenerGone:
+            self.sock.close()
+            raise
+
+    def _open(self, attr: bytes, pid: int, cpu: int, cgroup_fd: Optional[int]) -> int:
         head = _REQUEST.pack(pid, cpu, PERF_FLAG_PID_CGROUP if cgroup_fd is not None else 0)
         anc = [] if cgroup_fd is None else \
             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [cgroup_fd]).tobytes())]
@@ -99,14 +111,23 @@ class RemoteOpener:
                 os.close(fd)
             raise OSError(code, f"perf_event_open in the command's namespace: "
                                 f"{os.strerror(code)}")
-        if len(fds) != 1:
+        if len(fds) != 1 or not _is_perf_event(fds[0]):
             for fd in fds:
                 os.close(fd)
-            raise OpenerGone(errno.EPROTO, "the command's init answered no descriptor")
+            raise OpenerGone(errno.EPROTO, "the command's init answered no perf event")
         return fds[0]
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _is_perf_event(fd: int) -> bool:
+    """*fd* is a perf event (the init is the command's, which may be taken
+    over: the server uses nothing else it hands over)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[perf_event]"
+    except OSError:
+        return False
 
 
 def serve(sock: socket.socket) -> None:
