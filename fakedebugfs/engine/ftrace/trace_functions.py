@@ -21,12 +21,14 @@ the kernel's ``func_flags``, all trace arrays share.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Optional
 
 from fakedebugfs.engine.core.profile_files import has_profile_file, profile_file, read_profile_file
 from fakedebugfs.engine.ftrace.calltree import FunctionCalls, parse_calltrees
 from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
+from fakedebugfs.engine.ftrace.events import FTRACE_EVENTS
 from fakedebugfs.engine.ftrace.ftrace import FtraceOps, FtraceRecords
 from fakedebugfs.engine.ftrace.ftrace_probe import COMMANDS, clear_probes
 from fakedebugfs.engine.ftrace.output import timestamp
@@ -286,19 +288,22 @@ def attach(top) -> Optional[FunctionTrace]:
 
 
 def _profile_entries(top) -> None:
-    """The ``ftrace`` entries as the profile's kernel lays them out (6.12's
-    ``function`` has no ``args``), printed as trace_output.c prints them."""
-    from fakedebugfs.engine.ftrace.format_text import event_from_format
-
-    texts = top.profile.formats
+    """The ``function`` and ``func_repeats`` entries of the profile's kernel
+    printed as trace_output.c prints them (``trace_fn_trace``,
+    ``trace_func_repeats_print``).  The registry has made them in the
+    profile's layout (``EventRegistry._builtin``: 6.12's ``function`` has
+    no ``args``); only their ``show`` is set here.  The fake's own entry,
+    which the registry keeps when the profile's format is its own, is
+    shared by every kernel of the process: this kernel gets a copy."""
     for name, show in (("function", show_fn), ("func_repeats", show_repeats)):
-        text = texts.get(f"ftrace:{name}")
-        if text is None:
+        key = f"ftrace:{name}"
+        if key not in top.profile.formats or key not in top.events:
             continue
-        ev = event_from_format(text, "ftrace")
-        ev.show = show
-        top.events[ev.key] = ev
-        top.by_id[ev.id] = ev
+        ev = top.events[key]
+        if any(ev is own for own in FTRACE_EVENTS):
+            top.events[key] = dataclasses.replace(ev, show=show)
+        else:
+            ev.show = show
 
 
 def sym_text(tr, addr: int) -> str:
