@@ -130,3 +130,27 @@ def test_other_triggers_keep_the_per_event_path(trigger):
     trigger_cmds.write(k.ftrace, KMALLOC, trigger.encode())
     events = kmem_events(k, random.Random(1), 200)
     assert k.engine._batch_owners(from_pending(events)) is None
+
+
+def test_per_event_plan_aggregates_what_the_generic_path_does(monkeypatch):
+    """One by one, a trigger with a plan takes ``hist_batch.hit_one``
+    (filtered and named ones too); the generic ``event_hist_trigger``
+    (every trigger without a plan) gives the same hist files."""
+    extra = {KMALLOC: ("hist:keys=call_site:vals=bytes_req if bytes_req > 100",
+                       "hist:name=foo:keys=call_site.sym"),
+             KFREE: ("hist:name=foo:keys=call_site.sym",)}
+    rng = random.Random(7)
+    planned = make_kernel(True, True)
+    generic = make_kernel(True, True)
+    for k in (planned, generic):
+        for key, triggers in extra.items():
+            for trig in triggers:
+                trigger_cmds.write(k.ftrace, key, trig.encode())
+    events = kmem_events(planned, rng, 2500)
+    planned.engine._fire_each(events)
+    assert all(hist_batch.plan_of(t.hist_data) is not None
+               for key in (KMALLOC, KFREE) for t in planned.ftrace.triggers[key].list)
+    monkeypatch.setattr(hist_batch, "plan_of", lambda hd: None)
+    generic.engine._fire_each([Pending(generic.engine.tracepoints[f"{e.tp.system}:{e.tp.name}"],
+                                       *e[1:]) for e in events])
+    assert seen(planned) == seen(generic)

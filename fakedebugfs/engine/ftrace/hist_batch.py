@@ -252,6 +252,46 @@ def aggregate(hd, plan: HistPlan, rows, cpu, pid, comms: dict) -> None:
             s[i] = (s[i] + v) & U64
 
 
+def hit_one(hd, plan: HistPlan, payload: bytes, cpu: int, pid: int, comm) -> None:
+    """One event through a trigger with a plan (the per-event path's
+    ``event_hist_trigger`` for the common cases): its key's bytes and
+    values read from *payload* by the plan, the element found or made
+    (*comm*: the task's, for ``.execname``; None to look it up), the
+    sums added; no context or key pieces made on the way."""
+    vals = [_one(p, payload, cpu) for p in plan.keys]
+    key = b"".join(v.to_bytes(8, "little") for v in vals) if len(vals) > 1 \
+        else vals[0].to_bytes(8, "little")
+    tmap = hd.map
+    elt = tmap.index.get(key)
+    if elt is None:
+        if tmap.next_elt >= tmap.max_elts:
+            tmap.drops += 1
+            return
+        hd._current_pid, hd._current_comm = pid, comm
+        elt = tmap.insert(key)
+    else:
+        tmap.hits += 1
+    s = elt.sums
+    s[0] = (s[0] + 1) & U64
+    for i, p in plan.vals:
+        s[i] = (s[i] + _one(p, payload, cpu)) & U64
+
+
+def _one(p, payload: bytes, cpu: int) -> int:
+    """A column program of one record (:func:`_column` of one row)."""
+    kind = p[0]
+    if kind == "read":
+        _, off, size, dtype = p
+        return int.from_bytes(payload[off:off + size], "little", signed=dtype[1] == "i") & U64
+    if kind == "cpu":
+        return cpu & U64
+    if kind == "log2":
+        v = _one(p[1], payload, cpu)
+        return (v - 1).bit_length() if v > 1 else 0
+    v = _one(p[2], payload, cpu)
+    return v // p[1] * p[1]
+
+
 def run_triggers(tr, ev, trig, groups, m: int, cpu, pid) -> None:
     """Every hist trigger of *trig* (all :func:`batchable`) over the *m*
     events of one kind: *groups* their packed records, *cpu* and *pid*
@@ -268,4 +308,5 @@ def run_triggers(tr, ev, trig, groups, m: int, cpu, pid) -> None:
         aggregate(hd, plan, rows, cpu, pid, comms)
 
 
-__all__ = ["HistPlan", "aggregate", "batchable", "plan_of", "record_rows", "run_triggers"]
+__all__ = ["HistPlan", "aggregate", "batchable", "hit_one", "plan_of", "record_rows",
+           "run_triggers"]

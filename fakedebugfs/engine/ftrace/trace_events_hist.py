@@ -29,6 +29,7 @@ import errno
 import logging
 from typing import Optional
 
+from fakedebugfs.engine.ftrace import hist_batch
 from fakedebugfs.engine.ftrace.hist_actions import hist_vars
 from fakedebugfs.engine.ftrace.hist_data import (
     CLOCKS_IN_NS, HIST_ACTIONS_MAX, Ctx, HistAttrs, HistCmd, HistData, hist_err, hist_triggers)
@@ -119,6 +120,11 @@ class HistTrigger:
         try:
             payload = bytes(vals) if isinstance(vals, (bytes, bytearray)) else \
                 record_bytes(tr, self.key, rec if vals is None else vals, pid)  # (a replay's record)
+            plan = hist_batch.plan_of(hd)
+            if plan is not None:  # the common cases: keys and sums read by a plan
+                comm = rec.get("COMM") if isinstance(rec, dict) else None
+                hist_batch.hit_one(hd, plan, payload, cpu, pid, comm)
+                return
             ctx = Ctx(payload, ts, cpu, pid, tr.clock in CLOCKS_IN_NS, tr, rec)
             hd.hit(ctx)
         except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as err:
