@@ -234,7 +234,7 @@ def test_trace_pipe_raw_matches_trace(fake):
         common_type = struct.unpack_from("<H", payload)[0]
         assert by_id[common_type] == name
         assert f" [{cpu:03d}] " in line and f": {name}: " in line
-        usecs = ts // 1000
+        usecs = (ts + 500) // 1000  # ns2usecs: rounded
         assert f" {usecs // 1000000}.{usecs % 1000000:06d}: " in line
         fields = formats[name]["fields"]
         if name == "kmalloc":

@@ -177,8 +177,10 @@ _LAT: dict = {}  # (flags, preempt_count) -> lat_flags text
 
 
 def timestamp(ns: int) -> str:
-    """``trace_print_time``: ``%5llu.%06lu`` (microseconds)."""
-    usecs = ns // 1000
+    """``trace_print_time``: ``%5llu.%06lu`` of ``ns2usecs``, which rounds
+    to the nearest microsecond (the guest prints 6725665536 ns as
+    ``6.725666``)."""
+    usecs = (ns + 500) // 1000
     return f"{usecs // 1000000:5d}.{usecs % 1000000:06d}"
 
 

@@ -25,7 +25,7 @@ import struct
 from itertools import islice
 from typing import Iterator
 
-from fakedebugfs.engine.ftrace.output import lat_flags, timestamp
+from fakedebugfs.engine.ftrace.output import lat_flags
 from fakedebugfs.engine.ftrace.output_formats import latency_header
 from fakedebugfs.engine.ftrace.calltree_batch import WHOLE_TREE
 
@@ -412,8 +412,8 @@ class GraphText:
                       + self._proc(pid) + "\n ------------------------------------------\n\n")
         if not self.tr.options.get("context-info", True):
             return s
-        if f.get("funcgraph-abstime"):
-            s += timestamp(ts) + " |  "
+        if f.get("funcgraph-abstime"):  # print_graph_abs_time: truncated, not rounded
+            s += f"{ts // 1000000000:5d}.{ts % 1000000000 // 1000:06d} |  "
         if f.get("funcgraph-cpu"):
             s += f" {cpu:{self.cpu_width}d}) "
         if f.get("funcgraph-proc"):
