@@ -117,6 +117,18 @@ def test_raw_prints_numbers(both):
     assert [ln.split()[:2] for ln in body(fake["function raw"])] == [["42", "1"], ["43", "0"]]
 
 
+def test_the_time_is_rounded_to_the_microsecond(both):
+    """The context's time is ``ns2usecs`` of the entry's: rounded, as the
+    raw nanoseconds of the same entries show."""
+    for side in both:
+        raw = body(side["function raw"]) + body(side["nop raw"])
+        text = body(side["function none"]) + body(side["nop fields"])
+        assert len(raw) == len(text) >= 4
+        for r, t in zip(raw, text):
+            usecs = (int(r.split()[2]) + 500) // 1000
+            assert CONTEXT.fullmatch(t)[5] == f"{usecs // 1000000}.{usecs % 1000000:06d}"
+
+
 def test_hex_prints_fields_as_hex_groups(both):
     """``hex``: each number in hex, its width the field's, a space after
     each; a line ends with a newline of its own (after ``type: N``'s)."""
