@@ -198,7 +198,7 @@ def test_other_fakes_are_out_of_sight(fake):
         echo 1 > /sys/kernel/tracing/events/kmem/kmalloc/enable
         {FAKEDEBUGFS} emit "$FAKEDEBUGFS_MOUNT" kmem:kmalloc bytes_req=77 && echo OWN_OK
         grep -c 'bytes_req=77' /sys/kernel/tracing/trace
-    """)
+    """, "--mirror", "none")  # (the emitted event alone: not the shell's real kmallocs)
     assert p.returncode == 0, p.stderr
     assert "OTHER_SOCKET_SEEN" not in p.stdout and "OTHER_REACHED" not in p.stdout, p.stdout
     assert "OWN_OK" in p.stdout and p.stdout.split()[-1] == "1", (p.stdout, p.stderr)
@@ -344,8 +344,10 @@ def test_kallsyms_is_live(tmp_path):
     script = (f"trace-cmd record -e kmem -o {out} sleep 8 & sleep 3; "
               f"{FAKEDEBUGFS} replay \"$FAKEDEBUGFS_MOUNT\" {src} --keep-timestamps; wait")
     # linux-6.18: the profile of the kernel the recording comes from
-    p = run("--profile", "linux-6.18", "--workload", "none", "--", "bash", "-c", script,
-            timeout=180)
+    # (--mirror none: the recording's events alone, not trace-cmd's and the
+    # replay's own real kmem events, which run mirrors by default)
+    p = run("--profile", "linux-6.18", "--workload", "none", "--mirror", "none", "--", "bash",
+            "-c", script, timeout=180)
     assert p.returncode == 0, p.stderr
     got = report_lines(out)
     sites = [m for line in orig for m in re.findall(r"call_site=(\S+)", line)]
