@@ -38,8 +38,9 @@ pair's ratio is in ``spread["ratio"]``):
   RELEASEDIR), as ``ls -R``, ``find`` and ``perf list`` walk it;
   ``[C libfuse, cache_dir]``: the C server opening its directories with
   FOPEN_CACHE_DIR, so the kernel lists them from its cache after the
-  first pass (pyfuse3 3.5 cannot ask for it: its opendir reply sets no
-  flags).
+  first pass; the fake does the same with no OPENDIR at all (fs/dircache.py),
+  ``[fake, no dircache]`` is the fake asking for every listing, as it did
+  before (``FAKEDEBUGFS_NO_DIRCACHE=1``).
 * ``static_pattern_ms[...]``: OPEN, READ, READ, RELEASE of each event's
   ``format``, what ``trace-cmd stream`` and ``record`` read at start
   (twice each).
@@ -120,9 +121,12 @@ def _event_list(workdir: str) -> str:
 
 
 @contextlib.contextmanager
-def fake_side(client: str, events: str, pattern: str):
-    with TrialProcess([FAKEDEBUGFS, "run", "--workload", "none", "--", client,
-                       "/sys/kernel/tracing/events", events, pattern]) as trial:
+def fake_side(client: str, events: str, pattern: str, dircache: bool = True):
+    """Passes inside one ``fakedebugfs run``; without *dircache*, its
+    server asks for every listing (``FAKEDEBUGFS_NO_DIRCACHE=1``)."""
+    env = [] if dircache else ["env", "FAKEDEBUGFS_NO_DIRCACHE=1"]
+    with TrialProcess(env + [FAKEDEBUGFS, "run", "--workload", "none", "--", client,
+                             "/sys/kernel/tracing/events", events, pattern]) as trial:
         yield trial
 
 
@@ -175,6 +179,9 @@ def run(trials: int = TRIALS, patterns=PATTERNS) -> list[dict]:
             with contextlib.ExitStack() as stack:
                 labels = ["", "[C libfuse]", "[C libfuse, spin]"]
                 sides = [stack.enter_context(fake_side(client, events, pattern))]
+                if pattern == "walk":
+                    sides.append(stack.enter_context(fake_side(client, events, pattern, False)))
+                    labels.insert(1, "[fake, no dircache]")
                 for mode in ("", "--spin") + (("--cache-dir",) if pattern == "walk" else ()):
                     sides.append(stack.enter_context(c_side(server, client, events, pattern,
                                                             workdir, mode)))

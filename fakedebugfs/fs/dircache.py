@@ -42,6 +42,7 @@ its last change).
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import pyfuse3
@@ -49,8 +50,11 @@ import pyfuse3
 log = logging.getLogger(__name__)
 
 # pyfuse3 with dircache.patch (readdir_nowait, FileInfo.cache_readdir):
-# the kernel may keep listings (without it every listing is asked for)
-CACHE_LISTINGS = hasattr(pyfuse3.FileInfo(), "cache_readdir")
+# the kernel may keep listings (without it every listing is asked for);
+# FAKEDEBUGFS_NO_DIRCACHE=1 in the server's environment asks for every
+# listing as before (bench/bench_floor.py's walk row measures both)
+CACHE_LISTINGS = hasattr(pyfuse3.FileInfo(), "cache_readdir") and \
+    not os.environ.get("FAKEDEBUGFS_NO_DIRCACHE")
 
 
 def listing_changed(node) -> None:
