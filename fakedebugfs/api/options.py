@@ -343,10 +343,14 @@ def build_server(options: MountOptions, mountpoint: str, implicit: bool = False)
                 logging.getLogger(__name__).warning("mirror: not started: %s", err)
             if implicit and mirror is not None:
                 # the command's process events and context switches stay the
-                # watcher's: its tasks and the CPUs' idle task, as before
-                from fakedebugfs.server.watch import SIDEBAND
+                # watcher's: its tasks and the CPUs' idle task, as before; so
+                # do a fork's kmallocs where the profile shows them (its own
+                # call sites: the running kernel's are another build's)
+                from fakedebugfs.server.watch import FORK_KMALLOC, SIDEBAND
+                from fakedebugfs.sources.forkallocs import shown
 
-                mirror.leave = frozenset(SIDEBAND)
+                mirror.leave = frozenset(SIDEBAND) | (
+                    {FORK_KMALLOC} if shown(kernel.engine.kallsyms) else set())
     except (ValueError, OSError) as err:
         raise MountError(str(err)) from None
     return Server(kernel, mountpoint, workload, rate=options.rate, batch_ms=options.batch_ms,

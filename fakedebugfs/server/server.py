@@ -43,6 +43,7 @@ MAX_TASKS = 512  # FUSE requests in flight: blocking readers each hold one
 # loop kept busy by a reader's requests (GET_PRODUCED lagging, pages lost).
 GIL_SWITCH = 0.0005
 MIRROR_EVERY = 0.002  # seconds between drains of --mirror's rings
+MIRROR_IDLE = 0.1  # ... while no event is mirrored (the rings hold comms and forks only)
 MIRROR_SYNC_BYTES = 256 << 10  # slices of each ring a FUSE request drains first
 MIRROR_SYNC_S = 0.05  # ... until what was there when it came, or this long
 MIRROR_WRITE_SYNC_S = 10.0  # a write (tracing_on, enable, set_event_pid): all of it
@@ -199,7 +200,9 @@ class Server(ControlSocket):
         mirror = self.mirror
         mirror.on_fire = self.kernel.engine.batch_done
         while True:
-            await trio.sleep(MIRROR_EVERY)
+            # nothing enabled (run's default mirror, before any enable): no
+            # wake-up every 2 ms; a FUSE request drains what it needs itself
+            await trio.sleep(MIRROR_EVERY if mirror.opened else MIRROR_IDLE)
             if mirror.rings and mirror.pending():
                 await slicer.quiet()  # a tool's sweep first (fs/slices.py)
                 async with slicer.turn(slicer.WRITER) as turn:
@@ -264,16 +267,19 @@ class Server(ControlSocket):
         come and go, give the heap's free pages back (:func:`release_heap`):
         a batch's arrays, or a removed instance's ring buffers, are freed
         but glibc keeps the pages (~5 MB after 400,000 kmem events with
-        every tracer on; 2.8 MB an instance); a trim costs ~0.2 ms."""
-        engine, seen = self.kernel.engine, None
+        every tracer on; 2.8 MB an instance); a trim costs ~0.2 ms.  After
+        instances went, Python's free lists are emptied first
+        (``free_lists``)."""
+        engine, seen = self.kernel.engine, (None, self.kernel.ftrace.instances_removed)
         while True:
             await trio.sleep(TRIM_EVERY)
             # (instances removed, not how many there are: a cycle of mkdir
             # and rmdir between two ticks leaves the count as it was)
             now = (engine.emitted, self.kernel.ftrace.instances_removed)
             if now != seen:
+                removed = now[1] != seen[1]
                 seen = now
-                release_heap()
+                release_heap(free_lists=removed)
 
     async def watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
@@ -338,10 +344,22 @@ class Server(ControlSocket):
             sys.setswitchinterval(switch)
 
 
-def release_heap() -> None:
+def release_heap(free_lists: bool = False) -> None:
     """``malloc_trim(0)``: glibc keeps the pages of freed memory for later
     allocations; this gives those it can back to the system (a no-op
-    without glibc)."""
+    without glibc).  A trim gives back only whole free pages.
+
+    With *free_lists*, after instances were removed: Python keeps freed
+    tuples (up to 2,000 of each length), lists, dicts and frames on free
+    lists of its own for reuse, so some of a removed instance's objects
+    stay allocated, one or two on each page its tree had, and those pages
+    stay (each removed 6.12 instance's 11-flag tuple alone: 300 more
+    pages a cycle of 300 until that list is full, 1 MB a cycle).  A full
+    collection empties those lists (and scans only what was made since
+    the last ``settle_heap``: a few hundred objects), so the pages of a
+    removed instance all go back, as the kernel's at ``instance_rmdir``."""
+    if free_lists:
+        gc.collect()
     global _malloc_trim
     if _malloc_trim is None:
         import ctypes
