@@ -446,6 +446,24 @@ def test_btf_arguments_as_the_guest():
     assert strip(out.stdout) == strip((FIXTURES / "btf-args.debian-6.12.out").read_text())
 
 
+def test_probes_inside_a_function_as_the_guest():
+    """fixtures/kprobes/insn-boundary.sh (``SYM+OFFS`` at every offset of
+    the first 25 bytes of four functions, a ud2, a return probe past the
+    entry), run in the Debian 6.12 guest and under ``fakedebugfs run``: the
+    same probes taken, each refusal with the same errno (EILSEQ off an
+    instruction boundary, EINVAL at a BUG site's ud2), the same listing and
+    ``error_log`` entries with their carets (timestamps cut)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
+         "none", "--", "bash", str(FIXTURES / "insn-boundary.sh")],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    strip = lambda text: re.sub(r"(?m)^\[ *\d+\.\d+\] ", "", text)
+    guest = strip((FIXTURES / "insn-boundary.debian-6.12.out").read_text())
+    assert "Invalid or incomplete multibyte" in guest and "Invalid argument" in guest
+    assert strip(out.stdout) == guest
+
+
 def test_tracepoint_probes_fire_with_their_tracepoint(fk, t):
     """A tracepoint probe records an entry each time its tracepoint fires:
     ``__probe_ip`` is the tracepoint's stub past its endbr64, as the

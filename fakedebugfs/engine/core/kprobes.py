@@ -25,8 +25,10 @@
   site, i.e. not in the profile's ``available_filter_functions``.
 * :meth:`Kprobes.register` is ``register_kprobe``'s errno: ENOENT (no such
   symbol or address), EINVAL (not text, blacklisted, a preamble, not the
-  entry for a return probe), 0.  Instruction boundaries (EILSEQ) are not
-  checked: the fake has no kernel text to decode.
+  entry for a return probe), EILSEQ (x86's ``can_probe``: not an
+  instruction boundary, or an exception instruction, by the profile's
+  ``text_insns`` table, :mod:`.text_insns`; not checked where the profile
+  has none), 0.
 """
 
 from __future__ import annotations
@@ -45,10 +47,13 @@ BLACKLIST_VAR = "_kbl_addr_"
 class Kprobes:
     """The kprobe rules over one symbol table *ksyms* (read when first asked)."""
 
-    def __init__(self, ksyms, filter_functions_path=None, blacklist_path=None):
+    def __init__(self, ksyms, filter_functions_path=None, blacklist_path=None,
+                 text_insns_path=None):
         self.ksyms = ksyms
         self.filter_functions_path = filter_functions_path
         self.blacklist_path = blacklist_path
+        self.text_insns_path = text_insns_path
+        self._insns = None  # the TextInsns table (read when a probe is first placed)
         self._ranges = None  # sorted (start, end) of the blacklist
         self._traceable = None  # names with an ftrace site
         self._sites = None  # the ftrace sites' addresses (available_filter_functions_addrs)
@@ -190,7 +195,27 @@ class Kprobes:
         name = ks.lookup_symbol_name(addr) or ""
         if self.blacklisted(addr) or name.startswith(("__cfi_", "__pfx_")):
             return errno.EINVAL
+        if self.probe_point(addr) == "bug":  # find_bug: a BUG()/WARN() site's ud2
+            return errno.EINVAL
         return 0
+
+    def probe_point(self, addr: int):
+        """What the profile's ``text_insns`` says is at *addr*
+        (:meth:`.text_insns.TextInsns.probe_point`), None where it does not tell."""
+        if self.text_insns_path is None:
+            return None
+        if self._insns is None:
+            from fakedebugfs.engine.core.text_insns import TextInsns
+
+            self._insns = TextInsns(read_profile_file(self.text_insns_path))
+        found = self.ksyms.lookup_size_offset(addr)
+        return None if found is None else self._insns.probe_point(addr - found[1], addr)
+
+    def can_probe(self, addr: int) -> bool:
+        """x86's ``can_probe`` (``arch_prepare_kprobe``'s EILSEQ): *addr*
+        is an instruction boundary of its function, and not an exception
+        instruction; True where the profile's table does not tell."""
+        return self.probe_point(addr) in (None, "boundary", "bug")
 
     def register(self, symbol, offset: int, addr: int = 0, is_return: bool = False) -> int:
         """``register_kprobe``/``register_kretprobe``: 0 or the errno."""
@@ -202,7 +227,10 @@ class Kprobes:
             where, _ = self.kprobe_addr(symbol, offset, addr)
         except OSError as err:
             return err.errno
-        return self.address_safe(where)
+        ret = self.address_safe(where)
+        if ret == 0 and not self.can_probe(where):  # prepare_kprobe
+            return errno.EILSEQ
+        return ret
 
 
 def kprobes_of(engine, profile):
@@ -221,7 +249,8 @@ def kprobes_of(engine, profile):
         aff = path / "available_filter_functions" if path is not None else None
         bl = path / "kprobes_blacklist" if path is not None else None
         kp = Kprobes(ks, aff if aff is not None and aff.is_file() else None,
-                     bl if bl is not None and bl.is_file() else None)
+                     bl if bl is not None and bl.is_file() else None,
+                     profile_file(path, "text_insns"))
         engine.__dict__["kprobes"] = kp
     return kp
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 # written as NAME.xz by capture-profile (the files above 1 MB of a distro kernel's profile)
-COMPRESSED = ("kallsyms", "btf", "available_filter_functions_addrs")
+COMPRESSED = ("kallsyms", "btf", "available_filter_functions_addrs", "text_insns")
 SUFFIX = ".xz"
 
 

@@ -30,6 +30,10 @@ commit next to their tool's tests; this module reads them back:
                       (:mod:`fakedebugfs.oracle.pci_devices`)
     instance_modes    the oracle's captures only: ``modes`` of a new
                       instance's files and ``options/``
+    text_insns        the oracle's profiles only: the instruction lengths of
+                      each text symbol, from the kernel package's image
+                      (:mod:`fakedebugfs.oracle.text_insns`), for kprobes'
+                      instruction boundaries
     oracle            the Debian kernel package that boots this kernel under
                       QEMU (``python -m fakedebugfs.oracle``), for profiles
                       captured there

@@ -316,6 +316,8 @@ def _check_registered(tk: TraceKprobe, dyn, log) -> None:
     ret = _register_probe(tk, dyn)
     if ret:
         log.index = 1
+        if ret == errno.EILSEQ:
+            raise log.err(0, "BAD_INSN_BNDRY", ret)
         if ret == errno.ENOENT:
             raise log.err(0, "BAD_PROBE_ADDR", ret)
         raise log.err(0, "FAIL_REG_PROBE", ret)
