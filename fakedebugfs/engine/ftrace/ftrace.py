@@ -204,6 +204,7 @@ class FtraceRecords:
             names.append(parts[0])
             mods.append(parts[1][1:-1] if len(parts) > 1 else None)
         self.mods, self.addrs = mods, addrs
+        self.exact = not plain  # the kernel's addresses (else made up, 16 bytes apart)
         self.modules = {m for m in mods if m}
         self._names = names
 

@@ -110,7 +110,7 @@ class KprobeFtrace:
                         continue
                     if known is None:
                         known = self._known(tree, calls.firing)
-                    start = addr or tree.addrs[k] - 4  # where the probe sits
+                    start = addr or tree.starts[k]  # where the probe sits
                     if p.is_return and k in tree.never_returns():
                         continue
                     if p.is_return:
