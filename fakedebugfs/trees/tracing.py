@@ -50,6 +50,7 @@ from fakedebugfs.trees.tracing_functions import add_function_files, remove_funct
 from fakedebugfs.trees.tracing_marker import Marker
 from fakedebugfs.trees.tracing_options import OptionsDir
 from fakedebugfs.trees.tracing_pipes import TracePipe, TracePipeRaw, TraceText
+from fakedebugfs.trees.tracing_task import as_writer
 
 RW, RO, WO = 0o640, 0o440, 0o220
 MAX_TRACER_SIZE = 100
@@ -148,7 +149,8 @@ class TracingTree(EventsDir, OptionsDir):
         root.file("current_tracer", RW, CountFile(lambda: ft.tracer.name + "\n",
                                                   self._set_tracer))
         dyn = dyn_events(self.top, _dyn_kinds(self.top), _stat_path, probe_facts(self.top.profile))
-        root.file("dynamic_events", RW, CountFile(dyn.show, dyn.write, dyn.release_all))
+        root.file("dynamic_events", RW, CountFile(dyn.show, as_writer(self.top.engine, dyn.write),
+                                                  dyn.release_all))
         root.file("error_log", RW, CountFile(lambda: b"".join(ft.error_log), lambda d: None,
                                              ft.error_log.clear))
         root.file("free_buffer", 0o200, FreeBuffer(ft))
@@ -183,7 +185,8 @@ class TracingTree(EventsDir, OptionsDir):
         root.file("tracing_on", RW, ValueFile(lambda: f"{int(ft.tracing_on)}\n", self._tracing_on))
         for kind in _probe_files(self.top):  # trace_[ku]probe.c's files, where the kernel has them
             root.file(f"{kind}_events", RW, CountFile(
-                lambda kind=kind: dyn.show(kind), lambda data, kind=kind: dyn.write(data, kind),
+                lambda kind=kind: dyn.show(kind),
+                as_writer(self.top.engine, lambda data, kind=kind: dyn.write(data, kind)),
                 lambda kind=kind: dyn.release_all(kind)))
             root.file(f"{kind}_profile", RO, SeqFile(lambda kind=kind: dyn.profile(kind)))
         root.file("tracing_thresh", RW, ValueFile(

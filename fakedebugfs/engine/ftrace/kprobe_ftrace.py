@@ -147,7 +147,11 @@ class KprobeFtrace:
         return [(*f[:5], f[5] in on) for f in fired if f[2].is_return]
 
     def _known(self, tree, firing) -> list:
-        """What each call of *tree* gets from the event that started it."""
+        """What each call of *tree* gets from the event that started it (a
+        tree of the fake's own calls says it: :mod:`.eventfs_calls`)."""
+        own = getattr(tree, "known", None)
+        if own is not None:
+            return own
         if firing is None:
             return [None] * len(tree.nodes)
         dyn = self.top.__dict__.get("dyn_events")

@@ -226,6 +226,59 @@ class _Addr(int):
     number fetch the memory there (unknown to the fake)."""
 
 
+def read_memory(ctx: CallContext, addr: int, size: int) -> Optional[bytes]:
+    """*size* bytes of kernel memory at *addr* where the fake knows them:
+    inside a string it placed, an object of its own (its text, then NULs
+    up to the next 8 bytes: the ``kmalloc`` object a ``kstrdup`` fills;
+    ``+0(%di):char[4]`` of ``"ng"`` is ``{'n','g','\\0','\\0'}`` in the
+    guest), else None (``copy_from_kernel_nofault`` failing)."""
+    for base, text in ctx.strings.items():
+        raw = text.encode(errors="surrogateescape") + b"\0"
+        raw += bytes(-len(raw) % 8)
+        if base <= addr and addr + size <= base + len(raw):
+            return raw[addr - base:addr - base + size]
+    return None
+
+
+def read_string(ctx: CallContext, addr: int) -> str:
+    """``fetch_store_string``: the NUL-terminated text at *addr*, "" (printed
+    ``(fault)``) where the fake knows no string there."""
+    for base, text in ctx.strings.items():
+        raw = text.encode(errors="surrogateescape")
+        if base <= addr <= base + len(raw):
+            return raw[addr - base:].decode(errors="surrogateescape")
+    return ""
+
+
+def _bitfield(comm: str):
+    """``(width, offset)`` of a ``:b<width>@<offset>/<size>`` type, else None."""
+    t = comm.rpartition(":")[2]
+    if not t.startswith("b") or "@" not in t or "/" not in t:
+        return None
+    try:
+        width, _, rest = t[1:].partition("@")
+        return int(width, 0), int(rest.partition("/")[0], 0)
+    except ValueError:
+        return None
+
+
+def _from_memory(arg, ctx: CallContext, addr: int):
+    """A number (or an array's numbers) read at *addr* as the arg's type
+    (``probe_mem_read``, then ``fetch_apply_bitfield``); 0 where unknown."""
+    size, n = arg.type.size, arg.count or 1
+    raw = read_memory(ctx, addr, size * n)
+    if raw is None:
+        return [0] * arg.count if arg.count else 0
+    vals = [int.from_bytes(raw[i * size:(i + 1) * size], "little", signed=bool(arg.type.signed))
+            for i in range(n)]
+    bf = _bitfield(arg.comm)
+    if bf is not None:
+        bits = 8 * size
+        width, offset = bf
+        vals = [((v & ((1 << bits) - 1)) >> offset) & ((1 << width) - 1) for v in vals]
+    return vals if arg.count else vals[0]
+
+
 def fetch(arg, ctx: CallContext, at_entry: bool = True, is_return: bool = False):
     """The value one :class:`~.trace_probe.ProbeArg` records at a call."""
     v = _value(_split_type(arg.comm), ctx, at_entry, is_return)
@@ -233,9 +286,11 @@ def fetch(arg, ctx: CallContext, at_entry: bool = True, is_return: bool = False)
         if isinstance(v, str):
             return v
         if isinstance(v, int):  # the address the string is at (a char * parameter too)
-            return ctx.strings.get(int(v), "")
+            return read_string(ctx, int(v))
         return ""
-    if isinstance(v, _Addr) or not isinstance(v, int):
+    if isinstance(v, _Addr):
+        return _from_memory(arg, ctx, int(v))
+    if not isinstance(v, int):
         return [0] * arg.count if arg.count else 0
     return [v] + [0] * (arg.count - 1) if arg.count else v
 
@@ -250,4 +305,4 @@ def probe_values(probe, ctx: CallContext, head: dict, at_entry: bool = True) -> 
 
 
 __all__ = ["CallContext", "call_params", "event_values", "fetch", "probe_values",
-           "string_address"]
+           "read_memory", "read_string", "string_address"]

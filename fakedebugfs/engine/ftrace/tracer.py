@@ -29,6 +29,7 @@ from fakedebugfs.engine.ftrace.cmdlines import SavedCmdlines, SavedTgids
 from fakedebugfs.engine.ftrace.control import DEFAULT_SAVED_CMDLINES
 from fakedebugfs.engine.ftrace.events import FTRACE_EVENTS, KMEM_EVENTS, EventType, field_key
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
+from fakedebugfs.engine.ftrace.eventfs_calls import event_added
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer
 from fakedebugfs.engine.ftrace.profile import Profile
 from fakedebugfs.engine.core.kallsyms_profile import use_profile_kallsyms
@@ -106,6 +107,7 @@ class Ftrace(TraceArray):
             tr.probes[ev.key] = tr.make_probe(ev)
             for callback in tr.on_event_added:
                 callback(ev)
+        event_added(self, ev)  # its directories' eventfs_create_dir calls
 
     def remove_event(self, key: str) -> None:
         """``trace_remove_event_call``: the event *key* leaves every trace
