@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -183,7 +184,9 @@ def kmem_trial(rate: int, workdir: str, triggers: bool = True) -> dict:
     cmd = [FAKEDEBUGFS, "run", "--profile", "debian-6.12", "--cpus", "2", "--workload", "kmem",
            "--rate", str(rate), "--count", str(count), "--seed", "1", "--",
            "sh", script, dat, str(KMEM_SECONDS), "1" if triggers else "0"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr[-500:]}")
     report = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True,
@@ -191,11 +194,16 @@ def kmem_trial(rate: int, workdir: str, triggers: bool = True) -> dict:
     stats = subprocess.run(["trace-cmd", "report", "--stat", "-i", dat], capture_output=True,
                            text=True, timeout=60).stdout
     os.unlink(dat)
+    # the CPU time of the whole run (server, trace-cmd, its recorders): a
+    # figure the machine's other work changes less than the rates
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     stamps = [float(s) for s in _KMEM_STAMP.findall(report)]
     out = measured(report, stats, stamps)
     words = p.stdout.split()
     if triggers and len(words) == 4:
         out.update(hist_hits=[int(w) for w in words[:2]], hist_dropped=[int(w) for w in words[2:]])
+    out["cpu_s"] = round(cpu, 2)
+    out["cpu_us_per_event"] = round(cpu / out["events"] * 1e6, 3) if out["events"] else None
     return {"rate": rate, "triggers": triggers, **out}
 
 
