@@ -180,6 +180,25 @@ def _userns_forbidden() -> str | None:
     return None
 
 
+def test_rootless_says_once_that_it_does_not_mirror(nobody_dir):
+    """run mirrors its command's tree by default where perf_event_open
+    allows it; uid 65534 (perf_event_paranoid 2 here) runs without, told
+    so in one line with the fix; --mirror none is silent."""
+    if reason := _userns_forbidden():
+        pytest.skip(reason)
+    p = rootless(nobody_dir, ["--", "sh", "-c", "echo ran"])
+    assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "not mirrored" in lines[0], p.stderr
+    assert "perf_event_paranoid=-1" in lines[0] and "--mirror none" in lines[0]
+    again = nobody_dir / "again"
+    again.mkdir()
+    os.chown(again, NOBODY, NOBODY)
+    quiet = rootless(again, ["--mirror", "none", "--", "sh", "-c", "echo ran"])
+    assert quiet.returncode == 0 and quiet.stdout == "ran\n", quiet.stderr
+    assert "mirror" not in quiet.stderr, quiet.stderr
+
+
 @pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed")
 def test_rootless_trace_cmd_records(nobody_dir):
     if reason := _userns_forbidden():
