@@ -29,11 +29,14 @@ by one: same elements made in the same order (same slots), same counters.
 
 from __future__ import annotations
 
+import logging
+
 from fakedebugfs.engine.core import fast
 from fakedebugfs.engine.core.lazynp import np
 from fakedebugfs.engine.ftrace.hist_fields import (FL_EXPR, FL_STACKTRACE, FL_STRING,
                                                   FL_TIMESTAMP, FL_VAR, FL_VAR_REF)
 
+log = logging.getLogger(__name__)
 U64 = (1 << 64) - 1
 _READS = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8",
           "s8": "<i1", "s16": "<i2", "s32": "<i4", "s64": "<i8"}
@@ -303,9 +306,15 @@ def run_triggers(tr, ev, trig, groups, m: int, cpu, pid) -> None:
             continue
         hd = t.hist_data
         plan = plan_of(hd)
-        if rows is None:
-            rows = record_rows(groups, m, max(plan.width, ev.size))
-        aggregate(hd, plan, rows, cpu, pid, comms)
+        try:
+            if rows is None:
+                rows = record_rows(groups, m, max(plan.width, ev.size))
+            aggregate(hd, plan, rows, cpu, pid, comms)
+        except (ArithmeticError, LookupError, TypeError, ValueError) as err:
+            # as one by one (HistTrigger.fire): what cannot be aggregated is
+            # counted dropped, never the server's end
+            hd.map.drops += m
+            log.debug("hist trigger on %s, a batch of %d: %r", ev.key, m, err)
 
 
 __all__ = ["HistPlan", "aggregate", "batchable", "hit_one", "plan_of", "record_rows",
