@@ -38,10 +38,13 @@ def test_eventfs_create_dir_arguments_as_the_guest():
     bitfield, and its ``size`` (``%cx``: 6 files for an event, 2 for a
     system); then an event in an existing group, one in a new group and a
     long name, with an instance beside the top level: the same hits, in the
-    same order, as the guest's."""
+    same order, as the guest's; the function tracer (``sym-offset``) sees
+    the same calls with the guest's callers (``event_create_dir+0x1c4``
+    for a system, ``+0xc4`` for an event)."""
     got = run((FIXTURES / "eventfs-args.sh").read_text())
     guest = (FIXTURES / "eventfs-args.debian-6.12.out").read_text()
     assert "s=\"ng\" s1=\"g\" sz=0x2" in guest
+    assert "<-event_create_dir+0x1c4/0x3d0" in guest
     assert got == guest
 
 
