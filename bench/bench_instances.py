@@ -9,6 +9,7 @@ the aim is 0; the issue asks for at most 5 MB after 5 cycles of 1,000.
 
     python -m bench instances                       # the row as a table
     BENCH_INSTANCES=5x1000 python -m bench instances  # cycles x per cycle
+    BENCH_INSTANCES_PROFILE=linux-6.18 python -m bench instances  # another profile
 
 The detail lists the RSS after each cycle and the seconds per instance
 (``mkdir`` + ``rmdir`` through FUSE).  tests/test_instance_memory.py checks
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Optional
 
 CYCLES, PER_CYCLE = 5, 1000
 SIZE_ENV = "BENCH_INSTANCES"  # "CYCLESxPER_CYCLE"
+PROFILE_ENV = "BENCH_INSTANCES_PROFILE"  # the fake's profile (unset: the default)
 SETTLE_S = 8.0  # the longest wait for the trim after a cycle
 
 
@@ -44,10 +47,11 @@ def settled_rss(pid: int, target: int, within: float = SETTLE_S) -> int:
     return best
 
 
-def cycles_row(cycles: int = CYCLES, per_cycle: int = PER_CYCLE) -> dict:
+def cycles_row(cycles: int = CYCLES, per_cycle: int = PER_CYCLE,
+               profile: Optional[str] = None) -> dict:
     from fakedebugfs import Fake
 
-    with Fake(cpus=2) as fk:
+    with Fake(cpus=2, **({"profile": profile} if profile else {})) as fk:
         pid = fk.status()["pid"]
         instances = fk.tracing / "instances"
         start = settled_rss(pid, 0, 2.0)  # (after the mount's own trim)
@@ -61,7 +65,8 @@ def cycles_row(cycles: int = CYCLES, per_cycle: int = PER_CYCLE) -> dict:
             spent += time.monotonic() - t0
             after.append(settled_rss(pid, start))
     grown = [round((kb - start) / 1024, 1) for kb in after]
-    return {"name": f"instance_cycles_rss_growth ({cycles}x{per_cycle})",
+    return {"name": f"instance_cycles_rss_growth ({cycles}x{per_cycle}"
+                    f"{', ' + profile if profile else ''})",
             "fake": grown[-1], "real": None, "unit": "MB",
             "detail": {"start_mb": round(start / 1024, 1), "growth_after_each_mb": grown,
                        "ms_per_instance": round(spent * 1000 / (cycles * per_cycle), 2)}}
@@ -71,7 +76,7 @@ def run() -> list[dict]:
     cycles, per_cycle = CYCLES, PER_CYCLE
     if os.environ.get(SIZE_ENV):
         cycles, per_cycle = (int(n) for n in os.environ[SIZE_ENV].lower().split("x"))
-    return [cycles_row(cycles, per_cycle)]
+    return [cycles_row(cycles, per_cycle, os.environ.get(PROFILE_ENV) or None)]
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ at its rmdir: trees/tracing.py ``Instances.rmdir``; before, about 25 KB an
 instance stayed in the collector's frozen generation, 7-8 MB a cycle of
 300 here; under a profile with the function tracer, each array's
 ``ftrace_ops`` and its change hook held each other: trace_functions.py
-``remove_instance`` breaks that)."""
+``remove_instance`` breaks that), and the pages their objects had go back
+to the system (the heap trim after removals empties Python's free lists
+first: server/server.py ``release_heap``)."""
 
 from __future__ import annotations
 
@@ -38,12 +40,13 @@ def rss_within(pid: int, limit: int, within: float = 8.0) -> int:
     return now
 
 
-# KiB the heap may still grow over cycles 2-4: a 6.12 instance (the
-# function tracer's and hist files: a third more nodes) leaves the C
-# allocator's heap about 1 MB larger a cycle for its first six or seven
-# cycles of 300, then flat (8 cycles: +6.2 MB, the last +8 KB); the leak
-# fixed in trace_functions.py grew 13 MB in these 3 cycles
-GROWTH = {"linux-6.18": 4096, "debian-6.12": 6144}
+# KiB the heap may still grow over cycles 2-4 (both profiles: 0.1-0.4 MB
+# here).  Python's free lists once kept a removed instance's tuples, one
+# on each page of its tree: under 6.12 about 1 MB a cycle of 300, 3-4 MB
+# over these 3 cycles, until the lists were full (emptied by the heap
+# trim after removals now: server.py release_heap); the leak fixed in
+# trace_functions.py grew 13 MB in these 3 cycles
+GROWTH = {"linux-6.18": 2048, "debian-6.12": 2048}
 
 
 @pytest.mark.parametrize("profile", sorted(GROWTH))

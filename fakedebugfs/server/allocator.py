@@ -7,7 +7,8 @@ object in it is gone, so the dictionaries and strings of a thousand
 instances, freed among long-lived objects, stay: 47 MB after 5 cycles of
 1,000 ``mkdir`` and ``rmdir``, growing each cycle.  With the C library's
 allocator the heap trim after removals (``malloc_trim``, server.py)
-returns it: 5.6 MB after the first cycle and flat after
+returns it: 5.6 MB after the first cycle and flat after; with Python's
+free lists emptied first and the inode table shrunk back, about 1 MB
 (``python -m bench instances``, docs/figures.md).
 
 The allocator is chosen when an interpreter starts (``PYTHONMALLOC``), so
