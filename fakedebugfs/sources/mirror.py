@@ -290,6 +290,9 @@ class Mirror(MirrorDrain):
         self.lost = 0  # samples the kernel reported lost
         self.refused: list[str] = []
         self.leave: frozenset = frozenset()  # events left to another source (run's watcher)
+        # opened only once a trace array records them (run's default): not for
+        # the function tracers' call trees, which ask for their start events
+        self.recorded_only = False
         self.absent: set[str] = set()  # enabled events the running kernel lacks
         self.members: Optional[set] = None  # tree: the tasks of the tree (leaders' forks)
         self.cgroup_fd: Optional[int] = None  # tree: the command's cgroup, where one is made
@@ -370,6 +373,18 @@ class Mirror(MirrorDrain):
     def attach(self) -> None:
         """Follow the fake's enables from now on."""
         self.kernel.ftrace.on_enable_change.append(self.enable_change)
+        self.kernel.ftrace.on_enabled.append(self.enabled_change)
+
+    def enabled_change(self, tr, key: str, on: bool) -> None:
+        """A trace array's probe of *key* registered (*on*): with
+        :attr:`recorded_only`, the event is opened now (a call tree's
+        start event, which no array records, never is)."""
+        if on and self.recorded_only and self.rings and self._mirrorable(key):
+            self._open_event(key)
+
+    def _mirrorable(self, key: str) -> bool:
+        return not (key.startswith("ftrace:") or key.startswith("kmemtrace:")
+                    or key in self.leave or is_dynamic(self.kernel.ftrace, key))
 
     def wanted(self) -> list[str]:
         """Every event some trace array has enabled."""
@@ -389,7 +404,7 @@ class Mirror(MirrorDrain):
             return  # another source makes them (run's process watcher, in the command's world)
         if on:
             self.check_event(key)
-            if self.rings:
+            if self.rings and not self.recorded_only:
                 self._open_event(key)
             return
         # called before the array lets go: what the kernel recorded until
