@@ -23,7 +23,8 @@ import pytest
 
 from conftest import FAKEDEBUGFS, read_chunks, run_cli
 from fakedebugfs.engine.core.profile_files import COMPRESSED, SUFFIX, read_profile_file
-from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES, Profile, shipped_profiles
+from fakedebugfs.engine.core.text_insns import TextInsns
+from fakedebugfs.engine.ftrace.profile import RECORDED, SHIPPED_PROFILES, Profile, shipped_profiles
 from support import realtracefs
 
 ROOT = os.geteuid() == 0
@@ -53,9 +54,11 @@ def test_capture_profile_reproduces_the_shipped_profile(tmp_path):
     out = tmp_path / "prof"
     res = host(FAKEDEBUGFS, "capture-profile", out, "-q")
     assert res.returncode == 0, res.stderr
-    shipped = sorted(p.name for p in HOST_PROFILE.iterdir())
-    # every shipped file, and only kallsyms.xz more: the shipped profile
-    # leaves it out (without it the fake lays out its own table of functions)
+    shipped = sorted(p.name for p in HOST_PROFILE.iterdir()
+                     if p.name.removesuffix(SUFFIX) not in RECORDED)
+    # every shipped file but those a capture cannot make (RECORDED), and
+    # only kallsyms.xz more: the shipped profile leaves it out (without it
+    # the fake lays out its own table of functions)
     assert sorted(p.name for p in out.iterdir() if p.name != "kallsyms.xz") == shipped
     for name in shipped:
         assert (out / name).read_bytes() == (HOST_PROFILE / name).read_bytes(), name
@@ -64,19 +67,21 @@ def test_capture_profile_reproduces_the_shipped_profile(tmp_path):
 @pytest.mark.parametrize("name", shipped_profiles())
 def test_profile_is_small_plain_text(name):
     """One file per kind of data, as a user commits it: text (the formats,
-    the lists, the README a diff shows), except the big symbol tables of a
-    distro kernel (``kallsyms``, the BTF blob, the functions' addresses:
-    11 MB of Debian 6.12's 13.7), which are ``NAME.xz``.  A shipped
-    profile stays below 5 MB (debian-6.12: 4.3 MB; linux-6.18's 2,305
-    event formats: 2.1 MB)."""
+    the lists, the README a diff shows), except the big tables of a
+    distro kernel (``kallsyms``, the BTF blob, the functions' addresses,
+    the text's instruction lengths), which are ``NAME.xz``.  A shipped
+    profile stays below 6 MB (debian-6.12: 5.3 MB, 1.1 of it
+    ``text_insns``; linux-6.18's 2,305 event formats: 2.1 MB)."""
     files = list((SHIPPED_PROFILES / name).iterdir())
-    assert sum(f.stat().st_size for f in files) < 5 << 20
+    assert sum(f.stat().st_size for f in files) < 6 << 20
     for f in files:
         if f.name.endswith(SUFFIX):
             assert f.name.removesuffix(SUFFIX) in COMPRESSED, f.name
             data = read_profile_file(f)  # an xz stream
             if f.name == "btf.xz":
                 assert data[:2] == b"\x9f\xeb", "not BTF"  # BTF_MAGIC 0xeb9f, little-endian
+            elif f.name == "text_insns.xz":
+                TextInsns(data)  # its construct layout (engine/core/text_insns.py)
             else:
                 data.decode("utf-8")
         else:

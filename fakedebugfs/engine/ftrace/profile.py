@@ -68,6 +68,11 @@ HEADERS = ("header_page", "header_event")
 # without CONFIG_DYNAMIC_FTRACE has neither); ``kallsyms`` is
 # ``/proc/kallsyms``'s text symbols, loaded only by what resolves symbols
 OPTIONAL = ("available_filter_functions", "available_filter_functions_addrs")
+# files a shipped profile may have that ``capture-profile`` does not make:
+# learnt from the kernel with writes (``preempt_model``: the latency
+# header's model, read with the latency-format option set) or made from
+# its package and the oracle guest (``text_insns``, ``calltrees``)
+RECORDED = ("preempt_model", "text_insns", "calltrees")
 # a section's head, found after a newline (a literal prefix: ~5 ms for the
 # 2 MB of 6.18, where a MULTILINE ``^`` made it ~20 ms of every mount's start)
 _HEAD = re.compile(r"\n### (\S+)/(\S+)(?=\n)")
@@ -188,4 +193,4 @@ class Profile:
         return out
 
 
-__all__ = ["SHIPPED_PROFILES", "shipped_profiles", "DEFAULT_PROFILE", "COPIED", "HEADERS", "OPTIONAL", "ID_LINE", "Profile", "ProfileError"]
+__all__ = ["SHIPPED_PROFILES", "shipped_profiles", "DEFAULT_PROFILE", "COPIED", "HEADERS", "OPTIONAL", "RECORDED", "ID_LINE", "Profile", "ProfileError"]
