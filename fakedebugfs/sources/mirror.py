@@ -59,6 +59,7 @@ from fakedebugfs.native import libc
 from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHERIT,
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
     PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE, Ring, comm_of, perf_event_attr)
+from fakedebugfs.sources.mirror_cgroup import command_cgroup
 from fakedebugfs.sources.mirror_decode import Decoder, untranslatable
 from fakedebugfs.sources.mirror_drain import MirrorDrain
 from fakedebugfs.sources.mirror_slices import DRAIN_BYTES
@@ -122,40 +123,6 @@ def _initial_userns() -> bool:
             return fp.read().split() == ["0", "0", "4294967295"]
     except OSError:
         return False
-
-
-def cgroup2_root() -> Optional[str]:
-    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or
-    ``.../unified`` beside v1 controllers), or None."""
-    try:
-        with open("/proc/self/mounts") as fp:
-            for line in fp:
-                parts = line.split()
-                if len(parts) > 2 and parts[2] == "cgroup2":
-                    return parts[1]
-    except OSError:
-        pass
-    return None
-
-
-def outer_pid(pid: int, proc: str) -> Optional[int]:
-    """The pid this process's namespace gives the task that *proc* (the
-    proc of a PID namespace under this one) numbers *pid*: the task of
-    this namespace whose ``NSpid`` line ends with *pid* one level down
-    (cgroup.procs takes the writer's numbers)."""
-    if proc == "/proc":
-        return pid
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as fp:
-                ns = next((line.split()[1:] for line in fp if line.startswith("NSpid:")), [])
-        except OSError:
-            continue
-        if len(ns) >= 2 and ns[1] == str(pid):
-            return int(name)
-    return None
 
 
 def raise_fd_limit() -> None:
@@ -324,7 +291,7 @@ class Mirror(MirrorDrain):
             self.opener, self.proc = opener, proc
         self.pid = pid
         self.members = {pid}
-        self.cgroup_fd = self._cgroup_of(pid)
+        self.cgroup_fd, self.cgroup_path = command_cgroup(pid, self.proc)
         if self.cgroup_fd is not None:  # the kernel keeps the tree's samples only
             self.members = None
         if pid not in self.kernel.engine.comms:
@@ -332,36 +299,6 @@ class Mirror(MirrorDrain):
         self._open_rings()
         for key in self.wanted():
             self._open_event(key)
-
-    def _cgroup_of(self, pid: int) -> Optional[int]:
-        """A cgroup (v2) of its own for the command *pid*, which its
-        descendants stay in: its tracepoints are then opened for that
-        cgroup (PERF_FLAG_PID_CGROUP), whatever forked when; None where
-        one cannot be made (the tree is then told by the leaders' forks)."""
-        root = cgroup2_root()
-        if root is None:
-            return None
-        # (run's server and command are pids 2 and 3 of their own PID
-        # namespace in every run: a random part keeps two runs' apart; with
-        # one name, the second run fell back to every task's samples)
-        path = os.path.join(root, f"fakedebugfs-mirror-{os.getpid()}-{pid}-{os.urandom(6).hex()}")
-        try:
-            os.mkdir(path)
-            outer = outer_pid(pid, self.proc)
-            if outer is None:
-                raise OSError(errno.ESRCH, f"pid {pid} of the command's namespace not found")
-            with open(os.path.join(path, "cgroup.procs"), "w") as fp:
-                fp.write(str(outer))
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as err:
-            log.info("mirror: no cgroup for the command (%s): forks tell its tree", err)
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-            return None
-        self.cgroup_path = path
-        return fd
 
     def start(self) -> None:
         """``system``: the rings and the events already enabled."""
