@@ -61,9 +61,13 @@ def guest_out(oracle):
     return res.text
 
 
+STARTED = re.compile(r"^##### CPU \d+ buffer started ####$")
+
 def shape(trace: str) -> tuple:
-    """A trace's header with its counts masked, and its entry lines."""
-    lines = trace.splitlines()
+    """A trace's header with its counts masked, and its entry lines (a
+    ``##### CPU N buffer started ####`` annotation, which says a CPU's
+    buffer overran while the trace was read, is the run's, not the format's)."""
+    lines = [ln for ln in trace.splitlines() if not STARTED.match(ln)]
     head = [HEAD.sub("# entries-in-buffer/entries-written: N/N   #P:N", ln) if HEAD.match(ln)
             else ln for ln in lines if ln.startswith("#")]
     return head, [ln for ln in lines if not ln.startswith("#")]
