@@ -25,12 +25,11 @@ from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 from fakedebugfs.sources.workloads import make_workload
 from support.kernel import faults_of, ring_state, state
+from support.kmem import random_kmem
 
 # linux-6.18: its kmem events are the fake's own, with column encoders (a
 # profile whose formats differ serves them as generic events: one by one)
 PROFILE = str(SHIPPED_PROFILES / "linux-6.18")
-
-CACHES = ("names_cache", "filp", "dentry", "vm_area_struct", "kmalloc-64")
 
 
 def kmem_events(kernel, rng, n, ts, gaps=False):
@@ -47,24 +46,7 @@ def kmem_events(kernel, rng, n, ts, gaps=False):
         step = rng.choice((200, 4000, 1 << 27, (1 << 27) + 9, 1 << 33)) if gaps \
             else rng.randint(200, 4000)
         last[cpu] += step
-        pid = rng.choice((0, 1, 2001, 2002, 31999, -5))
-        site = rng.choice((0xFFFFFFFF81000000, 0))
-        ptr = rng.choice((0xFFFF888100000040, 0, 1))
-        gfp = rng.choice((0xCC0, 0x400CC0, 0xFFFFFFFFFF))
-        node = rng.choice((-1, 0, 1))
-        name = rng.choice(tuple(tps))
-        if name == "kmalloc":
-            values = (site, ptr, rng.randrange(1 << 20), rng.choice((8, 1 << 40)), gfp, node)
-        elif name == "kmem_cache_alloc":
-            values = (site, ptr, 192, 192, gfp, node, rng.choice(CACHES))
-        elif name == "kmem_cache_free":
-            values = (site, ptr, rng.choice(CACHES))
-        elif name == "mm_page_alloc":
-            values = (rng.randrange(1 << 30), rng.randrange(3), gfp, 1, site, ptr)
-        elif name == "mm_page_free":
-            values = (rng.randrange(1 << 30), rng.randrange(3), site, ptr)
-        else:
-            values = (site, ptr)
+        pid, name, values = random_kmem(rng, tuple(tps))
         out.append(Pending(tps[name], cpu, pid, last[cpu], values))
     return out
 

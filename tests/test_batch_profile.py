@@ -21,13 +21,11 @@ from fakedebugfs.engine.core.engine import Pending
 from fakedebugfs.engine.ftrace.profile import SHIPPED_PROFILES
 from fakedebugfs.engine.kernel import Kernel
 from support.kernel import ring_state
+from support.kmem import random_kmem
 
 PROFILE = SHIPPED_PROFILES / "debian-6.12"
 KMEM = ("kmem:kmalloc", "kmem:kfree", "kmem:kmem_cache_alloc", "kmem:kmem_cache_free",
         "kmem:mm_page_alloc", "kmem:mm_page_free")
-
-
-CACHES = ("names_cache", "filp", "dentry", "vm_area_struct", "kmalloc-64")
 
 
 def kmem_events(kernel, rng, n: int, ts: int) -> list:
@@ -40,25 +38,7 @@ def kmem_events(kernel, rng, n: int, ts: int) -> list:
     for _ in range(n):
         cpu = rng.randrange(2)
         last[cpu] += rng.randint(200, 4000)
-        pid = rng.choice((0, 1, 2001, 2002, 31999, -5))
-        site = rng.choice((0xFFFFFFFF81000000, 0))
-        ptr = rng.choice((0xFFFF888100000040, 0, 1))
-        gfp = rng.choice((0xCC0, 0x400CC0, 0xFFFFFFFFFF))
-        node = rng.choice((-1, 0, 1))
-        key = rng.choice(KMEM)
-        name = key.split(":")[1]
-        if name == "kmalloc":
-            values = (site, ptr, rng.randrange(1 << 20), rng.choice((8, 1 << 40)), gfp, node)
-        elif name == "kmem_cache_alloc":
-            values = (site, ptr, 192, 192, gfp, node, rng.choice(CACHES))
-        elif name == "kmem_cache_free":
-            values = (site, ptr, rng.choice(CACHES))
-        elif name == "mm_page_alloc":
-            values = (rng.randrange(1 << 30), rng.randrange(3), gfp, 1, site, ptr)
-        elif name == "mm_page_free":
-            values = (rng.randrange(1 << 30), rng.randrange(3), site, ptr)
-        else:
-            values = (site, ptr)
+        pid, key, values = random_kmem(rng, KMEM)
         out.append(Pending(tps[key], cpu, pid, last[cpu], values))
     return out
 

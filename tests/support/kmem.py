@@ -5,6 +5,34 @@ from __future__ import annotations
 
 
 KMEM = ("kmalloc", "kfree")
+CACHES = ("names_cache", "filp", "dentry", "vm_area_struct", "kmalloc-64")
+
+
+def random_kmem(rng, names) -> tuple:
+    """``(pid, name, values)`` of one random kmem event for the batch
+    tests: a task among a few (pid 0 and a negative one), one of *names*
+    (``kmalloc`` or ``kmem:kmalloc`` ...), the tracepoint's arguments at
+    the edges of their fields (GFP flags with and without ``__GFP_ACCOUNT``)."""
+    pid = rng.choice((0, 1, 2001, 2002, 31999, -5))
+    site = rng.choice((0xFFFFFFFF81000000, 0))
+    ptr = rng.choice((0xFFFF888100000040, 0, 1))
+    gfp = rng.choice((0xCC0, 0x400CC0, 0xFFFFFFFFFF))
+    node = rng.choice((-1, 0, 1))
+    name = rng.choice(names)
+    short = name.rsplit(":", 1)[-1]
+    if short == "kmalloc":
+        values = (site, ptr, rng.randrange(1 << 20), rng.choice((8, 1 << 40)), gfp, node)
+    elif short == "kmem_cache_alloc":
+        values = (site, ptr, 192, 192, gfp, node, rng.choice(CACHES))
+    elif short == "kmem_cache_free":
+        values = (site, ptr, rng.choice(CACHES))
+    elif short == "mm_page_alloc":
+        values = (rng.randrange(1 << 30), rng.randrange(3), gfp, 1, site, ptr)
+    elif short == "mm_page_free":
+        values = (rng.randrange(1 << 30), rng.randrange(3), site, ptr)
+    else:
+        values = (site, ptr)
+    return pid, name, values
 
 
 def expected_events(cpus: int, seed: int, count: int, workload: str = "kmem") -> list[tuple]:
