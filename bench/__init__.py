@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import pkgutil
+import re
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,43 @@ def cli(*args, timeout=120) -> subprocess.CompletedProcess:
     """Run the ``fakedebugfs`` command (output captured; CalledProcessError on failure)."""
     return subprocess.run([FAKEDEBUGFS, *map(str, args)], check=True, capture_output=True,
                           text=True, timeout=timeout)
+
+
+# the kmem events of a recording's ``trace-cmd report -t``: their timestamps
+KMEM_STAMP = re.compile(r"\]\s+(\d+\.\d+): (?:kmalloc|kfree|kmem_cache_alloc|kmem_cache_free|"
+                        r"mm_page_alloc|mm_page_free):")
+
+
+def recording(cmd, dat: str, timeout: float = 300) -> tuple:
+    """Run *cmd* (a ``fakedebugfs run ...`` that records into *dat*;
+    RuntimeError if it fails), then read the recording back: ``(its
+    CompletedProcess, trace-cmd report -t, trace-cmd report --stat)``."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr[-500:]}")
+    report = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True,
+                            text=True, timeout=300).stdout
+    stats = subprocess.run(["trace-cmd", "report", "--stat", "-i", dat], capture_output=True,
+                           text=True, timeout=60).stdout
+    return p, report, stats
+
+
+def lost_marks(report: str) -> int:
+    """The pages a recorder found overwritten, as ``trace-cmd report``
+    marks them (trace-cmd 3.1: ``CPU:N [123 EVENTS DROPPED]``)."""
+    return report.count("LOST EVENTS") + report.count("EVENTS DROPPED")
+
+
+def measured(report: str, stats: str, stamps) -> dict:
+    """Events, span, rate and losses of one recording (its ``trace-cmd
+    report -t`` and ``report --stat`` texts; *stamps*: its events'
+    timestamps): the buffers' overruns and drops, and the lost marks."""
+    lost = sum(int(n) for n in re.findall(r"^(?:overrun|dropped events|commit overrun): (\d+)",
+                                          stats, re.M))
+    span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+    return {"events": len(stamps), "span": span, "lost": lost + lost_marks(report),
+            "per_s": len(stamps) / span if span else 0.0,
+            "load": round(os.getloadavg()[0], 2)}
 
 
 def write_trunc(path: str, text: str) -> None:

@@ -56,11 +56,11 @@ import os
 import re
 import resource
 import shutil
-import subprocess
 import tempfile
 import time
 
-from . import FAKEDEBUGFS, ROOT, guest_outputs, spread
+from . import FAKEDEBUGFS, KMEM_STAMP, ROOT, guest_outputs, recording, spread
+from . import measured as measured_recording
 
 TRIALS = 5
 SECONDS = 4  # recording window on the fake (and the window before it, unrecorded)
@@ -117,18 +117,11 @@ def through_hist(text: str) -> dict:
 
 
 def measured(report: str, stats: str, stamps=None) -> dict:
-    """Events, span, rate and losses of one recording's ``trace-cmd
-    report -t`` and ``report --stat`` texts (*stamps*: its events'
+    """:func:`bench.measured` of one recording (*stamps*: its events'
     timestamps, the ``sys_enter`` ones when not given)."""
     if stamps is None:
         stamps = [float(s) for s in _STAMP.findall(report)]
-    lost = sum(int(n) for n in re.findall(r"^(?:overrun|dropped events|commit overrun): (\d+)",
-                                          stats, re.M))
-    lost += report.count("LOST EVENTS") + report.count("EVENTS DROPPED")
-    span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
-    return {"events": len(stamps), "span": span, "lost": lost,
-            "per_s": len(stamps) / span if span else 0.0,
-            "load": round(os.getloadavg()[0], 2)}
+    return measured_recording(report, stats, stamps)
 
 
 def fake_trial(workdir: str) -> dict:
@@ -138,13 +131,7 @@ def fake_trial(workdir: str) -> dict:
         fp.write(FAKE_SCRIPT)
     cmd = [FAKEDEBUGFS, "run", "--profile", "debian-6.12", "--cpus", "2", "--rate", "0",
            "--seed", "1", "--", "sh", script, dat, str(SECONDS)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr[-500:]}")
-    report = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True,
-                            text=True, timeout=300).stdout
-    stats = subprocess.run(["trace-cmd", "report", "--stat", "-i", dat], capture_output=True,
-                           text=True, timeout=60).stdout
+    p, report, stats = recording(cmd, dat)
     return {**measured(report, stats), **through_hist(p.stdout),
             "hist_hits": int(p.stdout.split()[-1])}
 
@@ -167,8 +154,6 @@ if [ "$3" = 1 ]; then
   sed -n 's/^ *Dropped: //p' $T/kmem/kmalloc/hist $T/kmem/kmem_cache_alloc/hist | tr '\\n' ' '
 fi
 """.format(kmalloc=KMEM_TRIGGERS["kmem:kmalloc"], cache=KMEM_TRIGGERS["kmem:kmem_cache_alloc"])
-_KMEM_STAMP = re.compile(r"\]\s+(\d+\.\d+): (?:kmalloc|kfree|kmem_cache_alloc|kmem_cache_free|"
-                         r"mm_page_alloc|mm_page_free):")
 
 
 def kmem_trial(rate: int, workdir: str, triggers: bool = True) -> dict:
@@ -187,19 +172,13 @@ def kmem_trial(rate: int, workdir: str, triggers: bool = True) -> dict:
            "--rate", str(rate), "--count", str(count), "--seed", "1", "--",
            "sh", script, dat, str(KMEM_SECONDS), "1" if triggers else "0"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p, report, stats = recording(cmd, dat)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr[-500:]}")
-    report = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True,
-                            text=True, timeout=300).stdout
-    stats = subprocess.run(["trace-cmd", "report", "--stat", "-i", dat], capture_output=True,
-                           text=True, timeout=60).stdout
     os.unlink(dat)
     # the CPU time of the whole run (server, trace-cmd, its recorders): a
     # figure the machine's other work changes less than the rates
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    stamps = [float(s) for s in _KMEM_STAMP.findall(report)]
+    stamps = [float(s) for s in KMEM_STAMP.findall(report)]
     out = measured(report, stats, stamps)
     words = p.stdout.split()
     if triggers and len(words) == 4:

@@ -44,7 +44,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import FAKEDEBUGFS, spread, write_trunc
+from . import FAKEDEBUGFS, KMEM_STAMP, lost_marks, measured, recording, spread, write_trunc
 
 HERE = Path(__file__).resolve().parent
 RATES = (25_000, 50_000, 100_000, 150_000, 200_000, 300_000, 500_000, 1_000_000, 1_200_000,
@@ -77,28 +77,11 @@ def record_trial(rate: int, workdir: str, batch_ms: float | None = None) -> dict
     cmd = [FAKEDEBUGFS, "run", "--cpus", "2", "--workload", "kmem", "--rate", str(rate),
            "--count", str(count), "--seed", "1", *extra, "--",
            "trace-cmd", "record", "-e", "kmem", "-o", dat, "sleep", str(SECONDS)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr[-500:]}")
-    text = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True,
-                          text=True, timeout=300).stdout
-    stats = subprocess.run(["trace-cmd", "report", "--stat", "-i", dat], capture_output=True,
-                           text=True, timeout=60).stdout
-    stamps = [float(m) for m in re.findall(r"\]\s+(\d+\.\d+): (?:kmalloc|kfree|kmem_cache_alloc|"
-                                           r"kmem_cache_free|mm_page_alloc|mm_page_free):", text)]
-    lost = sum(int(n) for n in re.findall(r"^(?:overrun|dropped events|commit overrun): (\d+)",
-                                          stats, re.M))
-    marks = text.count("LOST EVENTS") + text.count("EVENTS DROPPED")
-    lost += marks
-    span = (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
-    return {"rate": rate, "events": len(stamps), "span": span, "lost": lost,
-            "per_s": len(stamps) / span if span else 0.0,
-            # where a loss was: each CPU's buffer counters at the end, and
-            # the marks of pages a recorder found overwritten (trace-cmd
-            # 3.1 prints "CPU:N [123 EVENTS DROPPED]")
-            "per_cpu": _per_cpu(stats),
-            "lost_marks": marks,
-            "load": round(os.getloadavg()[0], 2)}
+    _, text, stats = recording(cmd, dat)
+    out = measured(text, stats, [float(m) for m in KMEM_STAMP.findall(text)])
+    # where a loss was: each CPU's buffer counters at the end, and the
+    # marks of pages a recorder found overwritten
+    return {"rate": rate, **out, "per_cpu": _per_cpu(stats), "lost_marks": lost_marks(text)}
 
 
 def _per_cpu(stats: str) -> list[dict]:
