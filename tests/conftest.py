@@ -115,6 +115,16 @@ def write(path, data: str) -> None:
         fp.write(data)
 
 
+def append(path, line: str) -> None:
+    """One write of *line* and a newline, as ``echo line >> path`` (O_APPEND:
+    no O_TRUNC, which clears ``trace`` or a probe list)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, line.encode() + b"\n")
+    finally:
+        os.close(fd)
+
+
 def read_chunks(path, size: int = 4096, nonblock: bool = True) -> list[bytes]:
     """Every read(2) of *path* until EOF (or EAGAIN with *nonblock*), one
     chunk per call: how a page reader drains ``trace_pipe_raw``."""

@@ -16,7 +16,7 @@ import os
 import subprocess
 import textwrap
 
-from conftest import run_cli
+from conftest import append, run_cli
 
 from fakedebugfs.fs.dircache import CACHE_LISTINGS
 
@@ -25,15 +25,6 @@ def ls(path) -> list[str]:
     """``ls -1 PATH`` in a process of its own ([] when PATH is missing)."""
     out = subprocess.run(["ls", "-1", str(path)], capture_output=True, text=True, timeout=60)
     return out.stdout.split() if out.returncode == 0 else []
-
-
-def append(path, line: str) -> None:
-    """``echo line >> path``."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        os.write(fd, line.encode() + b"\n")
-    finally:
-        os.close(fd)
 
 
 def test_the_fake_lets_the_kernel_keep_listings():

@@ -19,15 +19,7 @@ import time
 
 import pytest
 
-from conftest import write
-
-
-def append(path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        os.write(fd, text.encode() + b"\n")
-    finally:
-        os.close(fd)
+from conftest import append, write
 
 
 def ncpus(tracing) -> int:
