@@ -31,24 +31,16 @@ import socket
 import struct
 from typing import Optional
 
-from fakedebugfs.native import libc
+from fakedebugfs.sources.procevents import perf_event_open
 
 log = logging.getLogger(__name__)
 
-SYS_perf_event_open = 298  # x86_64
-PERF_FLAG_FD_CLOEXEC = 1 << 3
 PERF_FLAG_PID_CGROUP = 1 << 2
 # request: { i32 pid; i32 cpu; u32 flags; } then the attr; a cgroup fd attached
 _REQUEST = struct.Struct("<iiI")
 _REPLY = struct.Struct("<i")  # errno, 0: the descriptor is attached
 MAX_ATTR = 512
 TIMEOUT = 30.0  # s a request may wait for the init (-e syscalls: first users patch text)
-
-
-def perf_event_open(attr: bytes, pid: int, cpu: int, flags: int = 0) -> int:
-    """The system call (close-on-exec), OSError on failure."""
-    ret = libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, flags | PERF_FLAG_FD_CLOEXEC)
-    return libc.check(ret, f"perf_event_open(pid {pid}, cpu {cpu})")
 
 
 class LocalOpener:

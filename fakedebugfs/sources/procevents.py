@@ -136,14 +136,21 @@ def _task_attr(flags: int, watermark: int = 0) -> bytes:
         aux_watermark=0, sample_max_stack=0, reserved_2=0))
 
 
+def perf_event_open(attr: bytes, pid: int, cpu: int, flags: int = 0, what: str = "") -> int:
+    """The system call (close-on-exec, no group), OSError on failure
+    (*what* names the call in its message)."""
+    return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1,
+                                   flags | PERF_FLAG_FD_CLOEXEC),
+                      what or f"perf_event_open(pid {pid}, cpu {cpu})")
+
+
 def open_task_events(pid: int, cpu: int) -> int:
     """The task records (fork, exit, comm and exec, executable mappings) of
     *pid* and its descendants on *cpu*; its readers are woken once
     WAKEUP_BYTES were written, not for each record."""
     attr = _task_attr(ATTR_MMAP | ATTR_COMM | ATTR_TASK | ATTR_COMM_EXEC | ATTR_WATERMARK,
                       WAKEUP_BYTES)
-    return libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC),
-                      "perf_event_open")
+    return perf_event_open(attr, pid, cpu, what="perf_event_open")
 
 
 def open_switch_events(pid: int, cpu: int, ring_fd: int | None) -> int:
@@ -153,8 +160,7 @@ def open_switch_events(pid: int, cpu: int, ring_fd: int | None) -> int:
     buffer; None: the caller sets it once it is); disabled until
     ``PERF_EVENT_IOC_ENABLE`` (which reaches every inherited copy)."""
     attr = _task_attr(ATTR_CONTEXT_SWITCH | ATTR_DISABLED)
-    fd = libc.check(libc.syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC),
-                    "perf_event_open")
+    fd = perf_event_open(attr, pid, cpu, what="perf_event_open")
     try:
         if ring_fd is not None:
             fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd)
