@@ -209,6 +209,7 @@ class TreeOperations(Ownership, FastPath, pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EPERM)
         collecting = gc.isenabled()
         gc.disable()  # a tracefs instance is ~14,000 new nodes: no collections meanwhile
+        WRITER_PID.set(getattr(ctx, "pid", None))  # current: the kernel's calls in mkdir are its
         try:
             with _Guard(f"mkdir {name}"):
                 node = ops.mkdir(name)

@@ -293,7 +293,8 @@ class Instances:
         self.trees: dict[str, TracingTree] = {}
 
     def mkdir(self, name: str) -> Dir:
-        tr = self.tree.top.new_instance(name)  # EEXIST
+        # EEXIST; the calls it makes are the task's that made the directory
+        tr = as_writer(self.tree.top.engine, self.tree.top.new_instance)(name)
         sub = TracingTree(self.tree.kernel, self.tree.top, tr)
         self.trees[name] = sub
         return sub.root

@@ -17,8 +17,8 @@ guest).  ``parent``, ``entries`` and ``data`` are the kernel's pointers,
 unknown here (0).  So ``p eventfs_create_dir +0(%di):string`` shows
 ``"newgrp"`` then ``"ev1"`` for ``p:newgrp/ev1 ...``, as the guest does.
 
-Only event definitions call it here: an instance's ``mkdir`` (every
-event's directory again, 1,600 calls on 6.12) does not.
+An instance's ``mkdir`` calls it again for every event's directory
+(:mod:`.instance_calls`).
 """
 
 from __future__ import annotations
@@ -55,28 +55,37 @@ def kernel_string_address(text: str) -> int:
     return KERNEL_STRINGS + (zlib.crc32(text.encode(errors="surrogateescape")) & 0xFFFFF8)
 
 
-def _entries(top) -> tuple:
-    """``(event dir size, system dir size)``: the files of an event's and of
-    a system's directory in the profile's ``modes``, None where it lists none."""
+def eventfs_sizes(top) -> tuple:
+    """``(event dir size, system dir size, events/ size)``: the files of an
+    event's, of a system's and of ``events/``'s own directory in the
+    profile's ``modes``, None where it lists none."""
     prof = getattr(top, "profile", None)
     cached = top.__dict__.get("_eventfs_sizes")
     if cached is not None:
         return cached
-    ev_n = sys_n = None
+    ev_n = sys_n = top_n = None
     if prof is not None:
         modes = prof.modes()
         dirs: dict = {}
         for path, (_mode, kind) in modes.items():
             parts = path.split("/")
-            if parts[0] == "events" and kind == "f" and len(parts) in (3, 4):
+            if parts[0] == "events" and kind == "f" and len(parts) in (2, 3, 4):
                 dirs.setdefault("/".join(parts[:-1]), 0)
                 dirs["/".join(parts[:-1])] += 1
         events = [n for d, n in dirs.items() if d.count("/") == 2]
         systems = [n for d, n in dirs.items() if d.count("/") == 1]
         ev_n = max(events) if events else None
         sys_n = max(systems) if systems else None
-    top._eventfs_sizes = (ev_n, sys_n)
+        top_n = dirs.get("events")
+    top._eventfs_sizes = (ev_n, sys_n, top_n)
     return top._eventfs_sizes
+
+
+def added_events(top) -> list:
+    """The keys of the events added since boot (``add_event``), oldest
+    first (a key added again counts from its last addition); some may be
+    gone since."""
+    return list(top.__dict__.get("_eventfs_added", ()))
 
 
 def _call(fn, top, name: str, size, caller: str) -> None:
@@ -93,10 +102,13 @@ def event_added(top, ev) -> None:
     """``eventfs_create_dir`` for *ev*'s directory in each trace array
     (and its system's first, when no other event has it), while some function
     hook is registered (nothing is run otherwise)."""
+    added = top.__dict__.setdefault("_eventfs_added", {})
+    added.pop(ev.key, None)
+    added[ev.key] = None
     fn = top.__dict__.get("function_trace")
     if fn is None or not fn.calls.users:
         return
-    ev_n, sys_n = _entries(top)
+    ev_n, sys_n, _top_n = eventfs_sizes(top)
     new_system = not any(e.system == ev.system for k, e in top.events.items() if k != ev.key)
     for _tr in top.arrays():
         if new_system:
@@ -104,4 +116,4 @@ def event_added(top, ev) -> None:
         _call(fn, top, ev.name, ev_n, CALLER_EVENT)
 
 
-__all__ = ["OwnTree", "event_added", "kernel_string_address"]
+__all__ = ["OwnTree", "added_events", "event_added", "eventfs_sizes", "kernel_string_address"]

@@ -71,8 +71,9 @@ OPTIONAL = ("available_filter_functions", "available_filter_functions_addrs")
 # files a shipped profile may have that ``capture-profile`` does not make:
 # learnt from the kernel with writes (``preempt_model``: the latency
 # header's model, read with the latency-format option set) or made from
-# its package and the oracle guest (``text_insns``, ``calltrees``)
-RECORDED = ("preempt_model", "text_insns", "calltrees")
+# its package and the oracle guest (``text_insns``, ``calltrees``,
+# ``ftrace_events``)
+RECORDED = ("preempt_model", "text_insns", "calltrees", "ftrace_events")
 # a section's head, found after a newline (a literal prefix: ~5 ms for the
 # 2 MB of 6.18, where a MULTILINE ``^`` made it ~20 ms of every mount's start)
 _HEAD = re.compile(r"\n### (\S+)/(\S+)(?=\n)")
@@ -182,6 +183,12 @@ class Profile:
                     out[int(nr)] = name.strip()
             self._syscall_names = out
         return out
+
+    def ftrace_events(self) -> list[str]:
+        """The ``ftrace_events`` file: the kernel's list of event types in
+        its own order, the list's head first (recorded in the oracle guest:
+        :mod:`fakedebugfs.oracle.ftrace_events`); empty without one."""
+        return (self._opt("ftrace_events") or "").split()
 
     def modes(self) -> dict[str, tuple[int, str]]:
         """The ``modes`` file's ``path -> (mode, kind)``, read once (a

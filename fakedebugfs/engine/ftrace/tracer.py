@@ -30,6 +30,7 @@ from fakedebugfs.engine.ftrace.control import DEFAULT_SAVED_CMDLINES
 from fakedebugfs.engine.ftrace.events import FTRACE_EVENTS, KMEM_EVENTS, EventType, field_key
 from fakedebugfs.engine.ftrace.events_sched import SCHED_EVENTS
 from fakedebugfs.engine.ftrace.eventfs_calls import event_added
+from fakedebugfs.engine.ftrace.instance_calls import instance_created
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer
 from fakedebugfs.engine.ftrace.profile import Profile
 from fakedebugfs.engine.core.kallsyms_profile import use_profile_kallsyms
@@ -159,11 +160,13 @@ class Ftrace(TraceArray):
     # --- instances ----------------------------------------------------------------------
 
     def new_instance(self, name: str) -> TraceArray:
-        """``trace_array_create``: EEXIST for a name taken."""
+        """``trace_array_create``: EEXIST for a name taken.  Its directories'
+        tracefs and eventfs calls run (:mod:`.instance_calls`)."""
         if name in self.instances:
             raise OSError(errno.EEXIST, name)
         tr = TraceArray(self.engine, self.events, self.by_id, top=self, name=name)
         self.instances[name] = tr
+        instance_created(self, tr)
         return tr
 
     def remove_instance(self, name: str) -> None:
