@@ -11,12 +11,16 @@ then the same round traced: it adds itself to ``set_ftrace_pid`` and
 ``set_event_pid`` of an instance running ``function_graph``
 (``funcgraph-abstime``, ``funcgraph-proc``, no ``funcgraph-irqs``;
 ``function-fork``, ``event-fork``) with the events that start trees
-enabled and ``sys_exit`` to end a system call's.  Its files are on the
-guest's tmpfs (the guest's root is the host's over 9p, which a distro
-machine's is not).  The instance's ``trace`` goes through
+enabled and ``sys_exit`` to end a system call's.  A second instance
+runs ``function`` (``sym-offset``) at the same time, for every task (a
+pid list of its own would add its probes' calls to the switches' trees):
+its ``<-`` parents (oracle/calltree_parents.py) give the trees' fifth
+words, an outermost call's caller and a tail call's ``^``.  Its files are on the guest's tmpfs
+(the guest's root is the host's over 9p, which a distro machine's is
+not).  The graph instance's ``trace`` goes through
 :func:`~fakedebugfs.engine.ftrace.calltree.calltrees_from_graph`; the
 durations are the guest's own (emulated by TCG: some 20 times a real
-machine's).  The top level is left alone; the instance is removed.
+machine's).  The top level is left alone; the instances are removed.
 """
 
 from __future__ import annotations
@@ -36,7 +40,13 @@ EVENTS = ("raw_syscalls/sys_enter", "raw_syscalls/sys_exit", "sched/sched_switch
 
 SCRIPT = """\
 d=/sys/kernel/tracing/instances/calltrees
-rmdir $d 2>/dev/null; mkdir $d || exit 1
+f=/sys/kernel/tracing/instances/calltrees-parents
+rmdir $d $f 2>/dev/null; mkdir $d $f || exit 1
+cd $f
+echo 0 > tracing_on
+echo 16384 > buffer_size_kb
+echo 1 > options/sym-offset
+echo function > current_tracer || exit 1
 cd $d
 echo 0 > tracing_on
 echo 8192 > buffer_size_kb
@@ -47,13 +57,14 @@ echo 1 > options/funcgraph-abstime; echo 1 > options/funcgraph-proc
 echo 0 > options/funcgraph-irqs
 for e in {events}; do echo 1 > events/$e/enable; done
 rm -rf /tmp/calltrees; mkdir /tmp/calltrees; cp {binary} /tmp/calltrees/rec
-echo 1 > tracing_on
+echo 1 > $f/tracing_on; echo 1 > tracing_on
 taskset -c 1 /tmp/calltrees/rec $d /tmp/calltrees > /dev/null
-echo 0 > tracing_on
+echo 0 > tracing_on; echo 0 > $f/tracing_on
 cat trace > {graph}
-lost=$(cat per_cpu/cpu*/stats | awk '/^overrun:/ {{s += $2}} END {{print s}}')
-echo nop > current_tracer; echo 0 > events/enable
-cd /; rmdir $d; rm -rf /tmp/calltrees
+cat $f/trace > {functions}
+lost=$(cat per_cpu/cpu*/stats $f/per_cpu/cpu*/stats | awk '/^overrun:/ {{s += $2}} END {{print s}}')
+echo nop > current_tracer; echo 0 > events/enable; echo nop > $f/current_tracer
+cd /; rmdir $d $f; rm -rf /tmp/calltrees
 echo "overrun $lost"
 """
 
@@ -65,8 +76,9 @@ HEADER = """\
 """
 
 
-def record(profile: Path, guest_name: str = "calltrees") -> str:
-    """The ``function_graph`` text of the traced round, from the guest."""
+def record(profile: Path, guest_name: str = "calltrees") -> tuple[str, str]:
+    """The ``function_graph`` and ``function`` texts of the traced round,
+    from the guest."""
     from fakedebugfs.oracle.guest import Guest
 
     guest = Guest(profile, name=guest_name)
@@ -74,16 +86,19 @@ def record(profile: Path, guest_name: str = "calltrees") -> str:
     work = guest.work / "calltrees"
     work.mkdir(parents=True, exist_ok=True)
     binary, graph = work / "rec", work / "graph.txt"
+    functions = work / "functions.txt"
     subprocess.run(["gcc", "-O2", "-static", "-o", str(binary), str(SOURCE)], check=True)
-    res = guest.run(SCRIPT.format(events=" ".join(EVENTS), binary=binary, graph=graph),
+    res = guest.run(SCRIPT.format(events=" ".join(EVENTS), binary=binary, graph=graph,
+                                  functions=functions),
                     timeout=600, check=True)
     if "overrun 0" not in res.text:
         raise RuntimeError(f"the recording lost entries: {res.text.strip()}")
-    return graph.read_text()
+    return graph.read_text(), functions.read_text()
 
 
 def main(argv=None) -> int:
     from fakedebugfs.engine.ftrace.calltree import calltrees_from_graph, parse_calltrees
+    from fakedebugfs.oracle.calltree_parents import graph_parents
 
     p = argparse.ArgumentParser(prog="python -m fakedebugfs.oracle.calltrees",
                                 description=__doc__.split("\n\n")[0])
@@ -91,14 +106,28 @@ def main(argv=None) -> int:
     p.add_argument("--guest", default="calltrees", help="the guest's name (its own state)")
     p.add_argument("--graph", type=Path, help="convert this function_graph text instead of "
                    "recording one")
+    p.add_argument("--functions", type=Path, help="with --graph: the function tracer's text "
+                   "of the same run (sym-offset), for the parents")
+    p.add_argument("--keep", type=Path, help="also write the recorded texts into this folder "
+                   "(graph.txt, functions.txt)")
     p.add_argument("--out", type=Path, help="where to write (default: the profile's calltrees)")
     args = p.parse_args(argv)
-    text = args.graph.read_text() if args.graph else record(args.profile, args.guest)
-    trees = calltrees_from_graph(text)
+    if args.graph:
+        text = args.graph.read_text()
+        functions = args.functions.read_text() if args.functions else ""
+    else:
+        text, functions = record(args.profile, args.guest)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        (args.keep / "graph.txt").write_text(text)
+        (args.keep / "functions.txt").write_text(functions)
+    parents, paired, calls = graph_parents(text, functions)
+    trees = calltrees_from_graph(text, parents)
     parse_calltrees(trees)  # (it reads back)
     out = args.out or args.profile / "calltrees"
     out.write_text(HEADER + trees)
-    print(f"{out}: {trees.count('### ')} trees, {len(trees.splitlines())} lines")
+    print(f"{out}: {trees.count('### ')} trees, {len(trees.splitlines())} lines; "
+          f"parents of {paired} of the graph's {calls} calls")
     return 0
 
 

@@ -155,13 +155,14 @@ class _Open:
     def __init__(self, head: str, t0: int):
         self.head, self.t0, self.nodes, self.stack, self.last = head, t0, [], [], t0
 
-    def line(self, ts: int, depth: int, body: str, dur) -> None:
+    def line(self, ts: int, depth: int, body: str, dur, parent=None) -> None:
         self.last = ts
         nodes, stack, at = self.nodes, self.stack, ts - self.t0
         if body.endswith("();"):  # (a module's function: "name [mod]()")
-            nodes.append([depth, at, round(float(dur or 0) * 1000), body[:-3].split(" [")[0]])
+            nodes.append([depth, at, round(float(dur or 0) * 1000), body[:-3].split(" [")[0],
+                          parent])
         elif body.endswith("{"):
-            node = [depth, at, 0, body[:-4].split(" [")[0]]
+            node = [depth, at, 0, body[:-4].split(" [")[0], parent]
             nodes.append(node)
             stack.append(node)
         elif body.startswith("}"):
@@ -182,11 +183,14 @@ EXIT_KEY = "sched:sched_process_exit"
 _PROCESS = ("sched:sched_process_fork", "sched:sched_process_exec", EXIT_KEY)
 
 
-def calltrees_from_graph(text: str) -> str:
+def calltrees_from_graph(text: str, parents: Optional[dict] = None) -> str:
     """A ``calltrees`` text from a ``function_graph`` ``trace`` recorded
     with ``funcgraph-abstime`` and ``funcgraph-proc`` and the trigger
     events enabled (their lines are ``/* ... */`` comments), with
-    ``sys_exit`` too; the first tree of each trigger is kept.  Per task:
+    ``sys_exit`` too; the first tree of each trigger is kept.  *parents*
+    (``{line index: (caller, tail)}``, oracle/calltree_parents.py) gives
+    the calls' fifth words: an outermost call's caller, ``^`` on a deeper
+    tail call.  Per task:
 
     * a system call's tree is its calls from its ``sys_enter`` to its
       ``sys_exit``; a fork, exec or exit inside it makes it that event's
@@ -204,7 +208,8 @@ def calltrees_from_graph(text: str) -> str:
     calls: dict = {}  # task -> its system call's tree
     other: dict = {}  # task -> the tree of another trigger
 
-    for line in text.splitlines():
+    parents = parents or {}
+    for index, line in enumerate(text.splitlines()):
         m = _GRAPH_LINE.match(line)
         if not m:
             continue
@@ -238,14 +243,43 @@ def calltrees_from_graph(text: str) -> str:
         depth = (len(fn) - len(fn.lstrip(" "))) // 2
         for tree in (calls.get(task), other.get(task)):
             if tree is not None:
-                tree.line(ts, depth, body, dur)
+                tree.line(ts, depth, body, dur, parents.get(index))
     for tree in [*calls.values(), *other.values()]:
         tree.close(out)
     parts = []
     for head, nodes in out.items():
         parts.append(f"### {head}\n")
-        parts.extend(f"{d} {max(0, s)} {du} {name}\n" for d, s, du, name in nodes)
+        parts.extend(f"{d} {max(0, s)} {du} {name}{_word(d, how)}\n"
+                     for d, s, du, name, how in nodes)
     return "".join(parts)
+
+
+def _word(depth: int, how) -> str:
+    """A node's fifth word (with its space) from its ``(caller, tail)``."""
+    if how is None:
+        return ""
+    if depth == 0:
+        return f" {how[0]}" if how[0] else ""
+    return f" {TAIL_CALL}" if how[1] else ""
+
+
+def graph_entries(text: str):
+    """The calls of a ``function_graph`` text (as :func:`calltrees_from_graph`
+    reads it): ``(line index, pid, us, depth, function)`` in order."""
+    for index, line in enumerate(text.splitlines()):
+        m = _GRAPH_LINE.match(line)
+        if not m:
+            continue
+        body = m[5].strip()
+        if body.endswith("();"):
+            name = body[:-3]
+        elif body.endswith("{"):
+            name = body[:-4]
+        else:
+            continue
+        depth = (len(m[5]) - len(m[5].lstrip(" "))) // 2
+        pid = int(m[3].strip().rpartition("-")[2])
+        yield index, pid, round(float(m[1]) * 1e6), depth, name.split(" [")[0]
 
 
 def _rebase(nodes: list) -> list:
@@ -461,4 +495,5 @@ class FunctionCalls:
         return addr
 
 
-__all__ = ["FunctionCalls", "Tree", "check_nodes", "parse_calltrees", "calltrees_from_graph"]
+__all__ = ["FunctionCalls", "Tree", "check_nodes", "parse_calltrees", "calltrees_from_graph",
+           "graph_entries"]
