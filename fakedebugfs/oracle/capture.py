@@ -55,9 +55,12 @@ def capture(guest, outdir: Path) -> int:
     extra = "".join(f" && cp {src} {shlex.quote(str(tmp / name))}"
                     for name, src in GUEST_FILES.items())
     # an instance's files (the guest is the oracle's own: an instance may be
-    # made there, which capture-profile never does on a user's machine)
+    # made there, which capture-profile never does on a user's machine),
+    # then the preemption model its latency header names (a write)
     extra += (f" && mkdir {INSTANCE} && {shlex.quote(sys.executable)} -c "
               f"{shlex.quote(_INSTANCE_MODES)} {INSTANCE} > {shlex.quote(str(tmp / 'instance_modes'))}"
+              f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.preempt_model {INSTANCE} "
+              f"{shlex.quote(str(tmp / 'preempt_model'))}"
               f"; rc=$?; rmdir {INSTANCE}; [ $rc = 0 ]")
     extra += (f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.syscall_table "
               f"/sys/kernel/tracing {shlex.quote(str(tmp / 'syscalls'))}")

@@ -8,7 +8,9 @@ commit next to their tool's tests; this module reads them back:
     uname             ``uname -r`` of the kernel
     preempt_model     the preemption model the latency format's header
                       names after ``M:`` (``desktop`` for 6.12's voluntary,
-                      ``PREEMPT(none)`` on 6.18), read off that header
+                      ``PREEMPT(none)`` on 6.18), read off that header in a
+                      new instance by the oracle's capture
+                      (:mod:`fakedebugfs.oracle.preempt_model`: a write)
     formats           every ``events/<system>/<event>/format``, each after a
                       line ``### <system>/<event>`` (systems and events in
                       name order); the ``id`` file is the format's ``ID:``
@@ -70,7 +72,8 @@ HEADERS = ("header_page", "header_event")
 OPTIONAL = ("available_filter_functions", "available_filter_functions_addrs")
 # files a shipped profile may have that ``capture-profile`` does not make:
 # learnt from the kernel with writes (``preempt_model``: the latency
-# header's model, read with the latency-format option set) or made from
+# header's model, read with the latency-format option set, which the
+# oracle's capture does in an instance of its own) or made from
 # its package and the oracle guest (``text_insns``, ``calltrees``,
 # ``ftrace_events``)
 RECORDED = ("preempt_model", "text_insns", "calltrees", "ftrace_events")
