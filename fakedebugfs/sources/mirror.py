@@ -268,7 +268,7 @@ class Mirror(MirrorDrain):
         self._clock_base = None  # virtual clock: (sample time, fake time) of the first
         self.drained_at = 0.0  # time.monotonic() of the last drain
         self.cost = 0.0  # seconds a byte of records costs a drain, of the last drains
-        self._taken: dict = {}  # CpuBuffer -> (its consumed_events, when they last changed)
+        self._taken: dict = {}  # CpuBuffer -> ((consumed_events, reader_asked), when last changed)
         self._last_sample: dict[int, int] = {}  # task -> perf time of its last sample fired
         self._named_at: dict[int, int] = {}  # task -> perf time of its last COMM record
 

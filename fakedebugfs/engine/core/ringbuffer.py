@@ -162,6 +162,7 @@ class CpuBuffer(BatchWriter, RingReader):
         self.overrun = 0  # events lost to overwrite (or to a pinned reader)
         self.dropped = 0  # events refused: buffer full without overwrite, or too big
         self.consumed_events = 0  # events taken by readers
+        self.reader_asked = 0  # page reads asked of it, taken or not (a reader is there)
         self.missed = 0  # lost since a reader last took a page
         self.gaps: list[list[int]] = []  # [pos, lost]: lost before the page at pos
         self.unstored: set[int] = set()  # gaps whose count is not stored (lose_now(None))

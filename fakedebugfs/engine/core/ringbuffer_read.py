@@ -131,6 +131,7 @@ class RingReader:
         ``RB_MISSED_STORED``) when events were lost since the previous page.
         Returns a page of ``page_size`` bytes, or None when there is nothing
         to take or the next event does not fit in *limit*."""
+        self.reader_asked += 1
         if self.gaps:
             self._settle_gaps()
         psize = self.page_size
@@ -208,6 +209,7 @@ class RingReader:
         (the FUSE reply is made before anything else runs).  Stops before a page that must report
         missed events and at a partly read page (b"" there: the caller takes
         that page with :meth:`read_page`)."""
+        self.reader_asked += 1
         if self.gaps:
             self._settle_gaps()
         if self.read or self.missed or self.missed_unstored:
