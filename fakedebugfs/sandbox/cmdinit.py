@@ -48,6 +48,7 @@ from fakedebugfs.control import runstate
 from fakedebugfs.engine.core.kallsyms import PROC_FILE
 from fakedebugfs.native import libc
 from fakedebugfs.sandbox import confine, procsys, seal, userns
+from fakedebugfs.trees.proc_version import NAME as PROC_VERSION_FILE
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
 MS_BIND = 0x1000
 PROC = "/proc"
 KALLSYMS = "/proc/kallsyms"
+PROC_VERSION = "/proc/version"
 # the first pid a command gets: five digits, above every task the default
 # workload invents (1000-9999: sources/workloads/synthetic.py TASK_PIDS),
 # so that no pid in the fake's events is both (ftracetest's event-no-pid.tc
@@ -102,6 +104,17 @@ def bind_kallsyms(mnt: str, work: str) -> None:
         libc.mount(source, KALLSYMS, None, MS_BIND)
 
 
+def bind_proc_version(mnt: str) -> None:
+    """The profile's ``/proc/version`` (:mod:`fakedebugfs.trees.proc_version`)
+    over the command's, where the fake has one."""
+    source = os.path.join(mnt, PROC_VERSION_FILE)
+    if os.path.exists(source) and os.path.exists(PROC_VERSION):
+        try:
+            libc.mount(source, PROC_VERSION, None, MS_BIND)
+        except OSError as err:  # (a container's masked /proc): the host's stays
+            log.debug("/proc/version not bound: %s", err)
+
+
 def reserve_pids() -> None:
     """As a PID namespace's init, before its first other process: the
     namespace's next pids start at :data:`FIRST_PID` (``ns_last_pid``)."""
@@ -123,6 +136,7 @@ def enter(mnt: str, work: str, rootless: bool, sealed: bool, supervisor=None) ->
     mount_proc()
     reserve_pids()
     bind_kallsyms(mnt, work)
+    bind_proc_version(mnt)
     procsys.bind_stack_tracer(mnt)
     if rootless:
         try:
@@ -202,5 +216,5 @@ def watch_command(pid: int, mnt: str) -> None:
             os.close(fd)
 
 
-__all__ = ["RunError", "bind_kallsyms", "close_inherited", "enter", "mount_proc",
-           "reserve_pids", "seal_in", "watch_command"]
+__all__ = ["RunError", "bind_kallsyms", "bind_proc_version", "close_inherited", "enter",
+           "mount_proc", "reserve_pids", "seal_in", "watch_command"]

@@ -86,7 +86,7 @@ from pathlib import Path
 from fakedebugfs.native import libc
 from fakedebugfs.control import runstate
 from fakedebugfs.sandbox import cmdinit, confine, helper, procsys, seal, userns
-from fakedebugfs.sandbox.cmdinit import RunError, bind_kallsyms, mount_proc
+from fakedebugfs.sandbox.cmdinit import RunError, bind_kallsyms, bind_proc_version, mount_proc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -370,6 +370,7 @@ def arrange_namespace(mnt: str, work: str, rootless: bool = False) -> None:
         replace_tracing_mounts(mnt, work)
     check_covered(mnt)
     bind_kallsyms(mnt, work)
+    bind_proc_version(mnt)  # the profile's /proc/version, where it has one
     procsys.bind_stack_tracer(mnt)  # kernel.stack_tracer_enabled, where the fake has it
     helper.make_reachable(work, mount)  # mount -o remount,gid=N (fakedebugfs.sandbox.helper)
     if rootless:

@@ -70,16 +70,19 @@ def capture(tracefs: str, outdir: str) -> int:
 
 
 def _write_kallsyms(path: Path) -> None:
-    """``/proc/kallsyms``'s text symbols (``t``/``T``, module ones included),
-    as the kernel lists them; nothing when addresses are hidden (all zero:
-    ``kptr_restrict``, or not root)."""
+    """``/proc/kallsyms`` as the kernel lists it: text and data symbols
+    (``CONFIG_KALLSYMS_ALL``: ``@SYM`` fetches of kernel probes name data),
+    module ones included; nothing when addresses are hidden (every text
+    symbol at zero: ``kptr_restrict``, or not root; the per-CPU ``A``
+    symbols are near zero anyway)."""
     try:
         text = _read("/proc/kallsyms")
     except OSError:
         return
-    lines = [ln for ln in text.splitlines(True) if ln[17:19] in ("t ", "T ")]
-    if lines and not all(ln.startswith("0000000000000000") for ln in lines[:100]):
-        _write(path, "".join(lines))
+    lines = text.splitlines(True)
+    funcs = [ln for ln in lines if ln[17:19] in ("t ", "T ")]
+    if funcs and not all(ln.startswith("0000000000000000") for ln in funcs[:100]):
+        _write(path, text)
 
 
 def _check_id(edir: Path, text: str) -> None:

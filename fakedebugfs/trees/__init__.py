@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fakedebugfs.fs.tree import Dir
-from fakedebugfs.trees import kallsyms, ktrace
+from fakedebugfs.trees import kallsyms, ktrace, proc_version
 
 
 def build_root(kernel) -> Dir:
@@ -16,6 +16,9 @@ def build_root(kernel) -> Dir:
         if module is not None:
             root.add(module.create_tree(kernel))
     root.add(kallsyms.create_file(kernel))  # hidden: for `run`'s /proc/kallsyms
+    version = proc_version.create_file(kernel)  # hidden: for `run`'s /proc/version
+    if version is not None:
+        root.add(version)
     return root
 
 

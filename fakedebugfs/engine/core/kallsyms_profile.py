@@ -28,7 +28,7 @@ from fakedebugfs.engine.core.profile_files import profile_file, read_profile_fil
 
 # the attributes read from the file on first use
 _LAZY = frozenset(("names", "addrs", "sizes", "types", "mods", "text", "end", "by_name",
-                   "module_names", "stext", "etext"))
+                   "module_names", "stext", "etext", "kend"))
 
 
 class ProfileKallsyms(Kallsyms):
@@ -97,6 +97,7 @@ class ProfileKallsyms(Kallsyms):
         d["module_names"] = {m for m in d["mods"] if m}
         d["stext"] = self._first("_stext")
         d["etext"] = self._first("_etext")
+        d["kend"] = self._first("_end")  # 0 for a table of text symbols only
 
     def _first(self, name: str) -> int:
         idx = self.__dict__["by_name"].get(name)
@@ -130,6 +131,7 @@ class ProfileKallsyms(Kallsyms):
                 d["by_name"].setdefault(name, []).append(pos)
             d["module_names"] = set()
             d["stext"], d["etext"] = self._first("_stext"), self._first("_etext")
+            d["kend"] = 0
         return n
 
     def has(self, name: str) -> bool:
@@ -159,10 +161,15 @@ class ProfileKallsyms(Kallsyms):
         return None
 
     def _pos(self, addr: int):
-        """The sorted index of the symbol holding *addr*, or None."""
+        """The sorted index of the symbol holding *addr*, or None.  With the
+        kernel's data symbols listed (``_end``), an address of the core
+        kernel outside ``_stext`` .. ``_end`` has none (``is_ksym_addr``:
+        the per-CPU offsets, ``A`` symbols near 0, name no address)."""
         addrs = self.addrs
         pos = bisect.bisect_right(addrs, addr) - 1
         if pos < 0 or addr >= addrs[pos] + self.sizes[pos] or not addrs[pos]:
+            return None
+        if self.mods[pos] is None and self.kend and not self.stext <= addr < self.kend:
             return None
         return pos
 

@@ -20,6 +20,7 @@ other arguments are what the fake knows of the call
 
 from __future__ import annotations
 
+from fakedebugfs.engine.ftrace.kernel_data import kernel_data
 from fakedebugfs.engine.ftrace.probe_fetch import (CallContext, call_params, event_values,
     probe_values)
 from fakedebugfs.engine.ftrace.probe_retval import SyscallReturns, spine, wants_retval
@@ -120,6 +121,7 @@ class KprobeFtrace:
                         head, at = {"__probe_ip": start}, ts + node[1]
                         rank = KINDS[p.kind][0]
                     ctx = self._context(known[k], engine.comms.get(pid, ""), start)
+                    ctx.data = kernel_data(self.top)  # (@SYM)
                     fired.append(((at, rank, k), tp, p, head, ctx, k))
             held = self._hold(tree, fired, calls.firing)
             if held:

@@ -22,9 +22,10 @@ function's entry ``%di %si %dx %cx %r8 %r9`` and ``$argN`` are its
 parameters in order (x86_64's calling convention), BTF names the
 parameters of that name, ``%ip`` the probed address, ``$comm`` the task's
 name, ``\\IMM`` and ``\\"STR"`` their values, ``+OFFS(...)`` the string at
-a known address (``+0(%si):string``); ``$retval`` (and ``%ax`` at a
+a known address (``+0(%si):string``), ``@SYM`` the kernel data the
+profile holds (:mod:`.kernel_data`); ``$retval`` (and ``%ax`` at a
 return) the value returned where the fake knows it.  Everything else
-(the stack, ``@SYM``, fields, other memory) is unknown: 0, and a string
+(the stack, fields, other memory) is unknown: 0, and a string
 the fake cannot read is stored empty, which the kernel prints as it
 prints a fetch that faulted, ``(fault)``.
 """
@@ -44,14 +45,15 @@ class CallContext:
     called function, *strings* (address -> text) and the task's *comm*;
     *retval* the returned value where known."""
 
-    __slots__ = ("params", "names", "strings", "comm", "ip", "retval")
+    __slots__ = ("params", "names", "strings", "comm", "ip", "retval", "data")
 
     def __init__(self, params=None, names=None, strings=None, comm: str = "", ip: int = 0,
-                 retval: Optional[int] = None):
+                 retval: Optional[int] = None, data=None):
         self.params = params or {}
         self.names = names or {}
         self.strings = strings or {}
         self.comm, self.ip, self.retval = comm, ip, retval
+        self.data = data  # the kernel's data the fake knows (.kernel_data), for @SYM
 
 
 def event_values(ft, key: str, values) -> dict:
@@ -203,6 +205,9 @@ def _value(text: str, ctx: CallContext, at_entry: bool, is_return: bool):
             return int(text[1:], 0)
         except ValueError:
             return None
+    if text.startswith("@"):  # the memory at a symbol (or an address)
+        addr = ctx.data.address(text) if ctx.data is not None else None
+        return None if addr is None else _Addr(addr)
     if text[:1] in "+-" and text.endswith(")") and "(" in text:
         open_at = text.index("(")
         offs = text[1:open_at].lstrip("u")
@@ -237,7 +242,7 @@ def read_memory(ctx: CallContext, addr: int, size: int) -> Optional[bytes]:
         raw += bytes(-len(raw) % 8)
         if base <= addr and addr + size <= base + len(raw):
             return raw[addr - base:addr - base + size]
-    return None
+    return ctx.data.read(addr, size) if ctx.data is not None else None
 
 
 def read_string(ctx: CallContext, addr: int) -> str:
@@ -247,7 +252,8 @@ def read_string(ctx: CallContext, addr: int) -> str:
         raw = text.encode(errors="surrogateescape")
         if base <= addr <= base + len(raw):
             return raw[addr - base:].decode(errors="surrogateescape")
-    return ""
+    known = ctx.data.string(addr) if ctx.data is not None else None
+    return known if known is not None else ""
 
 
 def _bitfield(comm: str):
@@ -282,6 +288,13 @@ def _from_memory(arg, ctx: CallContext, addr: int):
 def fetch(arg, ctx: CallContext, at_entry: bool = True, is_return: bool = False):
     """The value one :class:`~.trace_probe.ProbeArg` records at a call."""
     v = _value(_split_type(arg.comm), ctx, at_entry, is_return)
+    if arg.type.name == "symstr":  # the value's symbol, as sprint_symbol prints it
+        if isinstance(v, _Addr):
+            raw = read_memory(ctx, int(v), 8)
+            v = int.from_bytes(raw, "little") if raw is not None else None
+        if not isinstance(v, int):
+            return ""
+        return ctx.data.symbol(v) if ctx.data is not None else f"0x{v:x}"
     if arg.type.is_string:
         if isinstance(v, str):
             return v

@@ -75,8 +75,9 @@ OPTIONAL = ("available_filter_functions", "available_filter_functions_addrs")
 # header's model, read with the latency-format option set, which the
 # oracle's capture does in an instance of its own) or made from
 # its package and the oracle guest (``text_insns``, ``calltrees``,
-# ``ftrace_events``)
-RECORDED = ("preempt_model", "text_insns", "calltrees", "ftrace_events")
+# ``ftrace_events``, ``kernel_data`` and ``proc_version``)
+RECORDED = ("preempt_model", "text_insns", "calltrees", "ftrace_events",
+            "kernel_data", "proc_version")
 # a section's head, found after a newline (a literal prefix: ~5 ms for the
 # 2 MB of 6.18, where a MULTILINE ``^`` made it ~20 ms of every mount's start)
 _HEAD = re.compile(r"\n### (\S+)/(\S+)(?=\n)")
@@ -192,6 +193,21 @@ class Profile:
         its own order, the list's head first (recorded in the oracle guest:
         :mod:`fakedebugfs.oracle.ftrace_events`); empty without one."""
         return (self._opt("ftrace_events") or "").split()
+
+    def proc_version(self):
+        """The ``proc_version`` file (the kernel's ``/proc/version``), or None."""
+        return self._opt("proc_version")
+
+    def kernel_data(self) -> dict[str, bytes]:
+        """The ``kernel_data`` file: ``SYMBOL HEX`` lines, the bytes of some
+        constant data of the kernel (:mod:`fakedebugfs.oracle.kernel_data`);
+        empty without one."""
+        out = {}
+        for line in (self._opt("kernel_data") or "").splitlines():
+            sym, _, hexed = line.partition(" ")
+            if sym and not sym.startswith("#"):
+                out[sym] = bytes.fromhex(hexed.strip())
+        return out
 
     def modes(self) -> dict[str, tuple[int, str]]:
         """The ``modes`` file's ``path -> (mode, kind)``, read once (a

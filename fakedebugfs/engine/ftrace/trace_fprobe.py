@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 
+from fakedebugfs.engine.ftrace.kernel_data import kernel_data
 from fakedebugfs.engine.ftrace.kstrto import kstrtoull
 from fakedebugfs.engine.ftrace.trace_kprobe import (parse_args, probe_event, sanitize_event_name,
     split_symbol_offset)
@@ -232,6 +233,7 @@ class TprobeHits(ProbeHits):
         def probe(cpu, pid, ts, values):
             ctx = tracepoint_context(btf, tf.symbol, dict(zip(tp.args, values)),
                                      engine.comms.get(pid, ""), ip)
+            ctx.data = kernel_data(self.ft)  # (@SYM)
             vals = probe_values(tf, ctx, {"__probe_ip": ip})
             mine.fire(cpu, pid, ts, tuple(vals.get(a, 0) for a in mine.args))
         tp.register(probe)
