@@ -115,6 +115,9 @@ def test_raw_prints_numbers(both):
     guest, fake = both
     assert header(guest["nop raw"]) == header(fake["nop raw"])
     assert [ln.split()[:2] for ln in body(fake["function raw"])] == [["42", "1"], ["43", "0"]]
+    # the marker's ip: tracing_mark_write's _THIS_IP_ (the profile's marker_ip)
+    assert body(fake["nop raw"])[0].split(" ", 3)[3] == body(guest["nop raw"])[0].split(" ", 3)[3] \
+        == "# ffffffff8123600f hello-marker"
 
 
 def test_the_time_is_rounded_to_the_microsecond(both):

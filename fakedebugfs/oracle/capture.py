@@ -56,12 +56,13 @@ def capture(guest, outdir: Path) -> int:
                     for name, src in GUEST_FILES.items())
     # an instance's files (the guest is the oracle's own: an instance may be
     # made there, which capture-profile never does on a user's machine),
-    # then the preemption model its latency header names (a write)
+    # then what its output shows after writes: the preemption model its
+    # latency header names, a marker entry's ip
+    learnt = "".join(f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.{name} {INSTANCE} "
+                     f"{shlex.quote(str(tmp / name))}" for name in ("preempt_model", "marker_ip"))
     extra += (f" && mkdir {INSTANCE} && {shlex.quote(sys.executable)} -c "
               f"{shlex.quote(_INSTANCE_MODES)} {INSTANCE} > {shlex.quote(str(tmp / 'instance_modes'))}"
-              f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.preempt_model {INSTANCE} "
-              f"{shlex.quote(str(tmp / 'preempt_model'))}"
-              f"; rc=$?; rmdir {INSTANCE}; [ $rc = 0 ]")
+              f"{learnt}; rc=$?; rmdir {INSTANCE}; [ $rc = 0 ]")
     extra += (f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.syscall_table "
               f"/sys/kernel/tracing {shlex.quote(str(tmp / 'syscalls'))}")
     extra += (f" && {shlex.quote(sys.executable)} -m fakedebugfs.oracle.pci_devices "

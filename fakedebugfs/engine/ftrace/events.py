@@ -444,9 +444,15 @@ def _s32(v: int) -> int:
 
 
 def _show_print(r, out):
-    """``trace_print_print``: ``%ps: %s`` (the buffer ends with its newline)."""
+    """``trace_print_print``: ``seq_print_ip_sym`` of the ip (``+off/size``
+    with ``sym-offset``, `` <addr>`` with ``sym-addr``), then ``: %s`` (the
+    buffer ends with its newline)."""
     text = r["buf"].split(b"\0", 1)[0].decode(errors="surrogateescape")  # bytes as written
-    return f"{out.sym(r['ip'])}: {text.rstrip(chr(10))}"
+    ip, opts = r["ip"], getattr(out, "options", None) or {}
+    where = out.sym_offset(ip) if ip and opts.get("sym-offset") else out.sym(ip)
+    if ip and opts.get("sym-addr"):
+        where += f" <{ip:016x}>"
+    return f"{where}: {text.rstrip(chr(10))}"
 
 
 def _show_function(r, out):

@@ -11,6 +11,10 @@ commit next to their tool's tests; this module reads them back:
                       ``PREEMPT(none)`` on 6.18), read off that header in a
                       new instance by the oracle's capture
                       (:mod:`fakedebugfs.oracle.preempt_model`: a write)
+    marker_ip         where a ``trace_marker`` entry's ip points, as the kernel
+                      prints it with ``sym-offset`` and ``sym-addr``
+                      (``tracing_mark_write+0xdf/0x280 <ffffffff8123600f>``),
+                      recorded the same way (:mod:`fakedebugfs.oracle.marker_ip`)
     formats           every ``events/<system>/<event>/format``, each after a
                       line ``### <system>/<event>`` (systems and events in
                       name order); the ``id`` file is the format's ``ID:``
@@ -72,11 +76,12 @@ HEADERS = ("header_page", "header_event")
 OPTIONAL = ("available_filter_functions", "available_filter_functions_addrs")
 # files a shipped profile may have that ``capture-profile`` does not make:
 # learnt from the kernel with writes (``preempt_model``: the latency
-# header's model, read with the latency-format option set, which the
-# oracle's capture does in an instance of its own) or made from
+# header's model, read with the latency-format option set, and
+# ``marker_ip``, a marker entry's ip: the oracle's capture writes them in
+# an instance of its own) or made from
 # its package and the oracle guest (``text_insns``, ``calltrees``,
 # ``ftrace_events``, ``kernel_data`` and ``proc_version``)
-RECORDED = ("preempt_model", "text_insns", "calltrees", "ftrace_events",
+RECORDED = ("preempt_model", "marker_ip", "text_insns", "calltrees", "ftrace_events",
             "kernel_data", "proc_version")
 # a section's head, found after a newline (a literal prefix: ~5 ms for the
 # 2 MB of 6.18, where a MULTILINE ``^`` made it ~20 ms of every mount's start)
@@ -142,7 +147,8 @@ class Profile:
             self.formats[key] = body
             self.ids[key] = int(m[1])
         self.files = {name: self._opt(name)
-                      for name in COPIED + HEADERS + ("uname", "modes", "preempt_model")}
+                      for name in COPIED + HEADERS + ("uname", "modes", "preempt_model",
+                                                      "marker_ip")}
 
     def _opt(self, name: str):
         p = self.path / name

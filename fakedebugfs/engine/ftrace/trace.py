@@ -29,6 +29,7 @@ from fakedebugfs.engine.core.errors import einval
 from fakedebugfs.engine.ftrace.control import marker_count, raw_marker_ok
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import KmemTracer, NopTracer
 from fakedebugfs.engine.ftrace.kversion import has
+from fakedebugfs.engine.ftrace.marker_ip import marker_ip
 from fakedebugfs.engine.ftrace.output import OutputContext
 from fakedebugfs.engine.ftrace.register_tracer import add_profile_tracers
 from fakedebugfs.engine.ftrace.stacks import stack_payload
@@ -270,7 +271,7 @@ class TraceArray(TraceBuffers, TraceEvents, TraceTriggers, TraceOutput):
             text = data[:count]
             text = text + b"\0\0" if text.endswith(b"\n") else text + b"\n\0"
             ev = self.events["ftrace:print"]
-            payload = ev.pack(pid, {"ip": 0}, 0, pc) + text  # ip 0: see sym()
+            payload = ev.pack(pid, {"ip": marker_ip(self.top)}, 0, pc) + text
         ts = self.engine.clock.now() if ts is None else ts
         post = [] if raw else marker_triggers(self, cpu, pid, ts, data[:count])
         if not self.commit(cpu, ts, payload) and not self.tracing_on:

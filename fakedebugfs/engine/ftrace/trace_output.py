@@ -24,11 +24,12 @@ from fakedebugfs.engine.core.ringbuffer import CpuBuffer
 from fakedebugfs.engine.core.ringbuffer_read import Event
 from fakedebugfs.engine.ftrace.events import ENTRY
 from fakedebugfs.engine.ftrace.kmemtrace_plugin import NopTracer
+from fakedebugfs.engine.ftrace.marker_ip import MARKER_FUNCTION, marker_site
 from fakedebugfs.engine.ftrace.output import context_head, timestamp, trace_header
 from fakedebugfs.engine.ftrace.output_formats import (LAT_HELP_HEADER, latency_header, plain,
                                                       print_lines)
 
-MARKER_IP_NAME = "tracing_mark_write"
+MARKER_IP_NAME = MARKER_FUNCTION
 CHUNK_LINES = 128  # lines per step of text_chunks (under a slicer turn)
 
 
@@ -178,12 +179,19 @@ class TraceOutput:
         return self.out.ptr(addr)
 
     def sym_offset(self, addr: int) -> str:
+        site = marker_site(self.top)
+        if site is not None and addr == site.addr:  # (the profile's kallsyms not read for it)
+            return site.sym_offset
         return self.out.sym_offset(addr)
 
     def sym(self, addr: int) -> str:
-        """``%ps`` for ``ftrace:print``: marker entries carry ip 0 and print
-        as the kernel's ``tracing_mark_write`` (not in the fake kallsyms)."""
-        return MARKER_IP_NAME if addr == 0 else self.out.sym(addr)
+        """``%ps`` for ``ftrace:print``: a marker entry's ip is the profile's
+        ``marker_ip`` (engine/ftrace/marker_ip.py), or 0 without one, which
+        prints as the kernel's ``tracing_mark_write``."""
+        if addr == 0:
+            return MARKER_IP_NAME
+        site = marker_site(self.top)
+        return site.name if site is not None and addr == site.addr else self.out.sym(addr)
 
     def header(self, cpus=None) -> str:
         """The header of ``trace``: ``# tracer:`` then the tracer's own
@@ -234,7 +242,11 @@ def _pure(etype) -> bool:
     """An event whose text is a function of its payload after ``struct
     trace_entry`` (and of the symbols and ``hash-ptr``, which
     :class:`~.output.OutputContext` watches): not one whose print fmt
-    reads ``jiffies`` (the time it is printed) or a ``common_`` field."""
+    reads ``jiffies`` (the time it is printed) or a ``common_`` field, nor
+    a marker's ``ftrace:print``, whose ip follows ``sym-offset`` and
+    ``sym-addr`` (``seq_print_ip_sym``)."""
+    if etype.system == "ftrace" and etype.name == "print":
+        return False
     fmt = etype.print_fmt or ""
     return "jiffies" not in fmt and "common_" not in fmt
 
