@@ -194,3 +194,30 @@ def test_same_reads_as_the_kernel(fake, reader):
         real = run_reader(reader, size, *[os.path.join(realtracefs.POINT, f) for f in same],
                           real=True)
         assert run_reader(reader, size, *[tracing / f for f in same]) == real, (size, same)
+
+
+def test_lines_read_from_the_text_as_from_records():
+    """A long text of one-line records is read from the text itself
+    (``SeqLinesState``: no list of records made at open, for the 7 MB of
+    ``/proc/kallsyms``): every read, seek (``traverse``) and grown buffer
+    gives what the walk over its records (``SeqFileState``) gives."""
+    import random
+
+    from fakedebugfs.fs.seq_file import SeqFileState, SeqLinesState, split_records
+
+    rng = random.Random(37)
+    for trial in range(600):
+        lengths = [rng.choice((0, 1, 4094, 4095, 4096, 9000)) if rng.random() < 0.05
+                   else rng.randrange(0, 200) for _ in range(rng.randrange(0, 300))]
+        data = b"\n".join(b"x" * n for n in lengths) + (b"\n" if rng.random() < 0.7 else b"")
+        walked, text = SeqFileState(split_records(data)), SeqLinesState(data)
+        walked.flat = None  # (a short text's slice: both walk their records)
+        pos = 0
+        for _ in range(rng.randrange(1, 40)):
+            if rng.random() < 0.2:
+                pos = rng.randrange(0, len(data) + 20)
+            want = rng.choice((0, 1, 100, 4095, 4096, 8192, 65536, rng.randrange(1, 10000)))
+            got = text.read(pos, want)
+            assert got == walked.read(pos, want), (trial, pos, want)
+            assert text.size == walked.size and text.count == walked.count, (trial, pos, want)
+            pos += len(got)
