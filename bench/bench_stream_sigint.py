@@ -9,7 +9,18 @@ notes when trace-cmd forked its recorders (polled).  The real side is the
 same in the profile's oracle guest (the Debian 6.12 kernel under QEMU: its
 own context switches, about 1,600 ``sched_switch`` a second idle, against
 the default workload's 2,600), where a trial that has not ended after 30 s
-is killed and counted as hung.
+is killed and counted as hung.  ``--host`` adds the same trials on this
+machine's own kernel (a native one: its recorders' system calls take
+microseconds, as the fake's round trips cannot), one task a CPU switching
+every millisecond beside whatever else runs here; they run in a private
+mount namespace holding the real top level (``bench_control``'s lock and
+stand-ins: this host refuses the function tracer's files, on which
+trace-cmd 3.1.6 crashes; nothing timed uses them).  A trial that has not
+ended after ``HOST_BOUND`` s is killed and counted as hung, with the state
+it hung in: ``stop`` (the parent waiting for its recorders, each blocked
+writing into its full pipe: docs/cli.md's stop deadlock) or ``start-up``
+(no recorder was forked yet at the SIGINT: the parent polls its exited
+recorders' pipes for ever).
 
 Each trial also samples, just before the SIGINT, what the ring holds that
 the recorders have not read yet (``entries`` of every
@@ -20,16 +31,19 @@ the recorders have not read yet (``entries`` of every
 Rows: ``stream_sigint_ended[at N s]``, the fraction of trials that ended
 within ``BOUND`` s (fake, guest), with each trial's detail.
 
-    python -m bench.bench_stream_sigint [--at 2 --at 25] [--runs 10] [--no-guest] [--paced]
+    python -m bench.bench_stream_sigint [--at 2 --at 25] [--runs 10] [--no-guest] [--paced] [--host]
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 
 from . import FAKEDEBUGFS, ROOT
@@ -142,6 +156,82 @@ def guest_trials(at: float, runs: int, paced: bool = False, profile=PROFILE) -> 
     return trials
 
 
+HOST_BOUND = 15.0  # s after the SIGINT before a host trial counts as hung
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, state) of *pid*'s children."""
+    out = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid=,stat="], capture_output=True,
+                         text=True).stdout
+    return [(int(w[0]), w[1]) for w in (ln.split() for ln in out.splitlines()) if len(w) == 2]
+
+
+def host_trial(at: float, bound: float = HOST_BOUND) -> dict:
+    """(In the namespace of :func:`host_trials`) one trial on this host's
+    kernel: as :func:`fake_trial`, and how it hung."""
+    from .bench_control import TRACING
+
+    proc = subprocess.Popen(STREAM.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    time.sleep(at)
+    recorders = len(_children(proc.pid))
+    backlog = []
+    for cpu in sorted(glob.glob(os.path.join(TRACING, "per_cpu", "cpu*")),
+                      key=lambda d: int(d.rsplit("cpu", 1)[1])):
+        with open(os.path.join(cpu, "stats")) as fp:
+            backlog += [int(ln.split()[1]) for ln in fp if ln.startswith("entries:")]
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    hung = None
+    try:
+        proc.wait(timeout=bound)
+        ended = round(time.monotonic() - sent, 2)
+    except subprocess.TimeoutExpired:
+        ended = None
+        kids = _children(proc.pid)
+        hung = "start-up" if kids and all(st.startswith("Z") for _, st in kids) else "stop"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return {"at": at, "recorders": recorders, "backlog": backlog, "ended_after_s": ended,
+            "hung": hung, "load": round(os.getloadavg()[0], 2)}
+
+
+def _host_loop(at: float, runs: int) -> None:
+    """(The child in a private mount namespace) *runs* host trials at
+    *at* s, the top level held and put back, one pacing task a CPU."""
+    from .bench_control import _in_namespace_mount, top_level_saved
+
+    _in_namespace_mount()
+    pacers = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
+                                "import time\nwhile True: time.sleep(0.001)"])
+              for c in range(os.cpu_count() or 1)]
+    try:
+        with top_level_saved():
+            trials = [host_trial(at) for _ in range(runs)]
+    finally:
+        for p in pacers:
+            p.kill()
+            p.wait()
+    print(json.dumps(trials), flush=True)
+
+
+def host_trials(at: float, runs: int) -> list[dict]:
+    """The trials on this machine's kernel, by a child of this module in a
+    private mount namespace; [] when it cannot reach the real tracefs."""
+    from .bench_control import real_available
+
+    if not real_available() or shutil.which("trace-cmd") is None:
+        return []
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-m",
+                        "bench.bench_stream_sigint", "--host-loop", str(at), str(runs)],
+                       cwd=ROOT, capture_output=True, text=True,
+                       timeout=runs * (at + HOST_BOUND + 30) + 600)
+    if p.returncode != 0:
+        print(f"host trials: {p.stderr[-800:]}", file=sys.stderr)
+        return []
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def ended(trials: list[dict], bound: float = BOUND) -> float | None:
     """The fraction of *trials* that ended within *bound* s."""
     if not trials:
@@ -150,14 +240,19 @@ def ended(trials: list[dict], bound: float = BOUND) -> float | None:
     return round(len(done) / len(trials), 2)
 
 
-def run(points=POINTS, runs: int = RUNS, guest: bool = True, paced: bool = False) -> list[dict]:
+def run(points=POINTS, runs: int = RUNS, guest: bool = True, paced: bool = False,
+        host: bool = False) -> list[dict]:
+    """The rows; ``real`` is the guest's fraction, or the host's when there
+    is no guest side."""
     rows = []
     for at in points:
         fake = [fake_trial(at) for _ in range(runs)]
         real = guest_trials(at, runs, paced) if guest else []
+        native = host_trials(at, runs) if host else []
         rows.append({"name": f"stream_sigint_ended[at {at:g} s]", "fake": ended(fake),
-                     "real": ended(real), "unit": "fraction",
-                     "detail": {"fake": fake, "guest": real, "guest_paced": paced}})
+                     "real": ended(real) if real else ended(native), "unit": "fraction",
+                     "detail": {"fake": fake, "guest": real, "guest_paced": paced,
+                                "host": native}})
     return rows
 
 
@@ -168,8 +263,15 @@ def main() -> None:
     ap.add_argument("--no-guest", action="store_true")
     ap.add_argument("--paced", action="store_true",
                     help="the guest's CPUs switch tasks at about the fake's rate")
+    ap.add_argument("--host", action="store_true",
+                    help="the same trials on this machine's kernel too (root)")
+    ap.add_argument("--host-loop", nargs=2, metavar=("AT", "RUNS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    for row in run(tuple(args.at or POINTS), args.runs, not args.no_guest, args.paced):
+    if args.host_loop:
+        _host_loop(float(args.host_loop[0]), int(args.host_loop[1]))
+        return
+    for row in run(tuple(args.at or POINTS), args.runs, not args.no_guest, args.paced,
+                   args.host):
         print(json.dumps(row), flush=True)
 
 
