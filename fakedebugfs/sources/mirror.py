@@ -15,7 +15,10 @@ and closed when no trace array has it enabled any more:
   ``tree`` mode on the tasks of a cgroup (v2) the command is put in before
   it execs (PERF_FLAG_PID_CGROUP: its descendants, whenever forked, and
   nothing else; without cgroup v2, every task's samples are read and those
-  of the tasks the leader below saw forked are kept);
+  of the tasks the leader below saw forked are kept); the ``syscalls``
+  events are carried by ``raw_syscalls``' two, fanned out by the system
+  call's number (:mod:`~fakedebugfs.sources.mirror_syscalls`) where the
+  profile names the numbers;
 * per CPU one ring (a ``PERF_COUNT_SW_DUMMY`` leader that also reports
   ``PERF_RECORD_COMM``, and in ``tree`` mode ``PERF_RECORD_FORK`` of the
   command's tasks: their names for ``saved_cmdlines``), every
@@ -60,9 +63,10 @@ from fakedebugfs.sources.procevents import (ATTR_COMM, ATTR_COMM_EXEC, ATTR_INHE
     ATTR_SAMPLE_ID_ALL, ATTR_TASK, ATTR_WATERMARK, PERF_ATTR_SIZE_VER5, PERF_COUNT_SW_DUMMY,
     PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_SOFTWARE, Ring, comm_of, perf_event_attr)
 from fakedebugfs.sources.mirror_cgroup import command_cgroup
-from fakedebugfs.sources.mirror_decode import Decoder, untranslatable
+from fakedebugfs.sources.mirror_decode import Decoder, not_integers, untranslatable
 from fakedebugfs.sources.mirror_drain import MirrorDrain
 from fakedebugfs.sources.mirror_slices import DRAIN_BYTES
+from fakedebugfs.sources.mirror_syscalls import MirrorSyscalls
 from fakedebugfs.sources.perfopen import LocalOpener, OpenerGone
 
 log = logging.getLogger(__name__)
@@ -127,7 +131,8 @@ def _initial_userns() -> bool:
 
 def raise_fd_limit() -> None:
     """Two descriptors per event and CPU (``-e syscalls``: ~1,400 on two
-    CPUs): the soft RLIMIT_NOFILE up to the hard one."""
+    CPUs where the profile does not name the system calls' numbers): the
+    soft RLIMIT_NOFILE up to the hard one."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -151,6 +156,7 @@ class RealTracefs:
             os.close(fs)
         self._formats: dict[str, Optional[str]] = {}
         self._parsed: dict[str, Optional[EventFormat]] = {}
+        self._listed: dict[str, set] = {}  # system -> its events' names
 
     def format(self, key: str) -> Optional[str]:
         """``events/<system>/<name>/format``, or None when the kernel has no such event."""
@@ -177,6 +183,25 @@ class RealTracefs:
                 log.warning("mirror: %s: this kernel's format unreadable: %s", key, err)
                 self._parsed[key] = None
         return self._parsed[key]
+
+    def has(self, key: str) -> bool:
+        """The kernel has the event (its system's directory listed once:
+        no ``format`` read, which waits for ``event_mutex``, held by every
+        release of a tracepoint's perf event through a grace period)."""
+        system, _, name = key.partition(":")
+        names = self._listed.get(system)
+        if names is None:
+            try:
+                fd = os.open(f"events/{system}", os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.fd)
+            except OSError:
+                names = set()
+            else:
+                try:
+                    names = set(os.listdir(fd))
+                finally:
+                    os.close(fd)
+            self._listed[system] = names
+        return name in names
 
     def event_id(self, key: str) -> Optional[int]:
         text = self.format(key)
@@ -217,16 +242,17 @@ def array_of(fds: list) -> bytes:
     return array.array("i", fds).tobytes()
 
 
-def _attr(kind: int, config: int, sample_type: int, flags: int, watermark: int = 0) -> bytes:
+def _attr(kind: int, config: int, sample_type: int, flags: int, watermark: int = 0,
+          regs_user: int = 0) -> bytes:
     return perf_event_attr.build(dict(
         type=kind, size=PERF_ATTR_SIZE_VER5, config=config, sample_period=1,
         sample_type=sample_type, read_format=0, flags=flags | ATTR_USE_CLOCKID,
         wakeup_events=watermark, bp_type=0, config1=0, config2=0, branch_sample_type=0,
-        sample_regs_user=0, sample_stack_user=0, clockid=CLOCK_MONOTONIC,
+        sample_regs_user=regs_user, sample_stack_user=0, clockid=CLOCK_MONOTONIC,
         sample_regs_intr=0, aux_watermark=0, sample_max_stack=0, reserved_2=0))
 
 
-class Mirror(MirrorDrain):
+class Mirror(MirrorSyscalls, MirrorDrain):
     """The perf events of one fake's mirroring (see the module docstring).
 
     *kernel*: the fake's :class:`~fakedebugfs.engine.kernel.Kernel`; *mode*
@@ -271,6 +297,7 @@ class Mirror(MirrorDrain):
         self._taken: dict = {}  # CpuBuffer -> ((consumed_events, reader_asked), when last changed)
         self._last_sample: dict[int, int] = {}  # task -> perf time of its last sample fired
         self._named_at: dict[int, int] = {}  # task -> perf time of its last COMM record
+        self.syscalls_setup()  # syscalls events carried by raw_syscalls' (mirror_syscalls)
 
     # --- what is open -------------------------------------------------------------
 
@@ -311,6 +338,7 @@ class Mirror(MirrorDrain):
         """Follow the fake's enables from now on."""
         self.kernel.ftrace.on_enable_change.append(self.enable_change)
         self.kernel.ftrace.on_enabled.append(self.enabled_change)
+        self.kernel.ftrace.on_enabled.append(self.probe_order)
 
     def enabled_change(self, tr, key: str, on: bool) -> None:
         """A trace array's probe of *key* registered (*on*): with
@@ -356,16 +384,20 @@ class Mirror(MirrorDrain):
         the running kernel cannot be translated into the profile's layout
         (:mod:`~fakedebugfs.sources.mirror_decode`).  An event the kernel
         lacks is not refused: it is enabled in the fake and never fires
-        from the mirror (said once, at debug level)."""
+        from the mirror (said once, at debug level).  A syscalls event
+        carried by raw_syscalls (mirror_syscalls) is looked for in the
+        kernel's listing, its format not read: its fields must be integers."""
         ev = self.kernel.ftrace.events.get(key)
-        host = self.tracefs.parsed(key)
-        if host is None:
+        carried = self.carrier_of(key) is not None
+        host = None if carried else self.tracefs.parsed(key)
+        if not (self.tracefs.has(key) if carried else host is not None):
             if key not in self.absent:
                 self.absent.add(key)
                 log.debug("mirror: %s: the running kernel has no such event (enabled in "
                           "the fake, never fired by the mirror)", key)
             return
-        why = "the fake has no type of it" if ev is None else untranslatable(ev, host)
+        why = "the fake has no type of it" if ev is None else \
+            not_integers(ev) if carried else untranslatable(ev, host)
         if why:
             if key not in self.refused:
                 self.refused.append(key)
@@ -393,6 +425,8 @@ class Mirror(MirrorDrain):
             raise
 
     def _open_event(self, key: str) -> None:
+        if self.open_carried(key):  # a syscalls event: raw_syscalls' perf events carry it
+            return
         if key in self.opened:
             return
         fds = self.parked.pop(key, None)
@@ -406,8 +440,10 @@ class Mirror(MirrorDrain):
             return
         # every task's (tree: the samples of the tree's tasks are kept, a
         # task forked before the event was enabled included)
+        extra, regs = self.sample_type_extra(key)  # raw_syscalls: the task's ABI too
         attr = _attr(PERF_TYPE_TRACEPOINT, ident,
-                     PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW, ATTR_SAMPLE_ID_ALL)
+                     PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW | extra,
+                     ATTR_SAMPLE_ID_ALL, regs_user=regs)
         fds: list[int] = []
         try:
             for cpu, ring in self.rings.items():
@@ -440,6 +476,8 @@ class Mirror(MirrorDrain):
         """Stop *key*: disabled, kept open (closing the last perf event of a
         tracepoint waits for an RCU grace period, ~30 ms: ``-e syscalls``
         would take 20 s to disable); closed with the mirror."""
+        if self.close_carried(key):  # a syscalls event, or raw_syscalls still carrying them
+            return
         fds = self.opened.pop(key, None)
         if fds is not None:
             for fd in fds:
@@ -451,6 +489,7 @@ class Mirror(MirrorDrain):
         :func:`release_later`)."""
         fds = [fd for group in (*self.opened.values(), *self.parked.values()) for fd in group]
         self.opened, self.parked = {}, {}
+        self.close_carriers()
         for ring in self.rings.values():
             ring.map.close()
             fds.append(ring.fd)

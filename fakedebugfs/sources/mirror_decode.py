@@ -88,6 +88,17 @@ def untranslatable(ev, host: EventFormat) -> Optional[str]:
     return plan if isinstance(plan, str) else None
 
 
+def not_integers(ev) -> Optional[str]:
+    """Why the profile's event *ev* cannot take an integer in each field,
+    or None: a syscalls event fanned out of ``raw_syscalls``
+    (:mod:`~fakedebugfs.sources.mirror_syscalls`), whose number and
+    arguments the running kernel stores as a long and unsigned longs."""
+    for f in ev.fields:
+        if _fake_kind(f, field_key(f[1]) not in ev.dyn_arrays) != "int":
+            return f"{f[1]} is {f[0]} in the profile, an integer (long) on this kernel"
+    return None
+
+
 def _plan(ev, host: EventFormat):
     by_host = {f.name: f for f in host.fields}
     steps = {}
@@ -188,4 +199,4 @@ def _strings(values: list) -> Strings:
     return Strings(np.fromiter((code[v] for v in values), np.int64, len(values)), table)
 
 
-__all__ = ["Decoder", "untranslatable"]
+__all__ = ["Decoder", "not_integers", "untranslatable"]

@@ -321,17 +321,29 @@ class MirrorDrain(DrainSlices, MirrorPids):
             return 0
         idents = np.array(sorted(_distinct(ident)), np.int64)
         kind = np.searchsorted(idents, ident)
-        decs, cols = [], []
+        tps, cols = [], []
+        carriers = False
         for k, i in enumerate(idents.tolist()):
             dec = self.decoders[i]
+            if self.sample_type_extra(dec.tp.key)[0]:  # raw_syscalls: fan_out decodes it
+                tps.append(None)
+                cols.append(None)
+                carriers = True
+                continue
             at = raw[kind == k]
             columns = dec.columns(Entries(data, u8, u32, at))
             if dec.pid_args:
                 columns = tuple(self.ns_pids(c) if i in dec.pid_args else c
                                 for i, c in enumerate(columns))
             cols.append(columns)
-            decs.append(dec)
-        batch = EventBatch([d.tp for d in decs], kind, cpu, pid, ts, cols)
+            tps.append(dec.tp)
+        if carriers:  # raw_syscalls' samples: their events and their numbers' syscalls events
+            tps, kind, cpu, pid, ts, cols = self.fan_out(
+                data, u8, u32, idents, kind, cpu, pid, ts, raw, cols, tps,
+                lambda at: Entries(data, u8, u32, at))
+            if not len(kind):
+                return 0
+        batch = EventBatch(tps, kind, cpu, pid, ts, cols)
         return self.kernel.engine.emit_batch(batch)
 
     def _traced_pids(self):

@@ -1,0 +1,169 @@
+"""syscalls events mirrored from the kernel's raw_syscalls perf events
+(sources/mirror_syscalls.py): the entries the kernel records, in its
+order, through a few perf events however many syscalls events are on.
+
+Real mounts through the real CLI (``fakedebugfs run``, the default
+profile, Debian's 6.12, whose ``syscalls`` file names the numbers), a C
+program built here that calls getppid(2), and this machine's own tracefs
+(a scratch instance) for the kernel's recording."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+from conftest import FAKEDEBUGFS
+from support import realtracefs
+from test_mirror import GETPPID_C, real_tracefs_ls
+
+PROFILE = "debian-6.12"  # a profile with a syscalls file (the fan-out's table)
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)"),
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the workload"),
+]
+
+
+@pytest.fixture(scope="module")
+def getppid(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("mirror-syscalls")
+    (d / "getppid.c").write_text(GETPPID_C)
+    subprocess.run(["gcc", "-O2", "-o", str(d / "getppid"), str(d / "getppid.c")], check=True)
+    os.chmod(d, 0o755)
+    return str(d / "getppid")
+
+
+# raw_syscalls' enter probe registered before the syscalls one, the exit
+# probe after it: an array records a getppid call as raw enter, sys enter,
+# sys exit, raw exit ($1: the trace array's directory)
+BOTH = """echo $$ > $1/set_event_pid
+echo 1 > $1/options/event-fork
+echo raw_syscalls:sys_enter >> $1/set_event
+echo syscalls:sys_enter_getppid >> $1/set_event
+echo syscalls:sys_exit_getppid >> $1/set_event
+echo raw_syscalls:sys_exit >> $1/set_event
+echo 1 > $1/tracing_on
+exec {getppid} 3
+"""
+GETPPID_NR = 110  # x86-64
+ENTRY = re.compile(r"-(\d+)\s+\[\d+\].*?: (sys_enter: NR (\d+) \(.*\)"
+                   r"|sys_exit: NR (\d+) = (-?\d+)|sys_getppid\(\)|sys_getppid -> 0x([0-9a-f]+))\s*$")
+
+
+def getppid_entries(trace: str, pid: str) -> list[tuple[str, int]]:
+    """The entries of *pid*'s getppid calls: each one's event, and an
+    exit's return value."""
+    out = []
+    for line in trace.splitlines():
+        m = ENTRY.search(line)
+        if not m or m[1] != pid:
+            continue
+        if m[3] is not None:
+            if int(m[3]) == GETPPID_NR:
+                out.append(("sys_enter", None))
+        elif m[4] is not None:
+            if int(m[4]) == GETPPID_NR:
+                out.append(("sys_exit", int(m[5])))
+        elif m[6] is not None:
+            out.append(("sys_exit_getppid", int(m[6], 16)))
+        else:
+            out.append(("sys_enter_getppid", None))
+    return out
+
+
+@pytest.mark.skipif(not realtracefs.available(), reason="needs root and tracefs")
+def test_raw_and_syscalls_events_together_as_the_kernel_records_them(getppid, tmp_path):
+    script = tmp_path / "both.sh"
+    script.write_text(BOTH.format(getppid=getppid))
+    os.chmod(tmp_path, 0o755)
+    fake = subprocess.run(
+        [FAKEDEBUGFS, "run", "--profile", PROFILE, "--", "sh", "-c",
+         "t=/sys/kernel/tracing/instances/both; mkdir $t; "
+         f"sh {script} $t; echo 0 > $t/tracing_on; cat $t/trace"],
+        capture_output=True, text=True, timeout=300)
+    assert fake.returncode == 0, fake.stderr
+    real = real_tracefs_ls(str(script))
+
+    def calls(out: str) -> list[list[tuple[str, int]]]:
+        entries = getppid_entries(out, out.splitlines()[0].strip())
+        return [entries[i:i + 4] for i in range(0, len(entries), 4)]
+
+    got, want = calls(fake.stdout), calls(real)
+    assert len(want) == 3, real[-3000:]
+    order = ["sys_enter", "sys_enter_getppid", "sys_exit_getppid", "sys_exit"]
+    assert [[e for e, _ in call] for call in want] == [order] * 3  # the kernel's order
+    assert [[e for e, _ in call] for call in got] == [order] * 3, fake.stdout[-3000:]
+    # the syscalls exit's value is the raw one's, as the kernel stores it
+    # (the parent's pid: another number in run's namespace than on the host)
+    for call in got + want:
+        assert call[2][1] == call[3][1] > 0
+
+
+def perf_fds(pid: int) -> int:
+    """Perf event descriptors held by *pid* and its descendants, as ``ls -l
+    /proc/PID/fd`` shows them (``anon_inode:[perf_event]``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fp:
+                    ppid = int(fp.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    count, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, ()))
+        try:
+            fds = os.listdir(f"/proc/{p}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                count += os.readlink(f"/proc/{p}/fd/{fd}") == "anon_inode:[perf_event]"
+            except OSError:
+                pass
+    return count
+
+
+def test_every_syscalls_event_through_a_few_perf_events(tmp_path):
+    """``echo 'syscalls:*' > set_event`` under ``run`` opens no more perf
+    events than one syscalls event of each direction (each syscalls event
+    used to open one per CPU: ~1,400 on two CPUs)."""
+    os.chmod(tmp_path, 0o755)
+    out, back = tmp_path / "out", tmp_path / "in"
+    os.mkfifo(out)
+    os.mkfifo(back)
+    proc = subprocess.Popen(
+        [FAKEDEBUGFS, "run", "--profile", PROFILE, "--", "sh", "-c",
+         "cd /sys/kernel/tracing; echo syscalls:sys_enter_getppid > set_event; "
+         f"echo syscalls:sys_exit_getppid >> set_event; echo one > {out}; read x < {back}; "
+         f"echo 'syscalls:*' > set_event; wc -l < set_event > {out}; read x < {back}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    counts, said = [], []
+    # (a reader of the FIFO, given up on when run ends first)
+    timer = threading.Timer(240, proc.kill)
+    timer.start()
+    try:
+        for _ in range(2):
+            with open(out) as fp:
+                said.append(fp.read().strip())
+            counts.append(perf_fds(proc.pid))
+            with open(back, "w") as fp:
+                fp.write("go\n")
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    assert said[0] == "one" and int(said[1]) > 600, said  # every syscalls event enabled
+    one, every = counts
+    assert 0 < one and every == one, counts
