@@ -52,3 +52,13 @@ def test_proc_version_is_the_profiles():
     if not (host / "proc_version").is_file():
         with open("/proc/version") as fp:
             assert run("cat /proc/version", host) == fp.read()
+
+
+def test_a_dereference_inside_a_dereference_loads_the_pointer():
+    """fixtures/kprobes/nested-deref.sh: ``+0(+0(%di))`` reads the pointer
+    stored at ``%di`` (the name's bytes, no address) and faults there, as
+    the guest; ``+0(%di)`` and ``+1(%di)`` read the name itself."""
+    got = run((FIXTURES / "nested-deref.sh").read_text())
+    guest = (FIXTURES / "nested-deref.debian-6.12.out").read_text()
+    assert "a=(fault) c=7894629" in guest
+    assert got == guest

@@ -216,9 +216,12 @@ def _value(text: str, ctx: CallContext, at_entry: bool, is_return: bool):
         except ValueError:
             return None
         inner = _value(text[open_at + 1:-1], ctx, at_entry, is_return)
+        if isinstance(inner, _Addr):  # a dereference inside: the pointer stored there
+            raw = read_memory(ctx, int(inner), 8)
+            inner = int.from_bytes(raw, "little") if raw is not None else None
         if not isinstance(inner, int):
             return None
-        return _Addr(inner + delta)
+        return _Addr((inner + delta) & 0xFFFFFFFFFFFFFFFF)
     if text[:1].isalpha() or text[:1] == "_":  # a BTF parameter (its fields unknown)
         if "->" in text or "." in text:
             return None
