@@ -167,3 +167,84 @@ def test_every_syscalls_event_through_a_few_perf_events(tmp_path):
     assert said[0] == "one" and int(said[1]) > 600, said  # every syscalls event enabled
     one, every = counts
     assert 0 < one and every == one, counts
+
+
+# a 32-bit program without libc: getppid(2) three times through int $0x80
+# (the 32-bit table's number 64, semget's in the 64-bit one), then exit
+P32_C = r"""
+static int sys0(int nr) { int r; __asm__ volatile ("int $0x80" : "=a"(r) : "a"(nr) : "memory"); return r; }
+void _start(void) {
+    for (int i = 0; i < 3; i++)
+        sys0(64);
+    __asm__ volatile ("int $0x80" : : "a"(1), "b"(0));
+    for (;;) ;
+}
+"""
+RAW_OR_SYS = re.compile(r"-(\d+)\s+\[\d+\].*?: (sys_enter: NR \d+|sys_exit: NR \d+|sys_\w+)")
+
+
+def after_exec(trace: str, pid: str) -> list[str]:
+    """*pid*'s entries after its execve's: ``sys_enter: NR 64`` for the
+    raw events, the event's printed name for the syscalls ones."""
+    out = []
+    for line in trace.splitlines():
+        m = RAW_OR_SYS.search(line)
+        if m and m[1] == pid:
+            out = [] if m[2] == "sys_execve" else out + [m[2]]
+    return out
+
+
+def test_32_bit_calls_are_raw_syscalls_only(tmp_path):
+    """A 32-bit task's system calls: the raw events record them by the
+    32-bit table's numbers, no syscalls event does (x86-64's
+    ``trace_get_syscall_nr``), on the kernel as in the fake mirroring every
+    task (``--mirror system``: run's own command may not make 32-bit calls)."""
+    src, prog = tmp_path / "p32.c", tmp_path / "p32"
+    src.write_text(P32_C)
+    built = subprocess.run(
+        f"gcc -m32 -O2 -ffreestanding -fno-pie -fno-stack-protector -c {src} -o {prog}.o && "
+        f"ld -m elf_i386 -static -o {prog} {prog}.o && {prog}", shell=True,
+        capture_output=True, text=True)
+    if built.returncode:
+        pytest.skip(f"no 32-bit program here: {built.stderr.strip()[-200:]}")
+    os.chmod(tmp_path, 0o755)
+    go, out, back = tmp_path / "go", tmp_path / "out", tmp_path / "in"
+    for fifo in (go, out, back):
+        os.mkfifo(fifo)
+    task = subprocess.Popen(["sh", "-c", f"read x < {go}; exec {prog}"])
+    fake = subprocess.Popen(
+        [FAKEDEBUGFS, "run", "--profile", PROFILE, "--mirror=system", "--", "sh", "-c",
+         f"cd /sys/kernel/tracing; echo {task.pid} > set_event_pid; "
+         "echo 'raw_syscalls:*' >> set_event; echo 'syscalls:*' >> set_event; "
+         f"echo ready > {out}; read x < {back}; echo 0 > tracing_on; cat trace"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(240, lambda: (fake.kill(), task.kill()))
+    timer.start()
+    try:
+        with open(out) as fp:
+            assert fp.read().strip() == "ready"
+        with open(go, "w") as fp:
+            fp.write("go\n")
+        assert task.wait() == 0
+        with open(back, "w") as fp:
+            fp.write("go\n")
+        stdout, stderr = fake.communicate(timeout=120)
+    finally:
+        timer.cancel()
+        for p in (fake, task):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert fake.returncode == 0, stderr
+    got = after_exec(stdout, str(task.pid))
+    # the execve's exit under the 32-bit number the kernel gives it (11)
+    assert got == ["sys_exit: NR 11"] + ["sys_enter: NR 64", "sys_exit: NR 64"] * 3 + \
+        ["sys_enter: NR 1"], stdout[-3000:]
+    if realtracefs.available():  # the kernel's own recording of the same program
+        script = tmp_path / "p32.sh"
+        script.write_text("echo $$\necho $$ > $1/set_event_pid\n"
+                          "echo 'raw_syscalls:*' >> $1/set_event\n"
+                          f"echo 'syscalls:*' >> $1/set_event\necho 1 > $1/tracing_on\n"
+                          f"exec {prog}\n")
+        real = real_tracefs_ls(str(script))
+        assert after_exec(real, real.splitlines()[0].strip()) == got
