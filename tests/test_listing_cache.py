@@ -124,3 +124,42 @@ def test_a_changed_directory_moves_its_mtime(fake):
     assert first.st_mtime_ns < made.st_mtime_ns < gone.st_mtime_ns
     assert gone.st_ctime_ns == gone.st_mtime_ns
     assert (gone.st_size, gone.st_mode) == (first.st_size, first.st_mode)
+
+
+def cat(path) -> str:
+    """``cat PATH`` in a process of its own ("" when it fails)."""
+    out = subprocess.run(["cat", str(path)], capture_output=True, text=True, timeout=60)
+    return out.stdout if out.returncode == 0 else ""
+
+
+def test_formats_read_as_they_are_after_each_change(fake):
+    """A format's text is kept once unpacked (engine/ftrace/registry.py
+    ``format_text``), and ``cat`` still shows each event's as it is after
+    the fake changes the events: a kprobe removed and made again with
+    other fields, an event defined into a system read before, an instance
+    made after the reads."""
+    mnt = fake("--workload", "none")  # debian-6.12: kprobes
+    t = mnt / "tracing"
+    switch = t / "events" / "sched" / "sched_switch" / "format"
+    text = cat(switch)
+    assert text.startswith("name: sched_switch\n") and "field:char prev_comm[16];" in text
+    assert cat(switch) == text
+
+    append(t / "kprobe_events", "p:fcgrp/fck vfs_read")
+    probe = t / "events" / "fcgrp" / "fck" / "format"
+    first = cat(probe)
+    assert first.startswith("name: fck\n") and "arg1" not in first
+    append(t / "kprobe_events", "-:fcgrp/fck")
+    assert cat(probe) == ""
+    append(t / "kprobe_events", "p:fcgrp/fck vfs_read arg1=%di:u64")
+    again = cat(probe)
+    assert "field:u64 arg1;" in again and again != first
+
+    run_cli("define", mnt, "sched:fc_new", "int value")
+    assert "field:int value;" in cat(t / "events" / "sched" / "fc_new" / "format")
+    assert cat(switch) == text
+    os.mkdir(t / "instances" / "fc")
+    assert cat(t / "instances" / "fc" / "events" / "sched" / "sched_switch" / "format") == text
+    assert "field:u64 arg1;" in cat(t / "instances" / "fc" / "events" / "fcgrp" / "fck" / "format")
+    os.rmdir(t / "instances" / "fc")
+    open(t / "kprobe_events", "w").close()
