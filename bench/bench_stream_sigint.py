@@ -95,6 +95,22 @@ def _tracecmds(sid: int) -> int:
     return out.split().count("trace-cmd")
 
 
+def _hang(states: list[str]) -> str:
+    """How a trace-cmd stream that did not end hung, from its processes'
+    ``ps`` states: ``start-up`` when its recorders had exited (zombies:
+    they were forked after the SIGINT, the parent polls their closed
+    pipes), else ``stop``."""
+    return "start-up" if any(st.startswith("Z") for st in states) else "stop"
+
+
+def _session_hang(sid: int) -> str:
+    """:func:`_hang` of the trace-cmd processes of session *sid*."""
+    out = subprocess.run(["ps", "-s", str(sid), "-o", "stat=,comm="], capture_output=True,
+                         text=True).stdout
+    return _hang([w[0] for w in (ln.split() for ln in out.splitlines())
+                  if len(w) == 2 and w[1] == "trace-cmd"])
+
+
 def _backlog(line: bytes) -> list[int] | None:
     words = line.decode().split("=")
     if len(words) != 2 or words[0] != "backlog" or not words[1].strip():
@@ -120,11 +136,13 @@ def fake_trial(at: float, bound: float = BOUND) -> dict:
             time.sleep(0.05)
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
+        hung = None
         try:
             proc.wait(timeout=bound)
             ended = round(time.monotonic() - sent, 2)
         except subprocess.TimeoutExpired:
             ended = None
+            hung = _session_hang(proc.pid)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # run's init takes the rest with it
@@ -132,7 +150,7 @@ def fake_trial(at: float, bound: float = BOUND) -> dict:
         backlog = _backlog(proc.stdout.readline())
         proc.stdout.close()
     return {"at": at, "recorders_after_s": forked, "backlog": backlog,
-            "ended_after_s": ended, "load": round(os.getloadavg()[0], 2)}
+            "ended_after_s": ended, "hung": hung, "load": round(os.getloadavg()[0], 2)}
 
 
 def guest_trials(at: float, runs: int, paced: bool = False, profile=PROFILE) -> list[dict]:
@@ -188,8 +206,7 @@ def host_trial(at: float, bound: float = HOST_BOUND) -> dict:
         ended = round(time.monotonic() - sent, 2)
     except subprocess.TimeoutExpired:
         ended = None
-        kids = _children(proc.pid)
-        hung = "start-up" if kids and all(st.startswith("Z") for _, st in kids) else "stop"
+        hung = _hang([st for _, st in _children(proc.pid)])
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return {"at": at, "recorders": recorders, "backlog": backlog, "ended_after_s": ended,
