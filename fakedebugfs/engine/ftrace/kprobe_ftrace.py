@@ -27,6 +27,7 @@ from fakedebugfs.engine.ftrace.probe_retval import SyscallReturns, spine, wants_
 
 # the kinds of probe this ops fires, and their order at one time (entry, return)
 KINDS = {"kprobe": (0, 1), "fprobe": (1, 0)}
+TRAMPOLINE = "arch_rethook_trampoline"  # x86's rethook return (kretprobe_trampoline_addr)
 
 
 def _on_function(p, kp=None) -> bool:
@@ -105,7 +106,10 @@ class KprobeFtrace:
             known = None
             fired = []
             for k, node in enumerate(tree.nodes):
-                for p, addr in probes.get(node[3], ()):
+                on = probes.get(node[3], ())
+                last_ret = max((i for i, (p, _) in enumerate(on)
+                                if p.is_return and p.kind == "kprobe"), default=None)
+                for i, (p, addr) in enumerate(on):
                     tp = engine.tracepoints.get(p.key)
                     if tp is None or p.key not in self.top.events:
                         continue
@@ -115,14 +119,22 @@ class KprobeFtrace:
                     if p.is_return and k in tree.never_returns():
                         continue
                     if p.is_return:
-                        head = {"__probe_func": start, "__probe_ret_ip": tree.pips[k]}
+                        ret_ip = tree.pips[k]
+                        if p.kind == "kprobe" and i != last_ret:
+                            ret_ip = self._trampoline() or ret_ip
+                        head = {"__probe_func": start, "__probe_ret_ip": ret_ip}
                         at, rank = ts + node[2] + node[1], KINDS[p.kind][1]
                     else:
                         head, at = {"__probe_ip": start}, ts + node[1]
                         rank = KINDS[p.kind][0]
+                    # kprobes at one address run newest first (add_new_kprobe
+                    # adds at the list's head); their returns come back in the
+                    # other order, each kretprobe's return address taken
+                    # after the newer ones' had put the trampoline there
+                    tie = -i if p.kind == "kprobe" and not p.is_return else i
                     ctx = self._context(known[k], engine.comms.get(pid, ""), start)
                     ctx.data = kernel_data(self.top)  # (@SYM)
-                    fired.append(((at, rank, k), tp, p, head, ctx, k))
+                    fired.append(((at, rank, k, tie), tp, p, head, ctx, k))
             held = self._hold(tree, fired, calls.firing)
             if held:
                 returns.hold(pid, held, max(f[0][0] for f in fired if not f[2].is_return)
@@ -135,6 +147,17 @@ class KprobeFtrace:
                 tp.fire(cpu, pid, order[0], tuple(vals.get(a, 0) for a in tp.args))
         user.hooks = lambda: set()
         return user
+
+    def _trampoline(self) -> int:
+        """Where a kretprobe sends its function's return (``arch_rethook_trampoline``:
+        what an older kretprobe of the same function sees as the return
+        address when a newer one's is there), 0 where the table lacks it."""
+        have = self.__dict__.get("_tramp")
+        if have is None:
+            dyn = self.top.__dict__.get("dyn_events")
+            have = self._tramp = dyn.kprobes().ksyms.kallsyms_lookup_name(TRAMPOLINE) \
+                if dyn is not None else 0
+        return have
 
     def _hold(self, tree, fired: list, firing) -> list:
         """The return hits to hold until the system call returns (all of a

@@ -120,7 +120,13 @@ def probe_event(probe, event_id: int, ksyms):
         v = int(v or 0)
         if not v:
             return "0"
+        if v == trampoline():  # trace_seq_print_sym's kretprobed()
+            return "[unknown/kretprobe'd]"
         return ksyms.sym_offset(v) if offset else ksyms.sym(v)
+
+    def trampoline() -> int:
+        lookup = getattr(ksyms, "kallsyms_lookup_name", None)
+        return lookup("arch_rethook_trampoline") if lookup is not None else 0
     if probe.is_return:
         head = [("unsigned long", "__probe_func", 8), ("unsigned long", "__probe_ret_ip", 8)]
         label = lambda r: f"({ip(r.get('__probe_ret_ip'))} <- " \

@@ -1,0 +1,39 @@
+"""Several probes on one function (``fakedebugfs/engine/ftrace/kprobe_ftrace.py``):
+kprobes at one address run newest first (``add_new_kprobe`` adds each at
+the head of the address's list), fprobes after them; the kretprobes'
+returns come back oldest first, and each but the newest took its return
+address after a newer one had put the trampoline there, printed
+``[unknown/kretprobe'd]`` (trace_output.c's ``kretprobed``); compared with
+the Debian 6.12 guest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakedebugfs.engine.core.profile_files import has_profile_file
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
+FIXTURES = ROOT / "fixtures" / "kprobes"
+pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
+                                reason="the debian-6.12 profile has no kallsyms")
+
+
+def test_probes_on_one_function_as_the_guest():
+    """fixtures/kprobes/same-address.sh: ``p:a``, ``r:c``, ``p:b``, ``r:d``,
+    ``r:e`` and ``f:f`` on ``kernel_clone``, one fork: b, a, f, then c and
+    d with the trampoline as return address, then e: the guest's lines."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
+         "none", "--", "bash", "-c", (FIXTURES / "same-address.sh").read_text()],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    guest = (FIXTURES / "same-address.debian-6.12.out").read_text()
+    assert "b: (kernel_clone+0x4/0x430)\na: (kernel_clone" in guest
+    assert "c: ([unknown/kretprobe'd] <- kernel_clone)" in guest
+    assert out.stdout == guest
