@@ -19,7 +19,6 @@ import pytest
 
 from conftest import FAKEDEBUGFS
 from support import realtracefs
-from test_mirror import GETPPID_C, real_tracefs_ls
 
 PROFILE = "debian-6.12"  # a profile with a syscalls file (the fan-out's table)
 
@@ -27,6 +26,32 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)"),
     pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the workload"),
 ]
+
+
+GETPPID_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1;
+    printf("%d\n", getpid());
+    fflush(stdout);
+    for (long i = 0; i < n; i++)
+        syscall(SYS_getppid);
+    return 0;
+}
+"""
+
+
+def real_tracefs(script: str) -> str:
+    """What SCRIPT records on this machine's kernel, in a scratch instance
+    (its $1) of a tracefs mounted in a private mount namespace."""
+    res = realtracefs.shell("set -e; i=/sys/kernel/tracing/instances/fdfs-sc-$$; mkdir $i; "
+                            f"sh {script} $i; echo 0 > $i/tracing_on; cat $i/trace; rmdir $i",
+                            timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +112,7 @@ def test_raw_and_syscalls_events_together_as_the_kernel_records_them(getppid, tm
          f"sh {script} $t; echo 0 > $t/tracing_on; cat $t/trace"],
         capture_output=True, text=True, timeout=300)
     assert fake.returncode == 0, fake.stderr
-    real = real_tracefs_ls(str(script))
+    real = real_tracefs(str(script))
 
     def calls(out: str) -> list[list[tuple[str, int]]]:
         entries = getppid_entries(out, out.splitlines()[0].strip())
@@ -246,5 +271,5 @@ def test_32_bit_calls_are_raw_syscalls_only(tmp_path):
                           "echo 'raw_syscalls:*' >> $1/set_event\n"
                           f"echo 'syscalls:*' >> $1/set_event\necho 1 > $1/tracing_on\n"
                           f"exec {prog}\n")
-        real = real_tracefs_ls(str(script))
+        real = real_tracefs(str(script))
         assert after_exec(real, real.splitlines()[0].strip()) == got
