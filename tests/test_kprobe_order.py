@@ -9,6 +9,7 @@ the Debian 6.12 guest.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,25 @@ def test_probes_on_one_function_as_the_guest():
     assert "b: (kernel_clone+0x4/0x430)\na: (kernel_clone" in guest
     assert "c: ([unknown/kretprobe'd] <- kernel_clone)" in guest
     assert out.stdout == guest
+
+
+def test_kernel_clone_returns_the_child_pid():
+    """``r kernel_clone $retval`` at a fork is the child's pid, as the
+    fork's ``sched_process_fork`` shows it (the guest: ``arg1=23006`` beside
+    ``child_pid=23006``)."""
+    script = ("cd /sys/kernel/tracing\n"
+              "echo 'r:kc kernel_clone $retval' > kprobe_events\n"
+              "echo 1 > events/kprobes/enable\n"
+              "echo 1 > events/sched/sched_process_fork/enable\n"
+              "(echo forked)\n"
+              "echo 0 > events/kprobes/enable\n"
+              "echo 0 > events/sched/sched_process_fork/enable\n"
+              "cat trace\n"
+              "echo > kprobe_events\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
+         "none", "--", "bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rets = re.findall(r" kc: \(.* <- kernel_clone\) arg1=(\d+)", out.stdout)
+    children = re.findall(r" sched_process_fork: .* child_pid=(\d+)", out.stdout)
+    assert rets and rets == children, out.stdout

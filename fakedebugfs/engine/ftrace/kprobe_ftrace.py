@@ -27,6 +27,7 @@ from fakedebugfs.engine.ftrace.probe_retval import SyscallReturns, spine, wants_
 
 # the kinds of probe this ops fires, and their order at one time (entry, return)
 KINDS = {"kprobe": (0, 1), "fprobe": (1, 0)}
+FORK = "sched:sched_process_fork"
 TRAMPOLINE = "arch_rethook_trampoline"  # x86's rethook return (kretprobe_trampoline_addr)
 
 
@@ -105,6 +106,7 @@ class KprobeFtrace:
                 return
             known = None
             fired = []
+            fork_ret, on_spine = self._fork_return(tree, calls.firing)
             for k, node in enumerate(tree.nodes):
                 on = probes.get(node[3], ())
                 last_ret = max((i for i, (p, _) in enumerate(on)
@@ -134,6 +136,8 @@ class KprobeFtrace:
                     tie = -i if p.kind == "kprobe" and not p.is_return else i
                     ctx = self._context(known[k], engine.comms.get(pid, ""), start)
                     ctx.data = kernel_data(self.top)  # (@SYM)
+                    if p.is_return and k in on_spine:
+                        ctx.retval = fork_ret
                     fired.append(((at, rank, k, tie), tp, p, head, ctx, k))
             held = self._hold(tree, fired, calls.firing)
             if held:
@@ -147,6 +151,19 @@ class KprobeFtrace:
                 tp.fire(cpu, pid, order[0], tuple(vals.get(a, 0) for a in tp.args))
         user.hooks = lambda: set()
         return user
+
+    def _fork_return(self, tree, firing) -> tuple:
+        """``(child pid, spine)`` of a fork's tree (``sched_process_fork``
+        fires inside ``kernel_clone``, which then returns the child's pid to
+        the parent, as every integer-returning call above it does); ``(None,
+        ())`` for another tree."""
+        if firing is None or firing[0] != FORK:
+            return None, ()
+        child = event_values(self.top, *firing).get("child_pid")
+        if child is None:
+            return None, ()
+        dyn = self.top.__dict__.get("dyn_events")
+        return child, spine(dyn.facts.btf if dyn is not None else None, tree)
 
     def _trampoline(self) -> int:
         """Where a kretprobe sends its function's return (``arch_rethook_trampoline``:
