@@ -28,7 +28,9 @@ pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
 def test_probes_on_one_function_as_the_guest():
     """fixtures/kprobes/same-address.sh: ``p:a``, ``r:c``, ``p:b``, ``r:d``,
     ``r:e`` and ``f:f`` on ``kernel_clone``, one fork: b, a, f, then c and
-    d with the trampoline as return address, then e: the guest's lines."""
+    d with the trampoline as return address, then e: the guest's lines;
+    then with ``sym-addr`` each address after its symbol (the trampoline's
+    too), the text not kept from the first read."""
     out = subprocess.run(
         [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
          "none", "--", "bash", "-c", (FIXTURES / "same-address.sh").read_text()],
@@ -37,6 +39,7 @@ def test_probes_on_one_function_as_the_guest():
     guest = (FIXTURES / "same-address.debian-6.12.out").read_text()
     assert "b: (kernel_clone+0x4/0x430)\na: (kernel_clone" in guest
     assert "c: ([unknown/kretprobe'd] <- kernel_clone)" in guest
+    assert "a: (kernel_clone+0x4/0x430 <ffffffff810c7c44>)" in guest
     assert out.stdout == guest
 
 

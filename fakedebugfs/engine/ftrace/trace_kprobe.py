@@ -116,24 +116,29 @@ class TraceKprobe:
 def probe_event(probe, event_id: int, ksyms):
     """The event of a kernel function probe (``kprobe_event_define_fields``
     and ``print_kprobe_event``; the return probe's and fprobe's are alike)."""
-    def ip(v, offset=True) -> str:  # seq_print_ip_sym
+    def ip(v, offset=True, out=None) -> str:  # seq_print_ip_sym
         v = int(v or 0)
         if not v:
             return "0"
         if v == trampoline():  # trace_seq_print_sym's kretprobed()
-            return "[unknown/kretprobe'd]"
-        return ksyms.sym_offset(v) if offset else ksyms.sym(v)
+            text = "[unknown/kretprobe'd]"
+        else:
+            text = ksyms.sym_offset(v) if offset else ksyms.sym(v)
+        if (getattr(out, "options", None) or {}).get("sym-addr"):
+            text += f" <{v:016x}>"
+        return text
 
     def trampoline() -> int:
         lookup = getattr(ksyms, "kallsyms_lookup_name", None)
         return lookup("arch_rethook_trampoline") if lookup is not None else 0
     if probe.is_return:
         head = [("unsigned long", "__probe_func", 8), ("unsigned long", "__probe_ret_ip", 8)]
-        label = lambda r: f"({ip(r.get('__probe_ret_ip'))} <- " \
-                          f"{ip(r.get('__probe_func'), False)})"
+        label = lambda r, out=None: f"({ip(r.get('__probe_ret_ip'), True, out)} <- " \
+                                    f"{ip(r.get('__probe_func'), False, out)})"
     else:
         head = [("unsigned long", "__probe_ip", 8)]
-        label = lambda r: f"({ip(r.get('__probe_ip'))})"
+        label = lambda r, out=None: f"({ip(r.get('__probe_ip'), True, out)})"
+    label.takes_output = True  # (the trace's options: sym-addr)
     return make_probe_event(probe.group, probe.event, event_id, head, probe.args,
                             "return" if probe.is_return else "normal", label)
 

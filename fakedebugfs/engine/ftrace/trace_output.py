@@ -244,8 +244,11 @@ def _pure(etype) -> bool:
     :class:`~.output.OutputContext` watches): not one whose print fmt
     reads ``jiffies`` (the time it is printed) or a ``common_`` field, nor
     a marker's ``ftrace:print``, whose ip follows ``sym-offset`` and
-    ``sym-addr`` (``seq_print_ip_sym``)."""
+    ``sym-addr`` (``seq_print_ip_sym``), nor a kernel probe's, whose
+    addresses follow ``sym-addr``."""
     if etype.system == "ftrace" and etype.name == "print":
+        return False
+    if getattr(etype.show, "reads_options", False):
         return False
     fmt = etype.print_fmt or ""
     return "jiffies" not in fmt and "common_" not in fmt

@@ -102,8 +102,12 @@ def make_probe_event(system: str, name: str, event_id: int, head: list, args: li
                 vals[a.name] = "" if vals.get(a.name) is None else str(vals[a.name])
         return vals
 
+    takes_output = getattr(label, "takes_output", False)
+
     def show(rec, out) -> str:
-        return label(rec) + show_args(rec, args, out)
+        head = label(rec, out) if takes_output else label(rec)
+        return head + show_args(rec, args, out)
+    show.reads_options = takes_output  # (no text kept across reads: trace_output._pure)
 
     ev = EventType(system, name, event_id, fields, print_fmt(args, kind), show,
                    encode_values=encode, size=size,
