@@ -45,25 +45,46 @@ def ours(lines) -> list[str]:
                                                                       "/sys/kernel/debug")]
 
 
+def work_dirs() -> set[str]:
+    return {d for d in os.listdir("/run/fakedebugfs") if d.startswith("run-")} \
+        if os.path.isdir("/run/fakedebugfs") else set()
+
+
 @pytest.fixture(autouse=True)
 def no_leaks():
-    before = ours(host_mounts())
+    before, dirs = ours(host_mounts()), work_dirs()
     yield
     # a leak is a mount that appears (another session may unmount its own meanwhile)
     leaked = set(ours(host_mounts())) - set(before)
     assert not leaked, f"fakedebugfs run left mounts in the host namespace: {leaked}"
-    left = [d for d in os.listdir("/run/fakedebugfs") if d.startswith("run-")] \
-        if os.path.isdir("/run/fakedebugfs") else []
-    assert not [d for d in left if _owner_gone(d)], f"work directories left: {left}"
+    # a work folder made meanwhile whose run is over (another session's
+    # runs, going on or killed before this test, are theirs); the last of
+    # a run's processes may still be removing it
+    give_up = time.monotonic() + 10
+    while (left := [d for d in work_dirs() - dirs if _owner_gone(d)]) and \
+            time.monotonic() < give_up:
+        time.sleep(0.2)
+    assert not left, f"work directories left: {left}"
 
 
 def _owner_gone(name: str) -> bool:
-    # another run may be going on concurrently: only complain about old ones
+    """The run that made work folder *name* has ended (its ``pid`` file
+    names a process that is gone; without one, the folder is a minute old)."""
     path = os.path.join("/run/fakedebugfs", name)
     try:
-        return time.time() - os.stat(path).st_mtime > 600
-    except FileNotFoundError:
-        return False
+        pid = int(open(os.path.join(path, "pid")).read())
+    except (OSError, ValueError):
+        try:
+            return time.time() - os.stat(path).st_mtime > 60
+        except FileNotFoundError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return os.path.exists(path)
+    except PermissionError:
+        pass
+    return False
 
 
 def run(*args, timeout=120, **kw) -> subprocess.CompletedProcess:
