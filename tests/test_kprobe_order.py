@@ -63,3 +63,20 @@ def test_kernel_clone_returns_the_child_pid():
     rets = re.findall(r" kc: \(.* <- kernel_clone\) arg1=(\d+)", out.stdout)
     children = re.findall(r" sched_process_fork: .* child_pid=(\d+)", out.stdout)
     assert rets and rets == children, out.stdout
+
+
+def test_the_newest_definition_is_listed_first():
+    """fixtures/kprobes/event-list.sh: ``available_events`` and the top
+    level's ``set_event`` list the synthetic event, then ``k2``, then
+    ``k1`` (each definition at the head of the list), before the boot's
+    events; an instance made between ``k1`` and ``k2`` lists what came
+    after it first and ``k1`` last: the guest's lines."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
+         "none", "--", "bash", "-c", (FIXTURES / "event-list.sh").read_text()],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    guest = (FIXTURES / "event-list.debian-6.12.out").read_text()
+    assert guest.startswith("1:synthetic:mysynth\n2:kprobes:k2\n3:kprobes:k1\n")
+    assert guest.endswith("sched:sched_wakeup\nkprobes:k1\n")
+    assert out.stdout == guest

@@ -37,6 +37,7 @@ from fakedebugfs.engine.ftrace.control import (bitmap_parse, nsecs_write, percen
     saved_cmdlines_size, subbuf_order)
 from fakedebugfs.engine.ftrace.ctype import TEXT_SPACES
 from fakedebugfs.engine.ftrace.kstrto import kstrtoul_from_user
+from fakedebugfs.engine.ftrace.event_list import listed
 from fakedebugfs.engine.ftrace.tracer import Ftrace
 from fakedebugfs.engine.ftrace.trace_dynevent import dyn_events, removed_listeners
 from fakedebugfs.engine.ftrace.trace_probe import probe_facts
@@ -137,7 +138,7 @@ class TracingTree(EventsDir, OptionsDir):
                                                              set(root.children))]),
                   static=True)
         root.file("available_events", RO, SeqFile(
-            lambda: "".join(k + "\n" for k in ft.event_keys())), static=True)
+            lambda: "".join(k + "\n" for k in listed(ft, ft.event_keys()))), static=True)
         root.file("available_tracers", RO, SeqFile(lambda: " ".join(ft.tracers) + "\n"),
                   static=True)
         root.file("buffer_percent", RW, ValueFile(lambda: f"{ft.buffer_percent}\n",
@@ -166,7 +167,7 @@ class TracingTree(EventsDir, OptionsDir):
         if _profile_has(self.top, "saved_tgids"):  # trace_sched_switch.c's tgid_map
             root.file("saved_tgids", RO, SeqFile(lambda: self.top.tgids.show()))
         root.file("set_event", RW, CountFile(
-            lambda: "".join(k + "\n" for k in ft.event_keys() if k in ft.enabled),
+            lambda: "".join(k + "\n" for k in listed(ft, ft.event_keys()) if k in ft.enabled),
             self._set_event, lambda: [ft.set_event(k, False) for k in list(ft.enabled)]))
         root.file("set_event_pid", RW, CountFile(
             lambda: "".join(f"{p}\n" for p in sorted(ft.event_pids)),

@@ -88,6 +88,12 @@ def added_events(top) -> list:
     return list(top.__dict__.get("_eventfs_added", ()))
 
 
+def added_order(top) -> tuple:
+    """``({key: its addition's number}, the last number)`` of the events
+    added since boot (numbers from 1; some keys may be gone since)."""
+    return top.__dict__.get("_eventfs_added", {}), top.__dict__.get("_eventfs_seq", 0)
+
+
 def _call(fn, top, name: str, size, caller: str) -> None:
     addr = kernel_string_address(name)
     params, names = {0: addr}, {"name": addr}
@@ -104,7 +110,8 @@ def event_added(top, ev) -> None:
     hook is registered (nothing is run otherwise)."""
     added = top.__dict__.setdefault("_eventfs_added", {})
     added.pop(ev.key, None)
-    added[ev.key] = None
+    top._eventfs_seq = top.__dict__.get("_eventfs_seq", 0) + 1
+    added[ev.key] = top._eventfs_seq
     fn = top.__dict__.get("function_trace")
     if fn is None or not fn.calls.users:
         return
@@ -116,4 +123,4 @@ def event_added(top, ev) -> None:
         _call(fn, top, ev.name, ev_n, CALLER_EVENT)
 
 
-__all__ = ["OwnTree", "added_events", "event_added", "eventfs_sizes", "kernel_string_address"]
+__all__ = ["OwnTree", "added_events", "added_order", "event_added", "eventfs_sizes", "kernel_string_address"]

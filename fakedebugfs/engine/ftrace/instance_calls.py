@@ -35,6 +35,7 @@ one every 6 us (the guest's median start to start).
 
 from __future__ import annotations
 
+from fakedebugfs.engine.ftrace.event_list import mark_created
 from fakedebugfs.engine.ftrace.eventfs_calls import (CALLER_EVENT, CALLER_SYSTEM, DURATION,
     FUNC, OwnTree, added_events, eventfs_sizes, kernel_string_address)
 
@@ -77,6 +78,7 @@ def _node(calls: list, known: list, func: str, caller: str, name: str, size=None
 def instance_created(top, tr) -> None:
     """The calls of ``mkdir instances/<tr.name>`` (see the module's text),
     while some function hook is registered (nothing is run otherwise)."""
+    mark_created(tr)  # (its event list: .event_list)
     fn = top.__dict__.get("function_trace")
     if fn is None or not fn.calls.users:
         return
