@@ -52,7 +52,6 @@ import fcntl
 import logging
 import os
 import re
-import time
 from typing import Callable, Optional
 
 from fakedebugfs.engine.core.lazynp import np
@@ -85,10 +84,6 @@ SYS_fsopen, SYS_fsconfig, SYS_fsmount = 430, 431, 432
 FSOPEN_CLOEXEC, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY = 1, 6, 1, 1
 
 RING_PAGES = int(os.environ.get("FAKEDEBUGFS_MIRROR_PAGES", "1024"))  # per CPU, power of two
-DRAIN_AT = 128 << 10  # bytes in a ring that make the loop drain at once (else DRAIN_EVERY)
-DRAIN_WORK = 0.002  # seconds of drain work that make the loop drain at once
-DRAIN_EVERY = 0.02  # seconds records wait at most for the loop (a ring of 4 MiB holds
-# ~87,000 samples: 170 ms of a program making 500,000 traced syscalls/s)
 # a PERF_RECORD_SAMPLE of sample_type TID | TIME | RAW after its header:
 # { u32 pid, tid; u64 time; u32 size; char data[size]; }
 
@@ -504,62 +499,6 @@ class Mirror(MirrorSyscalls, MirrorDrain):
                 os.rmdir(self.cgroup_path)
             except OSError as err:  # a task of the command still in it
                 log.warning("mirror: %s left: %s", self.cgroup_path, err.strerror)
-
-    # --- draining -------------------------------------------------------------------
-
-    def pending(self) -> bool:
-        """Time for the server loop's drain: a ring holds DRAIN_AT bytes
-        (or a whole slice, when :meth:`slice_bytes` is smaller), or records
-        have waited DRAIN_EVERY seconds since the last drain, or draining
-        them would take DRAIN_WORK seconds (:meth:`backlog_work`: a
-        command's system calls the function tracers expand into call
-        trees are fired while it runs, as the kernel writes them, not all
-        at the next request, which would wait for them).  Fewer, bigger
-        drains: a drain's fixed cost (numpy's calls, the engine's batch) is
-        paid per slice, not per event, and a FUSE request drains what it
-        needs itself (:meth:`sync`)."""
-        if self.reader_behind():
-            return False
-        fullest = max((h - t for h, t in (r.positions() for r in self.rings.values())),
-                      default=0)
-        return fullest >= min(DRAIN_AT, self.slice_bytes()) or (
-            fullest > 0 and (time.monotonic() - self.drained_at >= DRAIN_EVERY
-                             or self.backlog_work(fullest) >= DRAIN_WORK))
-
-    def sync(self, most: int, seconds: float, hold: bool = False) -> int:
-        """Drain what the rings held when called (the events that happened
-        before a FUSE request), in slices of *most* bytes per ring (at most
-        :meth:`slice_bytes`), for at most *seconds*; returns how many were
-        fired.  *hold* (a read or poll): not while a reader is behind
-        (:meth:`reader_behind`), checked before each slice: a backlog
-        fired at once could overwrite events a reader of the kernel would
-        have taken, and the reader takes its pages between two slices."""
-        marks = self.marks()
-        deadline = time.monotonic() + seconds
-        most = min(most, self.slice_for(seconds))
-        fired = 0
-        while not (hold and self.reader_behind()):
-            fired += self.drain(most)
-            if self.reached(marks) or time.monotonic() >= deadline:
-                break
-        return fired
-
-    def backlog(self) -> bool:
-        """A ring holds records not drained yet."""
-        for ring in self.rings.values():
-            head, tail = ring.positions()
-            if head != tail:
-                return True
-        return False
-
-    def marks(self) -> dict:
-        """Each ring's head now: the records of what happened until now."""
-        return {cpu: ring.positions()[0] for cpu, ring in self.rings.items()}
-
-    def reached(self, marks: dict) -> bool:
-        """Every record up to *marks* (:meth:`marks`) has been drained."""
-        return all(self.rings[cpu].positions()[1] >= head for cpu, head in marks.items()
-                   if cpu in self.rings)
 
 
 __all__ = ["MODES", "Mirror", "MirrorError", "RealTracefs", "privilege_problem"]
