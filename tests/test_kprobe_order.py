@@ -70,7 +70,9 @@ def test_the_newest_definition_is_listed_first():
     level's ``set_event`` list the synthetic event, then ``k2``, then
     ``k1`` (each definition at the head of the list), before the boot's
     events; an instance made between ``k1`` and ``k2`` lists what came
-    after it first and ``k1`` last: the guest's lines."""
+    after it first, then the boot's events in the kernel list's reverse
+    (``sched_switch`` before the module's ``9p`` event, which the top level
+    lists first), and ``k1`` last: the guest's lines."""
     out = subprocess.run(
         [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
          "none", "--", "bash", "-c", (FIXTURES / "event-list.sh").read_text()],
@@ -78,5 +80,5 @@ def test_the_newest_definition_is_listed_first():
     assert out.returncode == 0, out.stderr
     guest = (FIXTURES / "event-list.debian-6.12.out").read_text()
     assert guest.startswith("1:synthetic:mysynth\n2:kprobes:k2\n3:kprobes:k1\n")
-    assert guest.endswith("sched:sched_wakeup\nkprobes:k1\n")
+    assert guest.endswith("sched:sched_wakeup\n9p:9p_client_req\nkprobes:k1\n")
     assert out.stdout == guest

@@ -35,9 +35,9 @@ one every 6 us (the guest's median start to start).
 
 from __future__ import annotations
 
-from fakedebugfs.engine.ftrace.event_list import mark_created
+from fakedebugfs.engine.ftrace.event_list import kernel_event_order, mark_created
 from fakedebugfs.engine.ftrace.eventfs_calls import (CALLER_EVENT, CALLER_SYSTEM, DURATION,
-    FUNC, OwnTree, added_events, eventfs_sizes, kernel_string_address)
+    FUNC, OwnTree, eventfs_sizes, kernel_string_address)
 
 CREATE_DIR = "tracefs_create_dir"
 EVENTS_DIR = "eventfs_create_events_dir"
@@ -49,21 +49,6 @@ CALLER_OPTIONS = "trace_options_init_dentry.part.0+0x2f"
 CALLER_PER_CPU = "init_tracer_tracefs+0x6ac"
 CALLER_CPU = "init_tracer_tracefs+0x4ab"
 NO_FILES = "ftrace"  # event_subsystem_dir: "ftrace only has directories no files"
-
-
-def kernel_event_order(top) -> list:
-    """The keys of ``ftrace_events``, the list's head first: the events
-    added since boot (newest first), then the profile's recorded order."""
-    events = top.events
-    added = [k for k in reversed(added_events(top)) if k in events]
-    later = set(added)
-    boot = top.__dict__.get("_ftrace_events")
-    if boot is None:
-        prof = getattr(top, "profile", None)
-        boot = top._ftrace_events = prof.ftrace_events() if prof is not None else []
-    if not boot:
-        boot = list(reversed(list(events)))
-    return added + [k for k in boot if k in events and k not in later]
 
 
 def _node(calls: list, known: list, func: str, caller: str, name: str, size=None) -> None:
@@ -102,4 +87,4 @@ def instance_created(top, tr) -> None:
     fn.calls.run(OwnTree(calls, known), cpu, pid, top.engine.clock.now())
 
 
-__all__ = ["instance_created", "kernel_event_order"]
+__all__ = ["instance_created"]
