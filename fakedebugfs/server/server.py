@@ -110,6 +110,7 @@ class Server(ControlSocket):
                 self.nursery.start_soon(self.watches.follow)
         if self.mirror is not None:  # what it mirrors is not made up as well
             self.watches.mirrored = self.mirror.opened
+            self.mirror.before_drain = self.watches.sync
         self.watches.add(pid, parent, parent_comm, opened, proc)
         if self.mirror is not None and self.mirror.mode == "tree" and \
                 (opened is None or sock is not None):

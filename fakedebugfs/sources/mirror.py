@@ -286,10 +286,15 @@ class Mirror(MirrorSyscalls, MirrorDrain):
         self.cgroup_fd: Optional[int] = None  # tree: the command's cgroup, where one is made
         self.cgroup_path: Optional[str] = None
         self.on_fire: Optional[Callable[[], None]] = None
+        # run's process events, in before each drain: a task's fork is in
+        # (event-fork's pid lists) before its samples (its exit's removal
+        # waits for them: hold_exit)
+        self.before_drain: Optional[Callable[[], None]] = None
         self._clock_base = None  # virtual clock: (sample time, fake time) of the first
         self.drained_at = 0.0  # time.monotonic() of the last drain
         self.cost = 0.0  # seconds a byte of records costs a drain, of the last drains
         self._taken: dict = {}  # CpuBuffer -> ((consumed_events, reader_asked), when last changed)
+        self._exits: list = []  # tree: (ring marks, pid-list removal) held (hold_exit)
         self._last_sample: dict[int, int] = {}  # task -> perf time of its last sample fired
         self._named_at: dict[int, int] = {}  # task -> perf time of its last COMM record
         self.syscalls_setup()  # syscalls events carried by raw_syscalls' (mirror_syscalls)
@@ -319,6 +324,7 @@ class Mirror(MirrorSyscalls, MirrorDrain):
         if pid not in self.kernel.engine.comms:
             self.kernel.engine.set_comm(pid, comm_of(pid, self.proc))
         self._open_rings()
+        self.kernel.engine.pid_exit_hold = self.hold_exit
         for key in self.wanted():
             self._open_event(key)
 
@@ -482,6 +488,9 @@ class Mirror(MirrorSyscalls, MirrorDrain):
     def close(self) -> None:
         """Close everything; the perf events go in the background (see
         :func:`release_later`)."""
+        if self.kernel.engine.pid_exit_hold == self.hold_exit:
+            self.kernel.engine.pid_exit_hold = None
+        self.release_exits(everything=True)
         fds = [fd for group in (*self.opened.values(), *self.parked.values()) for fd in group]
         self.opened, self.parked = {}, {}
         self.close_carriers()

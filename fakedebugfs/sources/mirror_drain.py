@@ -145,6 +145,8 @@ class MirrorDrain(DrainSlices, MirrorPids):
         tasks, times, each event type's fields."""
         if not self.rings:
             return 0
+        if self.before_drain is not None:
+            self.before_drain()
         if most is None:
             most = self.slice_bytes()
         self.drained_at = started = time.monotonic()
@@ -174,6 +176,7 @@ class MirrorDrain(DrainSlices, MirrorPids):
             parts.append(part)
             counts.append(len(part))
         if not blobs:
+            self.release_exits()
             return 0
         starts = np.cumsum([0] + [len(b) for b in blobs[:-1]])
         off = np.concatenate([p + b for p, b in zip(parts, starts.tolist())])
@@ -196,6 +199,7 @@ class MirrorDrain(DrainSlices, MirrorPids):
         fired = self._fire(data, off[sample], cpu[sample], u32, u64)
         if fired and self.on_fire is not None:
             self.on_fire()
+        self.release_exits()
         taken = sum(len(b) for b in blobs)
         took = time.monotonic() - started
         # (a drain's fixed cost, up to 1 ms, would be all of a small, cheap one's)

@@ -7,7 +7,8 @@ measured cost of a byte (a system call the function tracers expand into
 its call tree costs a hundred times a plain event), and held while a
 consuming reader is behind.  A mixin of
 :class:`~fakedebugfs.sources.mirror_drain.MirrorDrain` (which sets
-``kernel``, ``opened``, ``rings``, ``cost``, ``drained_at`` and ``_taken``)."""
+``kernel``, ``opened``, ``rings``, ``cost``, ``drained_at``, ``_taken`` and
+``_exits``)."""
 
 from __future__ import annotations
 
@@ -161,6 +162,26 @@ class DrainSlices:
         """Every record up to *marks* (:meth:`marks`) has been drained."""
         return all(self.rings[cpu].positions()[1] >= head for cpu, head in marks.items()
                    if cpu in self.rings)
+
+    def hold_exit(self, leave) -> None:
+        """The engine's ``pid_exit_hold`` (``tree``): a task's exit came in
+        (``run``'s watcher) while samples it made before may wait in the
+        rings; its pid-list removal (*leave*) runs once every ring is
+        drained up to now (:meth:`release_exits`, after each drain), so
+        those samples meet the lists as the kernel's events did
+        (``trace-cmd record -c -F sh -c 'cat X; cat X'`` lost a cat's
+        openats, all or most, when its exit came first)."""
+        marks = self.marks()
+        if self.reached(marks):
+            leave()
+        else:
+            self._exits.append((marks, leave))
+
+    def release_exits(self, everything: bool = False) -> None:
+        """Run the held removals whose samples are all in (*everything*:
+        all of them, the mirror closing)."""
+        while self._exits and (everything or self.reached(self._exits[0][0])):
+            self._exits.pop(0)[1]()
 
 
 __all__ = ["DrainSlices", "DRAIN_BYTES", "COST_FROM", "COST_TIME", "DRAIN_AT", "DRAIN_EVERY",

@@ -17,7 +17,7 @@ otherwise the events are fired one by one.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 
 from fakedebugfs.engine.core.lazynp import np
 
@@ -58,6 +58,10 @@ class Engine:
         self.emitted = 0
         self.last_ts = [0] * nr_cpus  # per CPU: the trace clock never goes back
         self.listeners: list = []  # callables run after each batch (wake-ups)
+        # a source whose events of a task may come in after the task's exit
+        # (run's mirror) takes the exit's pid-list removal, to run it once
+        # they are in (trace_events_pid.TraceEventPids.task_exit)
+        self.pid_exit_hold: Optional[Callable[[Callable[[], None]], None]] = None
         for system, name, args in TRACEPOINTS:
             self.define(system, name, args)
 

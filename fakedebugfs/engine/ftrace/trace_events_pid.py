@@ -67,23 +67,43 @@ class TraceEventPids:
         for tp, probe in zip((fork, exit_), self._fork_probes):
             (tp.register if on else tp.unregister)(probe)
 
+    def task_fork(self, parent: int, child: int) -> None:
+        """``event_filter_pid_sched_process_fork``: *child* joins the
+        lists *parent* is in."""
+        for pids in (self.event_pids, self.notrace_pids):
+            if parent in pids:
+                pids.add(child)
+
+    def task_exit(self, pid: int) -> None:
+        """``event_filter_pid_sched_process_exit``: *pid* leaves the lists,
+        once the events it made before its exit are in: a source that
+        fires them later (the engine's ``pid_exit_hold``: ``run``'s mirror,
+        whose samples of a task can still wait in its rings when the
+        task's exit comes in) holds the removal until then."""
+        if not (self.event_pids or self.notrace_pids):
+            return
+        hold = self.engine.pid_exit_hold
+        if hold is not None:
+            hold(lambda: self._leave_lists(pid))
+        else:
+            self._leave_lists(pid)
+
+    def _leave_lists(self, pid: int) -> None:
+        self.event_pids.discard(pid)
+        self.notrace_pids.discard(pid)
+
     def _on_fork(self, tp):
         parent_i, child_i = tp.index("parent_pid"), tp.index("child_pid")
 
         def probe(cpu, pid, ts, values):
-            parent, child = values[parent_i], values[child_i]
-            for pids in (self.event_pids, self.notrace_pids):
-                if parent in pids:
-                    pids.add(child)
+            self.task_fork(values[parent_i], values[child_i])
         return probe
 
     def _on_exit(self, tp):
         pid_i = tp.index("pid")
 
         def probe(cpu, pid, ts, values):
-            if self.event_pids or self.notrace_pids:
-                self.event_pids.discard(values[pid_i])
-                self.notrace_pids.discard(values[pid_i])
+            self.task_exit(values[pid_i])
         return probe
 
 
