@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from fakedebugfs.oracle.marker_facts import main, trace_after_marker
+
 TEXT = "marker_ip"
 _LINE = re.compile(r": (\S+\+0x[0-9a-f]+/0x[0-9a-f]+ <[0-9a-f]+>): " + TEXT + "$", re.M)
 
@@ -33,33 +35,11 @@ def from_trace(text: str) -> str:
 def read(instance: Path) -> str:
     """Set ``sym-offset`` and ``sym-addr`` in *instance*, write a marker,
     read its ip back."""
-    instance = Path(instance)
-    opts = [instance / "options/sym-offset", instance / "options/sym-addr"]
-    for opt in opts:
-        opt.write_text("1\n")
-    try:
-        (instance / "trace_marker").write_text(TEXT + "\n")
-        return from_trace((instance / "trace").read_text())
-    finally:
-        for opt in opts:
-            opt.write_text("0\n")
-
-
-def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m fakedebugfs.oracle.marker_ip INSTANCE OUT|-", file=sys.stderr)
-        return 2
-    site = read(Path(args[0])) + "\n"
-    if args[1] == "-":
-        sys.stdout.write(site)
-    else:
-        Path(args[1]).write_text(site)
-    return 0
+    return from_trace(trace_after_marker(instance, ("sym-offset", "sym-addr"), TEXT))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("fakedebugfs.oracle.marker_ip", read))
 
 
 __all__ = ["from_trace", "read"]

@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from fakedebugfs.oracle.marker_facts import main, trace_after_marker
+
 _MODEL = re.compile(r"^# latency: .*\| \(M:(.*?) VP:", re.M)
 
 
@@ -32,30 +34,11 @@ def from_header(text: str) -> str:
 
 def read(instance: Path) -> str:
     """Set ``latency-format`` in *instance*, write a marker, read the model."""
-    instance = Path(instance)
-    (instance / "options/latency-format").write_text("1\n")
-    try:
-        (instance / "trace_marker").write_text("preempt_model\n")
-        return from_header((instance / "trace").read_text())
-    finally:
-        (instance / "options/latency-format").write_text("0\n")
-
-
-def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m fakedebugfs.oracle.preempt_model INSTANCE OUT|-", file=sys.stderr)
-        return 2
-    model = read(Path(args[0])) + "\n"
-    if args[1] == "-":
-        sys.stdout.write(model)
-    else:
-        Path(args[1]).write_text(model)
-    return 0
+    return from_header(trace_after_marker(instance, ("latency-format",), "preempt_model"))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("fakedebugfs.oracle.preempt_model", read))
 
 
 __all__ = ["from_header", "read"]
