@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKEDEBUGFS
+from conftest import FAKEDEBUGFS, build_c
 from support import realtracefs
 
 # the mirror serves the running kernel's events where the profile's formats
@@ -27,29 +27,12 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the workload"),
 ]
 
-GETPPID_C = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-#include <sys/syscall.h>
-int main(int argc, char **argv) {
-    long n = argc > 1 ? atol(argv[1]) : 1000;
-    printf("%d\n", getpid());
-    fflush(stdout);
-    for (long i = 0; i < n; i++)
-        syscall(SYS_getppid);
-    return 0;
-}
-"""
-
 
 @pytest.fixture(scope="module")
 def getppid(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("mirror")
-    (d / "getppid.c").write_text(GETPPID_C)
-    subprocess.run(["gcc", "-O2", "-o", str(d / "getppid"), str(d / "getppid.c")], check=True)
     os.chmod(d, 0o755)
-    return str(d / "getppid")
+    return str(build_c("getppid.c", d))
 
 
 def run(*args, env=None, timeout=120) -> subprocess.CompletedProcess:

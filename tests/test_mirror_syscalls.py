@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from conftest import FAKEDEBUGFS
+from conftest import FAKEDEBUGFS, build_c
 from support import realtracefs
 
 PROFILE = "debian-6.12"  # a profile with a syscalls file (the fan-out's table)
@@ -26,22 +26,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="--mirror needs root (CAP_PERFMON)"),
     pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the workload"),
 ]
-
-
-GETPPID_C = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-#include <sys/syscall.h>
-int main(int argc, char **argv) {
-    long n = argc > 1 ? atol(argv[1]) : 1;
-    printf("%d\n", getpid());
-    fflush(stdout);
-    for (long i = 0; i < n; i++)
-        syscall(SYS_getppid);
-    return 0;
-}
-"""
 
 
 def real_tracefs(script: str) -> str:
@@ -57,10 +41,8 @@ def real_tracefs(script: str) -> str:
 @pytest.fixture(scope="module")
 def getppid(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("mirror-syscalls")
-    (d / "getppid.c").write_text(GETPPID_C)
-    subprocess.run(["gcc", "-O2", "-o", str(d / "getppid"), str(d / "getppid.c")], check=True)
     os.chmod(d, 0o755)
-    return str(d / "getppid")
+    return str(build_c("getppid.c", d))
 
 
 # raw_syscalls' enter probe registered before the syscalls one, the exit
