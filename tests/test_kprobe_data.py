@@ -8,27 +8,9 @@ with the Debian 6.12 guest (ftracetest's ``kprobe_args_symbol.tc``).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from support.kprobe_guest import FIXTURES, PROFILE, needs_kallsyms, run
 
-import pytest
-
-from fakedebugfs.engine.core.profile_files import has_profile_file
-
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
-FIXTURES = ROOT / "fixtures" / "kprobes"
-pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
-                                reason="the debian-6.12 profile has no kallsyms")
-
-
-def run(script: str, profile=PROFILE) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(profile), "--workload",
-         "none", "--", "bash", "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+pytestmark = needs_kallsyms
 
 
 def test_data_symbols_as_the_guest():

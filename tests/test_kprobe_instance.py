@@ -9,29 +9,15 @@ compared with the Debian 6.12 guest.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from support import kprobe_guest
+from support.kprobe_guest import FIXTURES, needs_kallsyms
 
-import pytest
-
-from fakedebugfs.engine.core.profile_files import has_profile_file
-
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
-FIXTURES = ROOT / "fixtures" / "kprobes"
-pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
-                                reason="the debian-6.12 profile has no kallsyms")
+pytestmark = needs_kallsyms
 
 
 def run(script: str) -> str:
     # the guest's 4 CPUs: a cpuN directory each
-    out = subprocess.run(
-        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--cpus", "4",
-         "--workload", "none", "--", "bash", "-c", script],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return kprobe_guest.run(script, options=("--cpus", "4"))
 
 
 def test_instance_mkdir_calls_as_the_guest():

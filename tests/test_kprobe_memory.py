@@ -8,27 +8,9 @@ there reads the name through ``+0(%di)`` as ``char``, ``char[4]``,
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from support.kprobe_guest import FIXTURES, needs_kallsyms, run
 
-import pytest
-
-from fakedebugfs.engine.core.profile_files import has_profile_file
-
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
-FIXTURES = ROOT / "fixtures" / "kprobes"
-pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
-                                reason="the debian-6.12 profile has no kallsyms")
-
-
-def run(script: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
-         "none", "--", "bash", "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+pytestmark = needs_kallsyms
 
 
 def test_eventfs_create_dir_arguments_as_the_guest():

@@ -10,19 +10,10 @@ the Debian 6.12 guest.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
+from support.kprobe_guest import FIXTURES, needs_kallsyms, run
 
-from fakedebugfs.engine.core.profile_files import has_profile_file
-
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "fakedebugfs" / "profiles" / "debian-6.12"
-FIXTURES = ROOT / "fixtures" / "kprobes"
-pytestmark = pytest.mark.skipif(not has_profile_file(PROFILE, "kallsyms"),
-                                reason="the debian-6.12 profile has no kallsyms")
+pytestmark = needs_kallsyms
 
 
 def test_probes_on_one_function_as_the_guest():
@@ -31,16 +22,12 @@ def test_probes_on_one_function_as_the_guest():
     d with the trampoline as return address, then e: the guest's lines;
     then with ``sym-addr`` each address after its symbol (the trampoline's
     too), the text not kept from the first read."""
-    out = subprocess.run(
-        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
-         "none", "--", "bash", "-c", (FIXTURES / "same-address.sh").read_text()],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run((FIXTURES / "same-address.sh").read_text())
     guest = (FIXTURES / "same-address.debian-6.12.out").read_text()
     assert "b: (kernel_clone+0x4/0x430)\na: (kernel_clone" in guest
     assert "c: ([unknown/kretprobe'd] <- kernel_clone)" in guest
     assert "a: (kernel_clone+0x4/0x430 <ffffffff810c7c44>)" in guest
-    assert out.stdout == guest
+    assert out == guest
 
 
 def test_kernel_clone_returns_the_child_pid():
@@ -56,13 +43,10 @@ def test_kernel_clone_returns_the_child_pid():
               "echo 0 > events/sched/sched_process_fork/enable\n"
               "cat trace\n"
               "echo > kprobe_events\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
-         "none", "--", "bash", "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    rets = re.findall(r" kc: \(.* <- kernel_clone\) arg1=(\d+)", out.stdout)
-    children = re.findall(r" sched_process_fork: .* child_pid=(\d+)", out.stdout)
-    assert rets and rets == children, out.stdout
+    out = run(script)
+    rets = re.findall(r" kc: \(.* <- kernel_clone\) arg1=(\d+)", out)
+    children = re.findall(r" sched_process_fork: .* child_pid=(\d+)", out)
+    assert rets and rets == children, out
 
 
 def test_the_newest_definition_is_listed_first():
@@ -73,12 +57,8 @@ def test_the_newest_definition_is_listed_first():
     after it first, then the boot's events in the kernel list's reverse
     (``sched_switch`` before the module's ``9p`` event, which the top level
     lists first), and ``k1`` last: the guest's lines."""
-    out = subprocess.run(
-        [sys.executable, "-m", "fakedebugfs", "run", "--profile", str(PROFILE), "--workload",
-         "none", "--", "bash", "-c", (FIXTURES / "event-list.sh").read_text()],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run((FIXTURES / "event-list.sh").read_text())
     guest = (FIXTURES / "event-list.debian-6.12.out").read_text()
     assert guest.startswith("1:synthetic:mysynth\n2:kprobes:k2\n3:kprobes:k1\n")
     assert guest.endswith("sched:sched_wakeup\n9p:9p_client_req\nkprobes:k1\n")
-    assert out.stdout == guest
+    assert out == guest
