@@ -103,6 +103,17 @@ def _hang(states: list[str]) -> str:
     return "start-up" if any(st.startswith("Z") for st in states) else "stop"
 
 
+def _after_sigint(proc, sent: float, bound: float, hang) -> tuple:
+    """``(seconds from *sent* to its end, None)`` of a trial SIGINTed at
+    *sent*, or ``(None, hang())`` when it is still running after *bound*
+    seconds."""
+    try:
+        proc.wait(timeout=bound)
+        return round(time.monotonic() - sent, 2), None
+    except subprocess.TimeoutExpired:
+        return None, hang()
+
+
 def _session_hang(sid: int) -> str:
     """:func:`_hang` of the trace-cmd processes of session *sid*."""
     out = subprocess.run(["ps", "-s", str(sid), "-o", "stat=,comm="], capture_output=True,
@@ -136,13 +147,7 @@ def fake_trial(at: float, bound: float = BOUND) -> dict:
             time.sleep(0.05)
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        hung = None
-        try:
-            proc.wait(timeout=bound)
-            ended = round(time.monotonic() - sent, 2)
-        except subprocess.TimeoutExpired:
-            ended = None
-            hung = _session_hang(proc.pid)
+        ended, hung = _after_sigint(proc, sent, bound, lambda: _session_hang(proc.pid))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # run's init takes the rest with it
@@ -200,13 +205,9 @@ def host_trial(at: float, bound: float = HOST_BOUND) -> dict:
             backlog += [int(ln.split()[1]) for ln in fp if ln.startswith("entries:")]
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    hung = None
-    try:
-        proc.wait(timeout=bound)
-        ended = round(time.monotonic() - sent, 2)
-    except subprocess.TimeoutExpired:
-        ended = None
-        hung = _hang([st for _, st in _children(proc.pid)])
+    ended, hung = _after_sigint(proc, sent, bound,
+                                lambda: _hang([st for _, st in _children(proc.pid)]))
+    if ended is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return {"at": at, "recorders": recorders, "backlog": backlog, "ended_after_s": ended,
